@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * ccload.bpf.h - BPF-only helpers shared by the four controllers.
+ *
+ * Each controller object has the same four maps, so the loader treats them
+ * uniformly and pins them under /sys/fs/bpf/ccload/<algo>/:
+ *   params  ARRAY[CCL_NR_PROFILES] of struct ccl_<algo>_params (live tunables)
+ *   stats   PERCPU_ARRAY[CCL_NR_STATS] of u64
+ *   events  RINGBUF of struct ccl_event (per-round telemetry)
+ *   meta    ARRAY[1] of struct ccl_meta (what detach must restore)
+ */
+#ifndef __CCLOAD_BPF_H
+#define __CCLOAD_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+
+#include "ccload_intf.h"
+#include "core/ccl_core.h"
+
+#define AF_INET 2
+#define AF_INET6 10
+#define TCP_INFINITE_SSTHRESH 0x7fffffff
+
+/* Kernel CC helpers exported to struct_ops programs as kfuncs. */
+extern void tcp_slow_start(struct tcp_sock *tp, u32 acked) __ksym;
+extern void tcp_cong_avoid_ai(struct tcp_sock *tp, u32 w, u32 acked) __ksym;
+extern void tcp_reno_cong_avoid(struct sock *sk, u32 ack, u32 acked) __ksym;
+extern u32 tcp_reno_ssthresh(struct sock *sk) __ksym;
+extern u32 tcp_reno_undo_cwnd(struct sock *sk) __ksym;
+
+#define CCL_DEFINE_MAPS(params_type)                                      \
+	struct {                                                          \
+		__uint(type, BPF_MAP_TYPE_ARRAY);                         \
+		__uint(max_entries, CCL_NR_PROFILES);                     \
+		__type(key, u32);                                         \
+		__type(value, params_type);                               \
+	} params SEC(".maps");                                            \
+	struct {                                                          \
+		__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);                  \
+		__uint(max_entries, CCL_NR_STATS);                        \
+		__type(key, u32);                                         \
+		__type(value, u64);                                       \
+	} stats SEC(".maps");                                             \
+	struct {                                                          \
+		__uint(type, BPF_MAP_TYPE_RINGBUF);                       \
+		__uint(max_entries, CCL_RINGBUF_BYTES);                   \
+	} events SEC(".maps");                                            \
+	struct {                                                          \
+		__uint(type, BPF_MAP_TYPE_ARRAY);                         \
+		__uint(max_entries, 1);                                   \
+		__type(key, u32);                                         \
+		__type(value, struct ccl_meta);                           \
+	} meta SEC(".maps");                                              \
+	static __always_inline void stat_add(u32 idx, u64 v)              \
+	{                                                                 \
+		u64 *c = bpf_map_lookup_elem(&stats, &idx);               \
+		if (c)                                                    \
+			*c += v;                                          \
+	}                                                                 \
+	static __always_inline void stat_inc(u32 idx)                     \
+	{                                                                 \
+		stat_add(idx, 1);                                         \
+	}
+
+/*
+ * params_type fn(profile, *p): copy the tunables of `profile` from the params
+ * map and clamp every field to the range declared in ccload_intf.h (userspace
+ * writes are not trusted).  A failed lookup falls back to the defaults.
+ */
+#define CCL_PARAM_CLAMP(field, name, scale, def, lo, hi, unit, help) \
+	p->field = ccl_clamp_u32(p->field, lo, hi, &hit);
+#define CCL_PARAM_DEFAULT(field, name, scale, def, lo, hi, unit, help) .field = def,
+#define CCL_DEFINE_PARAMS_READER(fn, params_type, TABLE)                          \
+	static __always_inline void fn(u32 profile, params_type *p)               \
+	{                                                                         \
+		params_type *m;                                                   \
+		u32 hit = 0;                                                      \
+		if (profile >= CCL_NR_PROFILES)                                   \
+			profile = 0;                                              \
+		m = bpf_map_lookup_elem(&params, &profile);                       \
+		if (!m) {                                                         \
+			params_type d = { TABLE(CCL_PARAM_DEFAULT) };             \
+			*p = d;                                                   \
+			stat_inc(CCL_STAT_PROFILE_MISS);                          \
+			return;                                                   \
+		}                                                                 \
+		*p = *m;                                                          \
+		TABLE(CCL_PARAM_CLAMP)                                            \
+		if (hit)                                                          \
+			stat_inc(CCL_STAT_PARAM_CLAMPED);                         \
+	}
+
+static __always_inline struct tcp_sock *tcp_sk(const struct sock *sk)
+{
+	return (struct tcp_sock *)sk;
+}
+
+static __always_inline struct inet_connection_sock *inet_csk(const struct sock *sk)
+{
+	return (struct inet_connection_sock *)sk;
+}
+
+static __always_inline void *inet_csk_ca(const struct sock *sk)
+{
+	return (void *)inet_csk(sk)->icsk_ca_priv;
+}
+
+static __always_inline u8 ccl_ca_state(const struct sock *sk)
+{
+	return (u8)BPF_CORE_READ_BITFIELD(inet_csk(sk), icsk_ca_state);
+}
+
+static __always_inline u32 tcp_packets_in_flight(const struct tcp_sock *tp)
+{
+	return tp->packets_out - (tp->sacked_out + tp->lost_out) + tp->retrans_out;
+}
+
+static __always_inline bool before(u32 seq1, u32 seq2)
+{
+	return (s32)(seq1 - seq2) < 0;
+}
+#define after(seq2, seq1) before(seq1, seq2)
+
+/* tcp_is_cwnd_limited() is a static inline in the kernel; same logic as
+ * tools/testing/selftests/bpf/progs/bpf_cubic.c. */
+static __always_inline bool tcp_is_cwnd_limited(const struct sock *sk)
+{
+	const struct tcp_sock *tp = tcp_sk(sk);
+
+	/* If in slow start, ensure cwnd grows to twice what was ACKed. */
+	if (tp->snd_cwnd < tp->snd_ssthresh)
+		return tp->snd_cwnd < 2 * tp->max_packets_out;
+	return !!BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited);
+}
+
+/* Profile bound to this socket (per-cgroup profiles); 0 = defaults. */
+static __always_inline u32 ccl_profile_of(const struct sock *sk)
+{
+	return 0;
+}
+
+/* Fill the algorithm-independent part of a telemetry record. */
+static __always_inline void ccl_event_fill(struct ccl_event *ev, const struct sock *sk, u32 algo,
+					   u32 round, u8 phase, u32 profile)
+{
+	const struct tcp_sock *tp = tcp_sk(sk);
+	u16 family = sk->__sk_common.skc_family;
+
+	ev->cookie = (u64)sk->__sk_common.skc_cookie.counter;
+	ev->mstamp_us = tp->tcp_mstamp;
+	ev->algo = algo;
+	ev->round = round;
+	ev->snd_cwnd = tp->snd_cwnd;
+	ev->snd_ssthresh = tp->snd_ssthresh;
+	ev->srtt_us = tp->srtt_us >> 3;
+	ev->in_flight = tcp_packets_in_flight(tp);
+	ev->mss = tp->mss_cache;
+	ev->family = family;
+	ev->sport = sk->__sk_common.skc_num;
+	ev->dport = bpf_ntohs(sk->__sk_common.skc_dport);
+	ev->ca_state = ccl_ca_state(sk);
+	ev->phase = phase;
+	ev->profile = profile;
+	if (family == AF_INET6) {
+		__builtin_memcpy(ev->saddr, &sk->__sk_common.skc_v6_rcv_saddr, 16);
+		__builtin_memcpy(ev->daddr, &sk->__sk_common.skc_v6_daddr, 16);
+	} else {
+		__builtin_memset(ev->saddr, 0, 16);
+		__builtin_memset(ev->daddr, 0, 16);
+		__builtin_memcpy(ev->saddr, &sk->__sk_common.skc_rcv_saddr, 4);
+		__builtin_memcpy(ev->daddr, &sk->__sk_common.skc_daddr, 4);
+	}
+}
+
+/* Should this round be traced?  trace_every = 0 turns telemetry off. */
+static __always_inline bool ccl_trace_due(u32 round, u32 trace_every)
+{
+	return trace_every && (round % trace_every) == 0;
+}
+
+#endif /* __CCLOAD_BPF_H */

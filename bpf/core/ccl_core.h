@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * ccl_core.h - fixed-point helpers shared by every controller's arithmetic core.
+ *
+ * The *_core.h headers hold each controller's arithmetic as pure functions on
+ * plain integers.  They are compiled twice from this one source:
+ *   - into the BPF objects, where CCL_CORE expands to static __always_inline;
+ *   - into the host library loader/build.rs builds with the `cc` crate
+ *     (bpf/core/host_core.c), where CCL_CORE gives external linkage, so the
+ *     Rust unit tests call exactly this code (declarations via bindgen) and
+ *     check it against an f64 model of the papers' equations.
+ * No kernel types, no helpers, no globals: integers in, integers out.
+ */
+#ifndef __CCL_CORE_H
+#define __CCL_CORE_H
+
+#include "../ccload_intf.h"
+
+#ifdef __bpf__
+#define CCL_CORE static __always_inline
+#else
+#define CCL_CORE
+#endif
+
+#define CCL_U32_MAX 0xffffffffU
+#define CCL_USEC_PER_SEC 1000000ULL
+#define CCL_NSEC_PER_SEC 1000000000ULL
+
+CCL_CORE u64 ccl_min64(u64 a, u64 b)
+{
+	return a < b ? a : b;
+}
+
+CCL_CORE u64 ccl_max64(u64 a, u64 b)
+{
+	return a > b ? a : b;
+}
+
+CCL_CORE s64 ccl_smin(s64 a, s64 b)
+{
+	return a < b ? a : b;
+}
+
+CCL_CORE s64 ccl_smax(s64 a, s64 b)
+{
+	return a > b ? a : b;
+}
+
+/* Saturate to u32 (estimates are carried in u32 fields). */
+CCL_CORE u32 ccl_sat32(u64 v)
+{
+	return v > CCL_U32_MAX ? CCL_U32_MAX : (u32)v;
+}
+
+/* Signed division by a positive divisor without BPF cpu v4 sdiv: divide the
+ * magnitude and re-apply the sign (rounds toward zero, as C does). */
+CCL_CORE s64 ccl_sdiv(s64 a, u64 b)
+{
+	u64 q;
+
+	if (!b)
+		return 0;
+	if (a < 0) {
+		q = (u64)(-a) / b;
+		return -(s64)q;
+	}
+	return (s64)((u64)a / b);
+}
+
+/* Signed multiply-and-shift, x * m >> 10 with arithmetic shift.  No overflow
+ * while |x| < 2^49 and m < 2^14 (tunables are clamped far below that). */
+CCL_CORE s64 ccl_smul_q10(s64 x, u32 m)
+{
+	return (x * (s64)m) >> 10;
+}
+
+/*
+ * segs(rate, dt) = rate * dt * 1024 / 1e6: segments (Q10) that a rate of
+ * rate_sps segments/s carries in dt_us microseconds.  ALGORITHMS.md 0.1:
+ * no overflow for rate <= 1e7 seg/s (~115 Gb/s) and dt <= 10 s; larger inputs
+ * are clamped to those bounds.
+ */
+CCL_CORE u64 ccl_segs_q10(u64 rate_sps, u64 dt_us)
+{
+	rate_sps = ccl_min64(rate_sps, 10000000ULL);
+	dt_us = ccl_min64(dt_us, 10000000ULL);
+	return rate_sps * dt_us * 1024 / CCL_USEC_PER_SEC;
+}
+
+/* floor(sqrt(x)) for any u64: bit-by-bit, 32 fixed iterations (bounded loop,
+ * verifier friendly), ALGORITHMS.md 0.3. */
+CCL_CORE u64 ccl_isqrt64(u64 x)
+{
+	u64 res = 0, bit = 1ULL << 62;
+	int i;
+
+	for (i = 0; i < 32; i++) {
+		if (x >= res + bit) {
+			x -= res + bit;
+			res = (res >> 1) + bit;
+		} else {
+			res >>= 1;
+		}
+		bit >>= 2;
+	}
+	return res;
+}
+
+/* Clamp v into [lo, hi]; *hit is set when v was outside. */
+CCL_CORE u32 ccl_clamp_u32(u32 v, u32 lo, u32 hi, u32 *hit)
+{
+	if (v < lo) {
+		*hit = 1;
+		return lo;
+	}
+	if (v > hi) {
+		*hit = 1;
+		return hi;
+	}
+	return v;
+}
+
+#endif /* __CCL_CORE_H */

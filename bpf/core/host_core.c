@@ -1,0 +1,41 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * host_core.c - compiles the controllers' arithmetic cores for the host, so
+ * that the Rust unit tests run exactly the code the BPF objects inline, and
+ * emits the tunable descriptor tables from the X-macros in ccload_intf.h.
+ * Built by loader/build.rs with the `cc` crate.
+ */
+#include "ccl_core.h"
+#include "ccpd_core.h"
+
+#define CCL_PARAM_DESC(field, name, scale, def, lo, hi, unit, help) \
+	{ #field, name, scale, def, lo, hi, unit, help },
+#define CCL_DESC_TABLE(algo, TABLE)                                                   \
+	const struct ccl_param_desc ccl_##algo##_param_desc[] = { TABLE(CCL_PARAM_DESC) }; \
+	const u32 ccl_##algo##_param_count =                                               \
+		sizeof(ccl_##algo##_param_desc) / sizeof(ccl_##algo##_param_desc[0]);
+
+CCL_DESC_TABLE(ccpd, CCL_CCPD_PARAMS)
+CCL_DESC_TABLE(hetcp, CCL_HETCP_PARAMS)
+CCL_DESC_TABLE(ctcp_plus, CCL_CTCP_PLUS_PARAMS)
+CCL_DESC_TABLE(ub_reno, CCL_UB_RENO_PARAMS)
+
+#include <stddef.h>
+
+#define CCL_TEL_DESC(member, type, field, unit, help)                                   \
+	{ #field, unit, help, offsetof(struct ccl_event, u.member.field), sizeof(type), \
+	  (type)-1 < (type)0 },
+#define CCL_TEL_TABLE(algo, member, TABLE)                                        \
+	const struct ccl_tel_desc ccl_##algo##_tel_desc[] = { TABLE(member##_DESC) }; \
+	const u32 ccl_##algo##_tel_count =                                            \
+		sizeof(ccl_##algo##_tel_desc) / sizeof(ccl_##algo##_tel_desc[0]);
+
+#define ccpd_DESC(type, field, unit, help) CCL_TEL_DESC(ccpd, type, field, unit, help)
+#define hetcp_DESC(type, field, unit, help) CCL_TEL_DESC(hetcp, type, field, unit, help)
+#define ctcp_DESC(type, field, unit, help) CCL_TEL_DESC(ctcp, type, field, unit, help)
+#define ubl_DESC(type, field, unit, help) CCL_TEL_DESC(ubl, type, field, unit, help)
+
+CCL_TEL_TABLE(ccpd, ccpd, CCL_TEL_CCPD)
+CCL_TEL_TABLE(hetcp, hetcp, CCL_TEL_HETCP)
+CCL_TEL_TABLE(ctcp_plus, ctcp, CCL_TEL_CTCP)
+CCL_TEL_TABLE(ub_reno, ubl, CCL_TEL_UBL)

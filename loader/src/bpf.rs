@@ -1,0 +1,533 @@
+//! Kernel side: load a controller's skeleton, register it as struct_ops, pin it
+//! so it outlives ccload, and read/write its pinned maps.
+//!
+//! Layout under bpffs, one directory per attached algorithm:
+//!
+//! ```text
+//! /sys/fs/bpf/ccload/<algo>/link     struct_ops link (keeps the CC registered)
+//!                          /params   ARRAY[CCL_NR_PROFILES] of struct ccl_<algo>_params
+//!                          /stats    PERCPU_ARRAY[CCL_NR_STATS] of u64
+//!                          /events   RINGBUF of struct ccl_event
+//!                          /meta     ARRAY[1] of struct ccl_meta
+//! ```
+
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, MapType, Object, OpenObject, PrintLevel};
+
+use crate::algos::{Algo, Params};
+use crate::error::CclError;
+use crate::intf;
+use crate::sysctl;
+
+/// Algorithms whose BPF object is compiled into this binary.
+pub const BUILT: &[Algo] = &[Algo::Ccpd];
+
+/// Where ccload pins its objects.
+pub const PIN_ROOT: &str = "/sys/fs/bpf/ccload";
+
+/// The maps every controller object has (see bpf/ccload.bpf.h).
+pub const MAPS: [&str; 4] = ["params", "stats", "events", "meta"];
+
+pub fn pin_dir(algo: Algo) -> PathBuf {
+    Path::new(PIN_ROOT).join(algo.name())
+}
+
+pub fn link_pin(algo: Algo) -> PathBuf {
+    pin_dir(algo).join("link")
+}
+
+pub fn map_pin(algo: Algo, map: &str) -> PathBuf {
+    pin_dir(algo).join(map)
+}
+
+/// Is `algo` attached by ccload (its link pinned)?
+pub fn is_attached(algo: Algo) -> bool {
+    link_pin(algo).exists()
+}
+
+pub fn attached() -> Vec<Algo> {
+    Algo::ALL.into_iter().filter(|a| is_attached(*a)).collect()
+}
+
+pub fn require_root() -> Result<(), CclError> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(CclError::NotRoot);
+    }
+    Ok(())
+}
+
+/// bpffs at /sys/fs/bpf, and struct_ops support.
+pub fn require_kernel() -> Result<(), CclError> {
+    if !crate::doctor::bpffs_mounted() {
+        return Err(CclError::Unsupported(
+            "bpffs is not mounted at /sys/fs/bpf (fix: mount -t bpf bpf /sys/fs/bpf)".into(),
+        ));
+    }
+    if !Path::new("/sys/kernel/btf/vmlinux").exists() {
+        return Err(CclError::Unsupported(
+            "the kernel has no BTF (/sys/kernel/btf/vmlinux); CONFIG_DEBUG_INFO_BTF=y is needed"
+                .into(),
+        ));
+    }
+    if !MapType::StructOps.is_supported().unwrap_or(false) {
+        return Err(CclError::Unsupported(
+            "this kernel cannot load BPF struct_ops (needs Linux >= 5.6 with CONFIG_BPF_JIT)"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// libbpf log capture: the verifier log is shown on failure (tail, or all with -v).
+
+static LOG: Mutex<String> = Mutex::new(String::new());
+
+fn capture_log(level: PrintLevel, msg: String) {
+    if level != PrintLevel::Debug || msg.contains("verifier") || msg.contains(": R") {
+        LOG.lock().unwrap().push_str(&msg);
+    }
+}
+
+fn start_capture() {
+    LOG.lock().unwrap().clear();
+    libbpf_rs::set_print(Some((PrintLevel::Debug, capture_log)));
+}
+
+fn take_log() -> String {
+    std::mem::take(&mut *LOG.lock().unwrap())
+}
+
+fn verifier_error(algo: Algo, err: libbpf_rs::Error, verbose: bool) -> anyhow::Error {
+    let log = take_log();
+    let lines: Vec<&str> = log.lines().collect();
+    let shown = if verbose || lines.len() <= 12 {
+        lines.join("\n")
+    } else {
+        format!(
+            "... ({} earlier lines; -v shows all)\n{}",
+            lines.len() - 12,
+            lines[lines.len() - 12..].join("\n")
+        )
+    };
+    anyhow::Error::new(err).context(CclError::Verifier {
+        algo: algo.name(),
+        log: shown,
+    })
+}
+
+// ---------------------------------------------------------------------------
+// Loading.
+
+/// Prepare the open object: reuse the algorithm's pinned maps when `reuse`.
+fn prepare(algo: Algo, obj: &mut OpenObject, reuse: bool) -> Result<()> {
+    if !reuse {
+        return Ok(());
+    }
+    for mut map in obj.maps_mut() {
+        let name = map.name().to_string_lossy().to_string();
+        if MAPS.contains(&name.as_str()) {
+            let pin = map_pin(algo, &name);
+            if pin.exists() {
+                map.reuse_pinned_map(&pin)
+                    .with_context(|| format!("failed to reuse pinned map {}", pin.display()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A loaded, not yet registered controller (lives inside `with_loaded`).
+pub struct Loaded<'a> {
+    algo: Algo,
+    obj: &'a mut Object,
+}
+
+impl Loaded<'_> {
+    fn map(&self, name: &str) -> Result<MapHandle> {
+        let m = self
+            .obj
+            .maps()
+            .find(|m| m.name() == name)
+            .with_context(|| format!("{}: object has no map `{name}`", self.algo))?;
+        Ok(MapHandle::try_from(&m)?)
+    }
+
+    fn struct_ops_link(&mut self) -> Result<Link> {
+        let algo = self.algo;
+        let mut map = self
+            .obj
+            .maps_mut()
+            .find(|m| m.map_type() == MapType::StructOps)
+            .with_context(|| format!("{algo}: object has no struct_ops map"))?;
+        map.attach_struct_ops()
+            .with_context(|| format!("failed to register struct_ops `{algo}`"))
+    }
+
+    fn struct_ops_fd(&self) -> Result<i32> {
+        let map = self
+            .obj
+            .maps()
+            .find(|m| m.map_type() == MapType::StructOps)
+            .with_context(|| format!("{}: object has no struct_ops map", self.algo))?;
+        Ok(map.as_fd().as_raw_fd())
+    }
+}
+
+macro_rules! load_skel {
+    ($builder:ty, $algo:expr, $reuse:expr, $verbose:expr, $f:expr) => {{
+        let mut storage = MaybeUninit::uninit();
+        let mut builder = <$builder>::default();
+        builder.obj_builder.debug($verbose);
+        let mut open = builder
+            .open(&mut storage)
+            .with_context(|| format!("failed to open the {} BPF object", $algo))?;
+        prepare($algo, open.open_object_mut(), $reuse)?;
+        start_capture();
+        let mut skel = match open.load() {
+            Ok(s) => s,
+            Err(e) => return Err(verifier_error($algo, e, $verbose)),
+        };
+        take_log();
+        let mut loaded = Loaded {
+            algo: $algo,
+            obj: skel.object_mut(),
+        };
+        $f(&mut loaded)
+    }};
+}
+
+/// Load `algo` (the verifier runs here), reusing its pinned maps when `reuse`,
+/// and run `f` on the loaded object.  The object is closed when `f` returns;
+/// what `f` pinned stays.
+pub fn with_loaded<R>(
+    algo: Algo,
+    reuse: bool,
+    verbose: bool,
+    f: impl FnOnce(&mut Loaded<'_>) -> Result<R>,
+) -> Result<R> {
+    use crate::skel::*;
+    match algo {
+        Algo::Ccpd => load_skel!(ccpd::CcpdSkelBuilder, algo, reuse, verbose, f),
+        other => bail!(CclError::Unsupported(format!(
+            "{other} is not built into this ccload yet (built: {})",
+            BUILT.iter().map(|a| a.name()).collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// attach / detach.
+
+pub struct AttachOpts {
+    pub algo: Algo,
+    pub sets: Vec<(String, String)>,
+    pub make_default: bool,
+    pub replace: bool,
+    pub verbose: bool,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum AttachOutcome {
+    Attached,
+    AlreadyAttached,
+    Replaced,
+}
+
+/// Registered TCP congestion controls.
+pub fn available_ccs() -> Result<Vec<String>> {
+    let s = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .context("failed to read tcp_available_congestion_control")?;
+    Ok(s.split_whitespace().map(str::to_string).collect())
+}
+
+pub fn is_registered(name: &str) -> bool {
+    available_ccs()
+        .map(|v| v.iter().any(|n| n == name))
+        .unwrap_or(false)
+}
+
+/// Removes what a failed attach pinned.
+struct PinGuard {
+    paths: Vec<PathBuf>,
+    dir: Option<PathBuf>,
+    armed: bool,
+}
+
+impl Drop for PinGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            for p in &self.paths {
+                let _ = std::fs::remove_file(p);
+            }
+            if let Some(d) = &self.dir {
+                let _ = std::fs::remove_dir(d);
+            }
+        }
+    }
+}
+
+pub fn attach(opts: &AttachOpts) -> Result<AttachOutcome> {
+    let algo = opts.algo;
+    // Validate everything before touching the kernel.
+    let mut params = algo.defaults();
+    params.apply(&opts.sets)?;
+    require_root()?;
+    require_kernel()?;
+
+    if is_attached(algo) && !opts.replace {
+        return Ok(AttachOutcome::AlreadyAttached);
+    }
+    if !is_attached(algo) && is_registered(algo.name()) {
+        bail!(CclError::NameTaken(algo.name().to_string()));
+    }
+
+    if opts.replace && is_attached(algo) {
+        with_loaded(algo, true, opts.verbose, |loaded| {
+            let new_fd = loaded.struct_ops_fd()?;
+            let link = Link::open(link_pin(algo))
+                .with_context(|| format!("failed to open pinned link of {algo}"))?;
+            // Atomic swap: sockets using the old ops keep them until they close.
+            // SAFETY: plain syscall wrapper; both fds are valid for the call.
+            let ret = unsafe {
+                libbpf_sys::bpf_link_update(link.as_fd().as_raw_fd(), new_fd, std::ptr::null())
+            };
+            if ret != 0 {
+                bail!(
+                    "failed to swap {algo} to the new object (bpf_link_update: {})",
+                    std::io::Error::from_raw_os_error(-ret)
+                );
+            }
+            Ok(())
+        })?;
+        if !opts.sets.is_empty() {
+            write_params(algo, &params, 0)?;
+        }
+        return Ok(AttachOutcome::Replaced);
+    }
+
+    let dir = pin_dir(algo);
+    std::fs::create_dir_all(&dir).with_context(|| format!("failed to create {}", dir.display()))?;
+    let mut guard = PinGuard {
+        paths: Vec::new(),
+        dir: Some(dir.clone()),
+        armed: true,
+    };
+
+    let mut meta = intf::ccl_meta {
+        attached_unix_s: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        ..Default::default()
+    };
+    with_loaded(algo, false, opts.verbose, |loaded| {
+        let map = loaded.map("params")?;
+        for profile in 0..intf::CCL_NR_PROFILES {
+            let p = if profile == 0 { params.clone() } else { algo.defaults() };
+            map.update(&profile.to_ne_bytes(), &p.to_bytes(), MapFlags::ANY)
+                .context("failed to write tunables")?;
+        }
+        for name in MAPS {
+            let pin = map_pin(algo, name);
+            loaded
+                .map(name)?
+                .pin(&pin)
+                .with_context(|| format!("failed to pin {}", pin.display()))?;
+            guard.paths.push(pin);
+        }
+        let mut link = loaded.struct_ops_link()?;
+        link.pin(link_pin(algo))
+            .with_context(|| format!("failed to pin the {algo} link"))?;
+        guard.paths.insert(0, link_pin(algo));
+        Ok(())
+    })?;
+
+    if opts.make_default {
+        let prev = sysctl::default_cc()?;
+        if prev != algo.name() {
+            sysctl::set_default_cc(algo.name())?;
+            let bytes = prev.as_bytes();
+            let n = bytes.len().min(meta.prev_default.len() - 1);
+            for (d, s) in meta.prev_default.iter_mut().zip(&bytes[..n]) {
+                *d = *s as _;
+            }
+            meta.default_set = 1;
+        }
+    }
+    write_meta(algo, &meta)?;
+    guard.armed = false;
+    Ok(AttachOutcome::Attached)
+}
+
+/// Unregister and unpin `algo`, restoring the default CC it replaced.
+pub fn detach(algo: Algo) -> Result<()> {
+    require_root()?;
+    if !is_attached(algo) {
+        // Clean up stray map pins of an interrupted attach, then report.
+        remove_pins(algo);
+        bail!(CclError::NotAttached { algo: algo.name() });
+    }
+    if let Ok(meta) = read_meta(algo) {
+        if meta.default_set == 1 {
+            let prev = c_name(&meta.prev_default);
+            if sysctl::default_cc().ok().as_deref() == Some(algo.name()) && !prev.is_empty() {
+                sysctl::set_default_cc(&prev)
+                    .with_context(|| format!("failed to restore default CC `{prev}`"))?;
+            }
+        }
+    }
+    remove_pins(algo);
+    // Link release (and so unregistration) runs from a kernel workqueue.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while is_registered(algo.name()) {
+        if Instant::now() > deadline {
+            bail!("{algo} still registered 5 s after unpinning: another process holds its link");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
+}
+
+fn remove_pins(algo: Algo) {
+    let _ = std::fs::remove_file(link_pin(algo));
+    for m in MAPS {
+        let _ = std::fs::remove_file(map_pin(algo, m));
+    }
+    let _ = std::fs::remove_dir(pin_dir(algo));
+    let _ = std::fs::remove_dir(PIN_ROOT); // only succeeds when empty
+}
+
+pub fn c_name(bytes: &[std::os::raw::c_char]) -> String {
+    bytes
+        .iter()
+        .take_while(|c| **c != 0)
+        .map(|c| *c as u8 as char)
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// Pinned map access.
+
+pub fn open_map(algo: Algo, name: &str) -> Result<MapHandle> {
+    if !is_attached(algo) {
+        bail!(CclError::NotAttached { algo: algo.name() });
+    }
+    let pin = map_pin(algo, name);
+    MapHandle::from_pinned_path(&pin).with_context(|| format!("failed to open {}", pin.display()))
+}
+
+pub fn read_params(algo: Algo, profile: u32) -> Result<Params> {
+    let map = open_map(algo, "params")?;
+    let bytes = map
+        .lookup(&profile.to_ne_bytes(), MapFlags::ANY)?
+        .with_context(|| format!("{algo}: no params entry for profile {profile}"))?;
+    Ok(Params::from_bytes(algo, &bytes)?)
+}
+
+pub fn write_params(algo: Algo, params: &Params, profile: u32) -> Result<()> {
+    let map = open_map(algo, "params")?;
+    map.update(&profile.to_ne_bytes(), &params.to_bytes(), MapFlags::ANY)
+        .with_context(|| format!("failed to update {algo} params"))
+}
+
+/// Per-CPU stats summed, indexed by `enum ccl_stat_idx`.
+pub fn read_stats(algo: Algo) -> Result<Vec<u64>> {
+    let map = open_map(algo, "stats")?;
+    let mut out = vec![0u64; intf::CCL_NR_STATS as usize];
+    for (i, slot) in out.iter_mut().enumerate() {
+        let per_cpu = map
+            .lookup_percpu(&(i as u32).to_ne_bytes(), MapFlags::ANY)?
+            .unwrap_or_default();
+        *slot = per_cpu
+            .iter()
+            .map(|b| u64::from_ne_bytes(b[..8].try_into().unwrap()))
+            .sum();
+    }
+    Ok(out)
+}
+
+pub fn read_meta(algo: Algo) -> Result<intf::ccl_meta> {
+    let map = open_map(algo, "meta")?;
+    let bytes = map
+        .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)?
+        .context("meta entry missing")?;
+    if bytes.len() != std::mem::size_of::<intf::ccl_meta>() {
+        bail!(CclError::Layout("ccl_meta size".into()));
+    }
+    // SAFETY: ccl_meta is plain old data and the size was checked.
+    Ok(unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const intf::ccl_meta) })
+}
+
+pub fn write_meta(algo: Algo, meta: &intf::ccl_meta) -> Result<()> {
+    let map = open_map(algo, "meta")?;
+    // SAFETY: ccl_meta is plain old data without padding holes that matter.
+    let bytes = unsafe {
+        std::slice::from_raw_parts(
+            meta as *const _ as *const u8,
+            std::mem::size_of::<intf::ccl_meta>(),
+        )
+    };
+    map.update(&0u32.to_ne_bytes(), bytes, MapFlags::ANY)
+        .context("failed to write meta")
+}
+
+/// Kernel ids of an attached algorithm, for `status`.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct Ids {
+    pub link_id: u32,
+    pub struct_ops_map_id: u32,
+    pub map_ids: Vec<(String, u32)>,
+}
+
+pub fn ids(algo: Algo) -> Result<Ids> {
+    let link = Link::open(link_pin(algo))?;
+    let info = link.info()?;
+    let mut ids = Ids {
+        link_id: info.id,
+        ..Default::default()
+    };
+    if let libbpf_rs::query::LinkTypeInfo::StructOps(s) = info.info {
+        ids.struct_ops_map_id = s.map_id;
+    }
+    for m in MAPS {
+        let h = open_map(algo, m)?;
+        ids.map_ids.push((m.to_string(), h.info()?.info.id));
+    }
+    Ok(ids)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skeleton_and_bindgen_agree_on_layouts() {
+        use crate::skel::ccpd::types as sk;
+        assert_eq!(
+            std::mem::size_of::<sk::ccl_ccpd_params>(),
+            std::mem::size_of::<intf::ccl_ccpd_params>()
+        );
+        assert_eq!(
+            std::mem::size_of::<sk::ccl_meta>(),
+            std::mem::size_of::<intf::ccl_meta>()
+        );
+    }
+
+    #[test]
+    fn pin_layout() {
+        assert_eq!(link_pin(Algo::Ccpd), Path::new("/sys/fs/bpf/ccload/ccpd/link"));
+        assert_eq!(
+            map_pin(Algo::UbReno, "params"),
+            Path::new("/sys/fs/bpf/ccload/ub_reno/params")
+        );
+    }
+}

@@ -1,0 +1,160 @@
+//! `ccload doctor`: can this machine run ccload?  One line per check, with the
+//! fix when a check fails.
+
+use std::path::Path;
+
+use libbpf_rs::MapType;
+
+/// Result of one check.
+#[derive(Debug, serde::Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub ok: bool,
+    pub detail: String,
+    pub fix: Option<String>,
+}
+
+const BPF_FS_MAGIC: i64 = 0xcafe4a11;
+
+fn statfs_magic(path: &str) -> Option<i64> {
+    let c = std::ffi::CString::new(path).ok()?;
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: valid C string and out-pointer.
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    Some(st.f_type as i64)
+}
+
+pub fn bpffs_mounted() -> bool {
+    statfs_magic("/sys/fs/bpf") == Some(BPF_FS_MAGIC)
+}
+
+/// (major, minor) of the running kernel.
+pub fn kernel_version() -> Option<(u32, u32)> {
+    let rel = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
+    let mut it = rel.trim().split(|c: char| !c.is_ascii_digit());
+    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+}
+
+fn caps_effective() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("CapEff:"))?;
+    u64::from_str_radix(line.split_whitespace().nth(1)?, 16).ok()
+}
+
+fn cgroup2_mount() -> Option<String> {
+    let m = std::fs::read_to_string("/proc/mounts").ok()?;
+    m.lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() > 2 && f[2] == "cgroup2")
+        .map(|f| f[1].to_string())
+}
+
+/// Number of parameters of tcp_congestion_ops.cong_control in kernel BTF.
+fn cong_control_arity() -> Option<usize> {
+    use libbpf_rs::btf::{types, Btf, ReferencesType};
+    let btf = Btf::from_vmlinux().ok()?;
+    let ops: types::Struct<'_> = btf.type_by_name("tcp_congestion_ops")?;
+    let member = ops.iter().find(|m| m.name.and_then(|n| n.to_str()) == Some("cong_control"))?;
+    let ptr: types::Ptr<'_> = btf.type_by_id(member.ty)?;
+    let proto: types::FuncProto<'_> = btf.type_by_id(ptr.referenced_type_id())?;
+    Some(proto.iter().count())
+}
+
+pub fn checks() -> Vec<Check> {
+    let mut v = Vec::new();
+    let mut add = |name, ok, detail: String, fix: Option<&str>| {
+        v.push(Check {
+            name,
+            ok,
+            detail,
+            fix: if ok { None } else { fix.map(str::to_string) },
+        })
+    };
+
+    let kv = kernel_version();
+    add(
+        "kernel",
+        kv.is_some_and(|v| v >= (6, 10)),
+        match kv {
+            Some((a, b)) => format!("Linux {a}.{b} (need >= 6.10 for cong_control(sk, ack, flag, rs))"),
+            None => "unknown version".into(),
+        },
+        Some("boot a kernel >= 6.10 with CONFIG_BPF_JIT, CONFIG_DEBUG_INFO_BTF"),
+    );
+    let btf = Path::new("/sys/kernel/btf/vmlinux").exists();
+    add(
+        "btf",
+        btf,
+        "/sys/kernel/btf/vmlinux".into(),
+        Some("rebuild the kernel with CONFIG_DEBUG_INFO_BTF=y"),
+    );
+    let so = MapType::StructOps.is_supported().unwrap_or(false);
+    add(
+        "struct_ops",
+        so,
+        if so { "BPF_MAP_TYPE_STRUCT_OPS loads".into() } else { "not supported".into() },
+        Some("needs CONFIG_BPF_JIT=y and root; run as root to probe"),
+    );
+    let arity = if btf { cong_control_arity() } else { None };
+    add(
+        "cong_control",
+        arity == Some(4),
+        match arity {
+            Some(n) => format!("cong_control takes {n} arguments (ccload's objects use 4)"),
+            None => "tcp_congestion_ops not found in BTF".into(),
+        },
+        Some("needs Linux >= 6.10"),
+    );
+    let fs = bpffs_mounted();
+    add(
+        "bpffs",
+        fs,
+        "/sys/fs/bpf".into(),
+        Some("mount -t bpf bpf /sys/fs/bpf"),
+    );
+    let caps = caps_effective().unwrap_or(0);
+    let need = [(39, "CAP_BPF"), (12, "CAP_NET_ADMIN"), (21, "CAP_SYS_ADMIN")];
+    let missing: Vec<&str> = need
+        .iter()
+        .filter(|(bit, _)| caps & (1u64 << bit) == 0)
+        .map(|(_, n)| *n)
+        .collect();
+    add(
+        "capabilities",
+        missing.is_empty(),
+        if missing.is_empty() {
+            "CAP_BPF, CAP_NET_ADMIN, CAP_SYS_ADMIN".into()
+        } else {
+            format!("missing {}", missing.join(", "))
+        },
+        Some("run as root (sudo ccload ...)"),
+    );
+    let cg = cgroup2_mount();
+    add(
+        "cgroup2",
+        cg.is_some(),
+        cg.unwrap_or_else(|| "no cgroup2 mount".into()),
+        Some("mount -t cgroup2 none /sys/fs/cgroup/unified (needed by `ccload cgroup`)"),
+    );
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_version_parses() {
+        let (maj, _) = kernel_version().expect("osrelease readable");
+        assert!(maj >= 3);
+    }
+
+    #[test]
+    fn checks_have_fixes_when_failing() {
+        for c in checks() {
+            assert!(c.ok || c.fix.is_some(), "{} failed without a fix", c.name);
+        }
+    }
+}

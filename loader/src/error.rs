@@ -1,0 +1,52 @@
+//! Error kinds the CLI tells apart (exit codes, hints).
+
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum CclError {
+    #[error("unknown algorithm `{name}` (valid: {valid})")]
+    UnknownAlgo { name: String, valid: String },
+
+    #[error("unknown tunable `{name}` for {algo} (valid: {valid})")]
+    UnknownTunable {
+        algo: &'static str,
+        name: String,
+        valid: String,
+    },
+
+    #[error("{algo}: {name}={value}: {why}; nothing was changed")]
+    BadTunable {
+        algo: &'static str,
+        name: String,
+        value: String,
+        why: String,
+    },
+
+    #[error("must run as root (loading BPF needs CAP_BPF, CAP_NET_ADMIN and CAP_SYS_ADMIN)")]
+    NotRoot,
+
+    #[error("{0}")]
+    Unsupported(String),
+
+    #[error("{algo} is not attached")]
+    NotAttached { algo: &'static str },
+
+    #[error("the name `{0}` is already registered by another loader; detach it there first")]
+    NameTaken(String),
+
+    #[error("layout mismatch: {0}")]
+    Layout(String),
+
+    #[error("the kernel verifier rejected {algo}:\n{log}")]
+    Verifier { algo: &'static str, log: String },
+}
+
+impl CclError {
+    /// 1 = soft failure (nothing to do), 2 = error.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CclError::NotAttached { .. } => 1,
+            _ => 2,
+        }
+    }
+}

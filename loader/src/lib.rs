@@ -1,0 +1,30 @@
+//! ccload: deploy, tune and observe eBPF struct_ops TCP congestion controllers.
+
+pub mod algos;
+pub mod bpf;
+pub mod cli;
+pub mod diag;
+pub mod doctor;
+pub mod error;
+pub mod stats;
+pub mod sysctl;
+pub mod telemetry;
+pub mod watch;
+
+#[cfg(test)]
+mod core_tests;
+
+/// The layouts of bpf/ccload_intf.h and the arithmetic cores (bindgen).
+pub mod intf {
+    #![allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code)]
+    #![allow(clippy::all)]
+    include!(concat!(env!("OUT_DIR"), "/intf.rs"));
+}
+
+/// libbpf-cargo skeletons of the controllers.
+pub mod skel {
+    #![allow(clippy::all)]
+    pub mod ccpd {
+        include!(concat!(env!("OUT_DIR"), "/ccpd.skel.rs"));
+    }
+}

@@ -1,0 +1,31 @@
+use clap::Parser;
+
+use ccload::cli::{run, Cli};
+use ccload::error::CclError;
+
+fn main() {
+    let cli = Cli::parse();
+    let verbose = cli.verbose;
+    let code = match run(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            if let Some(io) = err.downcast_ref::<std::io::Error>() {
+                if io.kind() == std::io::ErrorKind::BrokenPipe {
+                    std::process::exit(0);
+                }
+            }
+            let kind = err.chain().find_map(|e| e.downcast_ref::<CclError>());
+            if verbose {
+                eprintln!("ccload: {err:#}");
+            } else {
+                // One clear line: our own error if there is one, else the top context.
+                match kind {
+                    Some(k) => eprintln!("ccload: {k}"),
+                    None => eprintln!("ccload: {err}"),
+                }
+            }
+            kind.map(CclError::exit_code).unwrap_or(2)
+        }
+    };
+    std::process::exit(code);
+}
