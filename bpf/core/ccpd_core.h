@@ -106,10 +106,11 @@ CCL_CORE u32 ccpd_clamp_w_q10(s64 w, u32 cwnd_min, u32 cwnd_max)
 CCL_CORE void ccpd_law_l1(struct ccpd_law *l)
 {
 	u32 m = l->rtt_min_us, s = l->rtts_us > m ? l->rtts_us : m;
-	u64 frac_q16 = s ? ((u64)(s - m) << 16) / s : 0;
+	/* queueing delay capped at 10 s: w_q10 < 2^32 times < 2^24 fits u64 */
+	u64 q = ccl_min64(s - m, 10000000);
 	s64 e, delta, w;
 
-	l->d_q10 = (u32)(((u64)l->w_q10 * frac_q16) >> 16);
+	l->d_q10 = s ? (u32)((u64)l->w_q10 * q / s) : 0;
 	e = (s64)l->est.b_q10 - l->est.x_q10 - l->d_q10;
 	l->dterm_q10 = l->e_valid ? ccpd_dterm_q10(l->g_q10, e, l->e_prev_q10, &l->est) : 0;
 	delta = ccl_smul_q10(e, l->kp_q10) - l->d_q10 + l->dterm_q10;

@@ -57,8 +57,12 @@ impl Algo {
     /// The tunables, from the shared descriptor table.
     pub fn params(self) -> &'static [ParamDesc] {
         use std::sync::OnceLock;
-        static TABLES: [OnceLock<Vec<ParamDesc>>; 4] =
-            [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
+        static TABLES: [OnceLock<Vec<ParamDesc>>; 4] = [
+            OnceLock::new(),
+            OnceLock::new(),
+            OnceLock::new(),
+            OnceLock::new(),
+        ];
         TABLES[self.id() as usize].get_or_init(|| {
             // SAFETY: the arrays and counts are immutable C data defined in
             // host_core.c; the count is the array's length.
@@ -120,7 +124,11 @@ impl FromStr for Algo {
             .find(|a| a.name() == s)
             .ok_or_else(|| CclError::UnknownAlgo {
                 name: s.to_string(),
-                valid: Algo::ALL.iter().map(|a| a.name()).collect::<Vec<_>>().join(", "),
+                valid: Algo::ALL
+                    .iter()
+                    .map(|a| a.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
             })
     }
 }
@@ -143,7 +151,9 @@ pub struct ParamDesc {
 
 fn cstr(p: *const std::os::raw::c_char) -> &'static str {
     // SAFETY: pointers to string literals in host_core.c (static lifetime).
-    unsafe { CStr::from_ptr(p) }.to_str().expect("descriptor strings are ASCII")
+    unsafe { CStr::from_ptr(p) }
+        .to_str()
+        .expect("descriptor strings are ASCII")
 }
 
 impl ParamDesc {
@@ -266,7 +276,13 @@ impl Params {
             .iter()
             .enumerate()
             .filter(|(i, _)| self.raw[*i] != other.raw[*i])
-            .map(|(i, d)| (d.name.to_string(), d.display(self.raw[i]), d.display(other.raw[i])))
+            .map(|(i, d)| {
+                (
+                    d.name.to_string(),
+                    d.display(self.raw[i]),
+                    d.display(other.raw[i]),
+                )
+            })
             .collect()
     }
 }
@@ -291,7 +307,11 @@ mod tests {
         for a in Algo::ALL {
             assert_eq!(a.params().len() * 4, a.params_size(), "{a}");
             for p in a.params() {
-                assert!(p.min <= p.def && p.def <= p.max, "{a}.{}: default out of range", p.name);
+                assert!(
+                    p.min <= p.def && p.def <= p.max,
+                    "{a}.{}: default out of range",
+                    p.name
+                );
                 assert!(p.scale >= 1);
             }
         }
@@ -339,8 +359,14 @@ mod tests {
     #[test]
     fn unknown_names_and_garbage() {
         let mut p = Algo::Ccpd.defaults();
-        let e = p.apply(&[("kq".into(), "1".into())]).unwrap_err().to_string();
-        assert!(e.contains("unknown tunable `kq`") && e.contains("kp"), "{e}");
+        let e = p
+            .apply(&[("kq".into(), "1".into())])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown tunable `kq`") && e.contains("kp"),
+            "{e}"
+        );
         assert!(p.apply(&[("kd".into(), "abc".into())]).is_err());
         assert!(p.apply(&[("kd".into(), "1.5".into())]).is_err());
         assert!(p.apply(&[("kd".into(), "NaN".into())]).is_err());

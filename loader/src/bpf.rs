@@ -12,7 +12,6 @@
 //! ```
 
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -172,13 +171,30 @@ impl Loaded<'_> {
             .with_context(|| format!("failed to register struct_ops `{algo}`"))
     }
 
-    fn struct_ops_fd(&self) -> Result<i32> {
+    /// Swap the pinned link of this algorithm to this object's struct_ops map.
+    /// libbpf writes the map value (state READY) before BPF_LINK_UPDATE.
+    fn update_link(&mut self, link: &Link) -> Result<()> {
+        use libbpf_rs::AsRawLibbpf;
+        let algo = self.algo;
         let map = self
             .obj
-            .maps()
+            .maps_mut()
             .find(|m| m.map_type() == MapType::StructOps)
-            .with_context(|| format!("{}: object has no struct_ops map", self.algo))?;
-        Ok(map.as_fd().as_raw_fd())
+            .with_context(|| format!("{algo}: object has no struct_ops map"))?;
+        // SAFETY: both pointers come from live libbpf objects owned by this scope.
+        let ret = unsafe {
+            libbpf_sys::bpf_link__update_map(
+                link.as_libbpf_object().as_ptr(),
+                map.as_libbpf_object().as_ptr(),
+            )
+        };
+        if ret != 0 {
+            bail!(
+                "failed to swap {algo} to the new object (link update: {})",
+                std::io::Error::from_raw_os_error(-ret)
+            );
+        }
+        Ok(())
     }
 }
 
@@ -219,7 +235,11 @@ pub fn with_loaded<R>(
         Algo::Ccpd => load_skel!(ccpd::CcpdSkelBuilder, algo, reuse, verbose, f),
         other => bail!(CclError::Unsupported(format!(
             "{other} is not built into this ccload yet (built: {})",
-            BUILT.iter().map(|a| a.name()).collect::<Vec<_>>().join(", ")
+            BUILT
+                .iter()
+                .map(|a| a.name())
+                .collect::<Vec<_>>()
+                .join(", ")
         ))),
     }
 }
@@ -286,27 +306,19 @@ pub fn attach(opts: &AttachOpts) -> Result<AttachOutcome> {
     if is_attached(algo) && !opts.replace {
         return Ok(AttachOutcome::AlreadyAttached);
     }
+    if opts.make_default {
+        sysctl::check_can_default(algo.name())?;
+    }
     if !is_attached(algo) && is_registered(algo.name()) {
         bail!(CclError::NameTaken(algo.name().to_string()));
     }
 
     if opts.replace && is_attached(algo) {
         with_loaded(algo, true, opts.verbose, |loaded| {
-            let new_fd = loaded.struct_ops_fd()?;
             let link = Link::open(link_pin(algo))
                 .with_context(|| format!("failed to open pinned link of {algo}"))?;
             // Atomic swap: sockets using the old ops keep them until they close.
-            // SAFETY: plain syscall wrapper; both fds are valid for the call.
-            let ret = unsafe {
-                libbpf_sys::bpf_link_update(link.as_fd().as_raw_fd(), new_fd, std::ptr::null())
-            };
-            if ret != 0 {
-                bail!(
-                    "failed to swap {algo} to the new object (bpf_link_update: {})",
-                    std::io::Error::from_raw_os_error(-ret)
-                );
-            }
-            Ok(())
+            loaded.update_link(&link)
         })?;
         if !opts.sets.is_empty() {
             write_params(algo, &params, 0)?;
@@ -332,7 +344,11 @@ pub fn attach(opts: &AttachOpts) -> Result<AttachOutcome> {
     with_loaded(algo, false, opts.verbose, |loaded| {
         let map = loaded.map("params")?;
         for profile in 0..intf::CCL_NR_PROFILES {
-            let p = if profile == 0 { params.clone() } else { algo.defaults() };
+            let p = if profile == 0 {
+                params.clone()
+            } else {
+                algo.defaults()
+            };
             map.update(&profile.to_ne_bytes(), &p.to_bytes(), MapFlags::ANY)
                 .context("failed to write tunables")?;
         }
@@ -524,7 +540,10 @@ mod tests {
 
     #[test]
     fn pin_layout() {
-        assert_eq!(link_pin(Algo::Ccpd), Path::new("/sys/fs/bpf/ccload/ccpd/link"));
+        assert_eq!(
+            link_pin(Algo::Ccpd),
+            Path::new("/sys/fs/bpf/ccload/ccpd/link")
+        );
         assert_eq!(
             map_pin(Algo::UbReno, "params"),
             Path::new("/sys/fs/bpf/ccload/ub_reno/params")

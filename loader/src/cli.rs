@@ -127,7 +127,10 @@ pub fn run(cli: Cli) -> Result<i32> {
             };
             match bpf::attach(&opts)? {
                 AttachOutcome::Attached => {
-                    println!("attached {algo}: registered as `{algo}`, pinned at {}", bpf::pin_dir(algo).display());
+                    println!(
+                        "attached {algo}: registered as `{algo}`, pinned at {}",
+                        bpf::pin_dir(algo).display()
+                    );
                     if default {
                         println!("net.ipv4.tcp_congestion_control = {algo}");
                     }
@@ -135,7 +138,9 @@ pub fn run(cli: Cli) -> Result<i32> {
                 AttachOutcome::AlreadyAttached => {
                     println!("{algo} is already attached; nothing changed");
                     if !sets.is_empty() {
-                        println!("hint: use `ccload tune --algo {algo} --set ...` to change tunables");
+                        println!(
+                            "hint: use `ccload tune --algo {algo} --set ...` to change tunables"
+                        );
                     }
                 }
                 AttachOutcome::Replaced => println!("replaced {algo} with a freshly loaded object"),
@@ -225,7 +230,10 @@ fn tune(
     reset: bool,
 ) -> Result<i32> {
     if profile >= crate::intf::CCL_NR_PROFILES {
-        bail!("profile {profile} out of range 0..{}", crate::intf::CCL_NR_PROFILES - 1);
+        bail!(
+            "profile {profile} out of range 0..{}",
+            crate::intf::CCL_NR_PROFILES - 1
+        );
     }
     if !show && !reset && sets.is_empty() {
         bail!("nothing to do: give --set NAME=VALUE, --reset or --show");
@@ -237,7 +245,10 @@ fn tune(
     let old = bpf::read_params(algo, profile)?;
     if show {
         println!("{algo} profile {profile}:");
-        println!("{:<14} {:>10} {:>10} {:>16} {:<9} help", "name", "value", "default", "range", "unit");
+        println!(
+            "{:<14} {:>10} {:>10} {:>16} {:<9} help",
+            "name", "value", "default", "range", "unit"
+        );
         for (i, d) in algo.params().iter().enumerate() {
             println!(
                 "{:<14} {:>10} {:>10} {:>16} {:<9} {}",
@@ -307,7 +318,10 @@ fn status(as_json: bool) -> Result<i32> {
         }));
     }
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&json!({ "default_cc": default, "attached": out }))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({ "default_cc": default, "attached": out }))?
+        );
         return Ok(0);
     }
     let mut w = std::io::stdout().lock();
@@ -327,7 +341,9 @@ fn status(as_json: bool) -> Result<i32> {
         writeln!(
             w,
             "  link id {}  struct_ops map id {}  pinned at {}",
-            a["link_id"], a["struct_ops_map_id"], a["pin_path"].as_str().unwrap_or("")
+            a["link_id"],
+            a["struct_ops_map_id"],
+            a["pin_path"].as_str().unwrap_or("")
         )?;
         let maps: Vec<String> = a["map_ids"]
             .as_object()
@@ -350,7 +366,15 @@ fn status(as_json: bool) -> Result<i32> {
             .filter(|(_, v)| v.as_u64() != Some(0))
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
-        writeln!(w, "  stats: {}", if st.is_empty() { "all zero".into() } else { st.join(" ") })?;
+        writeln!(
+            w,
+            "  stats: {}",
+            if st.is_empty() {
+                "all zero".into()
+            } else {
+                st.join(" ")
+            }
+        )?;
     }
     Ok(0)
 }
@@ -364,7 +388,10 @@ fn flows(as_json: bool) -> Result<i32> {
     if as_json {
         println!("{}", serde_json::to_string_pretty(&socks)?);
     } else {
-        println!("{:<10} {:<24} {:<24} {:>6} {:>20}", "cc", "local", "remote", "state", "cookie");
+        println!(
+            "{:<10} {:<24} {:<24} {:>6} {:>20}",
+            "cc", "local", "remote", "state", "cookie"
+        );
         for s in &socks {
             println!(
                 "{:<10} {:<24} {:<24} {:>6} {:>20}",
@@ -391,11 +418,30 @@ mod tests {
 
     #[test]
     fn parses_attach() {
-        let c = Cli::try_parse_from(["ccload", "attach", "--algo", "ccpd", "--set", "kp=4", "--set", "kd=100", "--default"]).unwrap();
+        let c = Cli::try_parse_from([
+            "ccload",
+            "attach",
+            "--algo",
+            "ccpd",
+            "--set",
+            "kp=4",
+            "--set",
+            "kd=100",
+            "--default",
+        ])
+        .unwrap();
         match c.cmd {
-            Cmd::Attach { algo, sets, default, replace } => {
+            Cmd::Attach {
+                algo,
+                sets,
+                default,
+                replace,
+            } => {
                 assert_eq!(algo, Algo::Ccpd);
-                assert_eq!(sets, vec![("kp".into(), "4".into()), ("kd".into(), "100".into())]);
+                assert_eq!(
+                    sets,
+                    vec![("kp".into(), "4".into()), ("kd".into(), "100".into())]
+                );
                 assert!(default && !replace);
             }
             other => panic!("{other:?}"),
@@ -404,9 +450,16 @@ mod tests {
 
     #[test]
     fn rejects_unknown_algo_and_bad_set() {
-        let e = Cli::try_parse_from(["ccload", "attach", "--algo", "vegas"]).unwrap_err().to_string();
-        assert!(e.contains("unknown algorithm `vegas`") && e.contains("ccpd"), "{e}");
-        assert!(Cli::try_parse_from(["ccload", "attach", "--algo", "ccpd", "--set", "kp"]).is_err());
+        let e = Cli::try_parse_from(["ccload", "attach", "--algo", "vegas"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown algorithm `vegas`") && e.contains("ccpd"),
+            "{e}"
+        );
+        assert!(
+            Cli::try_parse_from(["ccload", "attach", "--algo", "ccpd", "--set", "kp"]).is_err()
+        );
         assert!(Cli::try_parse_from(["ccload", "detach"]).is_err());
         assert!(Cli::try_parse_from(["ccload", "detach", "--all", "--algo", "ccpd"]).is_err());
     }

@@ -1,1 +1,322 @@
+//! Host tests of the controllers' arithmetic cores (bpf/core/*.h, compiled by
+//! build.rs from the same source the BPF objects inline), each against an f64
+//! model of the paper's equations.  Error bounds are stated per test.
 
+use crate::intf;
+
+/// Deterministic xorshift so the grids are reproducible without a rand crate.
+pub(crate) struct Rng(u64);
+impl Rng {
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    pub(crate) fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo + 1)
+    }
+}
+
+#[test]
+fn isqrt64_is_floor_sqrt() {
+    let mut r = Rng(0x9e3779b97f4a7c15);
+    let mut cases: Vec<u64> = vec![0, 1, 2, 3, 4, 15, 16, 17, u64::MAX, u64::MAX - 1, 1 << 62];
+    cases.extend((0..20000).map(|_| r.next() >> (r.next() % 64)));
+    for x in cases {
+        let s = unsafe { intf::ccl_isqrt64(x) } as u128;
+        assert!(
+            s * s <= x as u128 && (s + 1) * (s + 1) > x as u128,
+            "isqrt({x}) = {s}"
+        );
+    }
+}
+
+#[test]
+fn sdiv_rounds_toward_zero() {
+    for (a, b) in [(7i64, 2u64), (-7, 2), (0, 5), (-1, 3), (i64::MIN + 1, 7)] {
+        assert_eq!(unsafe { intf::ccl_sdiv(a, b) }, a / b as i64, "{a}/{b}");
+    }
+    assert_eq!(unsafe { intf::ccl_sdiv(5, 0) }, 0);
+}
+
+#[test]
+fn segs_matches_model_and_saturates() {
+    // segs(C, dt) = C * dt / 1e6 segments; Q10 truncation: error < 1/1024 seg.
+    let mut r = Rng(7);
+    for _ in 0..20000 {
+        let c = r.range(0, 10_000_000);
+        let dt = r.range(0, 10_000_000);
+        let got = unsafe { intf::ccl_segs_q10(c, dt) } as f64 / 1024.0;
+        let want = c as f64 * dt as f64 / 1e6;
+        assert!(
+            (got - want).abs() <= 1.0 / 1024.0 + want * 1e-15,
+            "segs({c},{dt})"
+        );
+    }
+    // Beyond the documented bounds the inputs are clamped, never overflow.
+    let big = unsafe { intf::ccl_segs_q10(u64::MAX, u64::MAX) };
+    assert_eq!(big, 10_000_000u64 * 10_000_000 * 1024 / 1_000_000);
+}
+
+// ---------------------------------------------------------------------------
+// CCPD: Eq. 4-6 estimates, L1 and L0 laws.
+
+struct CcpdModel {
+    kp: f64,
+    g: f64,
+    gamma: f64,
+    cwnd_min: f64,
+    cwnd_max: f64,
+}
+
+/// f64 estimates: P = C m, B = max(C (M - m), b_min), x = C max(0, s - m).
+fn model_estimate(c: f64, m: f64, mx: f64, s: f64, b_min: f64) -> (f64, f64, f64) {
+    let p = c * m / 1e6;
+    let b = (c * (mx - m).max(0.0) / 1e6).max(b_min);
+    let x = c * (s - m).max(0.0) / 1e6;
+    (p, b, x)
+}
+
+#[test]
+fn ccpd_estimates_match_eq5_eq6() {
+    // Bound: each estimate is one Q10 truncation of an exact product: < 1/1024 seg.
+    let mut r = Rng(11);
+    let mut worst = 0f64;
+    for _ in 0..20000 {
+        let c = r.range(1, 5_000_000) as u32;
+        let m = r.range(10, 500_000) as u32;
+        let mx = m + r.range(0, 500_000) as u32;
+        let s = r.range(m as u64 / 2, mx as u64 + 1000) as u32;
+        let b_min = r.range(0, 1000) as u32;
+        let mut e = intf::ccpd_est::default();
+        unsafe { intf::ccpd_estimate(c, m, mx, s, b_min, &mut e) };
+        let (p, b, x) = model_estimate(c as f64, m as f64, mx as f64, s as f64, b_min as f64);
+        for (got, want) in [(e.p_q10, p), (e.b_q10, b), (e.x_q10, x)] {
+            if want * 1024.0 < u32::MAX as f64 {
+                let err = (got as f64 / 1024.0 - want).abs();
+                worst = worst.max(err);
+                assert!(
+                    err <= 1.0 / 1024.0,
+                    "c={c} m={m} M={mx} s={s}: {got} vs {want}"
+                );
+            } else {
+                assert_eq!(got, u32::MAX, "saturates");
+            }
+        }
+    }
+    eprintln!("ccpd_estimate: worst abs error {worst:.6} segments (bound 1/1024)");
+}
+
+#[test]
+fn ccpd_gains() {
+    // gamma = 1.5/(1+2Kp): 0.30 at Kp=2, 0.167 at Kp=4 (Q10 truncation <= 1/1024).
+    for kp in [256u32, 1024, 2048, 4096, 16384] {
+        let got = unsafe { intf::ccpd_gamma_auto_q10(kp) } as f64 / 1024.0;
+        let want = 1.5 / (1.0 + 2.0 * kp as f64 / 1024.0);
+        assert!((got - want).abs() <= 1.0 / 1024.0, "kp={kp}");
+    }
+    // g = Kd/dt, Kd in ms, dt in us; clamped to g_max.
+    assert_eq!(unsafe { intf::ccpd_gain_q10(100, 1_000_000, 256) }, 102); // 0.1
+    assert_eq!(unsafe { intf::ccpd_gain_q10(100, 100_000, 256) }, 256); // 1.0 -> clamp 0.25
+    assert_eq!(unsafe { intf::ccpd_gain_q10(0, 100_000, 256) }, 0);
+    assert_eq!(unsafe { intf::ccpd_gain_q10(100, 0, 256) }, 256);
+}
+
+fn run_l1(
+    w: f64,
+    m: u32,
+    s: u32,
+    est: (f64, f64, f64),
+    e_prev: Option<f64>,
+    md: &CcpdModel,
+) -> (f64, f64, f64) {
+    let (p, b, x) = est;
+    let s_ = (s.max(m)) as f64;
+    let d = w * (s_ - m as f64) / s_;
+    let e = b - x - d;
+    let dterm = match e_prev {
+        Some(ep) => (md.g * (e - ep)).clamp(-(p + b) / 2.0, (p + b) / 2.0),
+        None => 0.0,
+    };
+    let delta = md.kp * e - d + dterm;
+    let w2 = (w + md.gamma * delta).clamp(md.cwnd_min, md.cwnd_max.max(md.cwnd_min));
+    (w2, e, dterm)
+}
+
+#[test]
+fn ccpd_l1_matches_model() {
+    // Bound: Q10 inputs are exact in both; the integer law truncates d (1/1024), Kp*E, g*(E-E') and gamma*delta (1/1024 each, scaled by
+    // Kp <= 16): |w_fixed - w_f64| <= 0.05 segments + 1e-4 * w.
+    let mut r = Rng(23);
+    let mut worst = 0f64;
+    for _ in 0..20000 {
+        let kp = r.range(256, 16384) as u32;
+        let gamma = if r.next() % 2 == 0 {
+            unsafe { intf::ccpd_gamma_auto_q10(kp) }
+        } else {
+            r.range(0, 1024) as u32
+        };
+        let g = r.range(0, 1024) as u32;
+        let m = r.range(100, 300_000) as u32;
+        let s = r.range(m as u64 / 2, m as u64 * 3) as u32;
+        let est = intf::ccpd_est {
+            p_q10: r.range(0, 5000 << 10) as u32,
+            b_q10: r.range(4 << 10, 5000 << 10) as u32,
+            x_q10: r.range(0, 5000 << 10) as u32,
+        };
+        let w_q10 = r.range(2 << 10, 10000 << 10) as u32;
+        let e_valid = r.next() % 2;
+        let e_prev = r.range(0, 20000 << 10) as i64 - (10000 << 10);
+        let (cmin, cmax) = (r.range(2, 64) as u32, r.range(2, 20000) as u32);
+        let mut l = intf::ccpd_law {
+            w_q10,
+            rtt_min_us: m,
+            rtts_us: s,
+            kp_q10: kp,
+            g_q10: g,
+            gamma_q10: gamma,
+            cwnd_min: cmin,
+            cwnd_max: cmax,
+            e_valid: e_valid as u32,
+            e_prev_q10: e_prev as i32,
+            est,
+            ..Default::default()
+        };
+        unsafe { intf::ccpd_law_l1(&mut l) };
+        let md = CcpdModel {
+            kp: kp as f64 / 1024.0,
+            g: g as f64 / 1024.0,
+            gamma: gamma as f64 / 1024.0,
+            cwnd_min: cmin as f64,
+            cwnd_max: cmax as f64,
+        };
+        let q = |v: u32| v as f64 / 1024.0;
+        let (w2, e, _) = run_l1(
+            q(w_q10),
+            m,
+            s,
+            (q(est.p_q10), q(est.b_q10), q(est.x_q10)),
+            (e_valid == 1).then_some(e_prev as f64 / 1024.0),
+            &md,
+        );
+        let err = (l.w_out_q10 as f64 / 1024.0 - w2).abs();
+        worst = worst.max(err);
+        assert!(
+            err <= 0.05 + 1e-4 * w2,
+            "w: fixed {} model {w2}",
+            l.w_out_q10 as f64 / 1024.0
+        );
+        assert!(
+            (l.e_q10 as f64 / 1024.0 - e).abs() <= 0.01 + 1e-4 * e.abs(),
+            "E"
+        );
+    }
+    eprintln!("ccpd_law_l1: worst |w| error {worst:.4} segments (bound 0.05 + 1e-4 w)");
+}
+
+#[test]
+fn ccpd_l0_matches_eq3() {
+    // w = Kp (B - x - F) + D; bound 0.02 segments (two Q10 truncations x Kp).
+    let mut r = Rng(29);
+    for _ in 0..20000 {
+        let kp = r.range(256, 16384) as u32;
+        let est = intf::ccpd_est {
+            p_q10: r.range(0, 2000 << 10) as u32,
+            b_q10: r.range(4 << 10, 2000 << 10) as u32,
+            x_q10: r.range(0, 2000 << 10) as u32,
+        };
+        let infl = r.range(0, 2000) as u32;
+        let g = r.range(0, 256) as u32;
+        let e_prev = r.range(0, 4000 << 10) as i64 - (2000 << 10);
+        let mut l = intf::ccpd_law {
+            in_flight: infl,
+            kp_q10: kp,
+            g_q10: g,
+            cwnd_min: 2,
+            cwnd_max: 100_000,
+            e_valid: 1,
+            e_prev_q10: e_prev as i32,
+            est,
+            ..Default::default()
+        };
+        unsafe { intf::ccpd_law_l0(&mut l, 1) };
+        let q = |v: u32| v as f64 / 1024.0;
+        let e = q(est.b_q10) - q(est.x_q10) - infl as f64;
+        let lim = (q(est.p_q10) + q(est.b_q10)) / 2.0;
+        let d = (g as f64 / 1024.0 * (e - e_prev as f64 / 1024.0)).clamp(-lim, lim);
+        let w = (kp as f64 / 1024.0 * e + d).clamp(2.0, 100_000.0);
+        assert!((l.w_out_q10 as f64 / 1024.0 - w).abs() <= 0.02, "L0");
+    }
+}
+
+/// One flow on a fluid single-bottleneck link, the integer L1 law closing the
+/// loop once per round.  Returns (mean queue, mean utilisation) over the last
+/// half of the run.
+fn ccpd_fluid(kp: u32, c_sps: f64, m_us: f64, buf: f64, rounds: usize) -> (f64, f64) {
+    let pipe = c_sps * m_us / 1e6;
+    let mut w_q10: u32 = 10 << 10;
+    let (mut e_prev, mut e_valid) = (0i32, 0u32);
+    let mut rtt_max = m_us + buf / c_sps * 1e6; // slow start filled the buffer once
+    let (mut qsum, mut usum, mut n) = (0.0, 0.0, 0.0);
+    for k in 0..rounds {
+        let w = w_q10 as f64 / 1024.0;
+        let q = (w - pipe).clamp(0.0, buf);
+        let s = m_us + q / c_sps * 1e6;
+        rtt_max = rtt_max.max(s);
+        let mut est = intf::ccpd_est::default();
+        unsafe {
+            intf::ccpd_estimate(
+                c_sps as u32,
+                m_us as u32,
+                rtt_max as u32,
+                s as u32,
+                4,
+                &mut est,
+            )
+        };
+        let mut l = intf::ccpd_law {
+            w_q10,
+            rtt_min_us: m_us as u32,
+            rtts_us: s as u32,
+            kp_q10: kp,
+            g_q10: unsafe { intf::ccpd_gain_q10(100, s as u32, 256) },
+            gamma_q10: unsafe { intf::ccpd_gamma_auto_q10(kp) },
+            cwnd_min: 2,
+            cwnd_max: (pipe + buf) as u32 + 2,
+            e_valid,
+            e_prev_q10: e_prev,
+            est,
+            ..Default::default()
+        };
+        unsafe { intf::ccpd_law_l1(&mut l) };
+        w_q10 = l.w_out_q10;
+        e_prev = l.e_q10;
+        e_valid = 1;
+        if k >= rounds / 2 {
+            qsum += q;
+            usum += (w / pipe).min(1.0); // the link is busy iff the window covers the pipe
+            n += 1.0;
+        }
+    }
+    (qsum / n, usum / n)
+}
+
+#[test]
+fn ccpd_l1_closed_loop_equilibrium() {
+    // Spec 1.1.2: single-flow equilibrium queue x* = Kp B / (1 + 2 Kp) (0.40 B
+    // at Kp = 2, 0.44 B at Kp = 4) and a full link for any buffer depth.
+    for (kp, buf_frac) in [(2048u32, 0.25), (2048, 1.0), (4096, 0.125), (4096, 2.0)] {
+        let c = 8333.0; // 100 Mbit/s of 1500-byte segments
+        let m = 80_000.0;
+        let buf = c * m / 1e6 * buf_frac;
+        let (q, util) = ccpd_fluid(kp, c, m, buf, 400);
+        let k = kp as f64 / 1024.0;
+        let want = k * buf / (1.0 + 2.0 * k);
+        assert!(
+            (q - want).abs() <= 0.05 * buf + 1.0,
+            "kp={k} B={buf:.0}: queue {q:.1} vs {want:.1}"
+        );
+        assert!(util >= 0.99, "kp={k} B={buf:.0}: utilisation {util:.3}");
+    }
+}

@@ -30,7 +30,12 @@ fn nla_align(n: usize) -> usize {
 
 fn request(family: u8) -> Vec<u8> {
     // struct inet_diag_req_v2: family, protocol, ext, pad, states, sockid (48)
-    let mut req = vec![family, libc::IPPROTO_TCP as u8, 1 << (INET_DIAG_CONG - 1), 0];
+    let mut req = vec![
+        family,
+        libc::IPPROTO_TCP as u8,
+        1 << (INET_DIAG_CONG - 1),
+        0,
+    ];
     req.extend_from_slice(&TCP_STATES_ALL.to_ne_bytes());
     req.extend_from_slice(&[0u8; 48]);
     let len = 16 + req.len();
@@ -193,8 +198,7 @@ mod tests {
             .find(|s| s.local.port() == port)
             .expect("own listener listed");
         assert!(!me.cong.is_empty(), "INET_DIAG_CONG attribute parsed");
-        let default = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
-            .unwrap();
+        let default = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap();
         assert_eq!(me.cong, default.trim());
     }
 }

@@ -56,7 +56,9 @@ fn cong_control_arity() -> Option<usize> {
     use libbpf_rs::btf::{types, Btf, ReferencesType};
     let btf = Btf::from_vmlinux().ok()?;
     let ops: types::Struct<'_> = btf.type_by_name("tcp_congestion_ops")?;
-    let member = ops.iter().find(|m| m.name.and_then(|n| n.to_str()) == Some("cong_control"))?;
+    let member = ops
+        .iter()
+        .find(|m| m.name.and_then(|n| n.to_str()) == Some("cong_control"))?;
     let ptr: types::Ptr<'_> = btf.type_by_id(member.ty)?;
     let proto: types::FuncProto<'_> = btf.type_by_id(ptr.referenced_type_id())?;
     Some(proto.iter().count())
@@ -78,7 +80,9 @@ pub fn checks() -> Vec<Check> {
         "kernel",
         kv.is_some_and(|v| v >= (6, 10)),
         match kv {
-            Some((a, b)) => format!("Linux {a}.{b} (need >= 6.10 for cong_control(sk, ack, flag, rs))"),
+            Some((a, b)) => {
+                format!("Linux {a}.{b} (need >= 6.10 for cong_control(sk, ack, flag, rs))")
+            }
             None => "unknown version".into(),
         },
         Some("boot a kernel >= 6.10 with CONFIG_BPF_JIT, CONFIG_DEBUG_INFO_BTF"),
@@ -94,7 +98,11 @@ pub fn checks() -> Vec<Check> {
     add(
         "struct_ops",
         so,
-        if so { "BPF_MAP_TYPE_STRUCT_OPS loads".into() } else { "not supported".into() },
+        if so {
+            "BPF_MAP_TYPE_STRUCT_OPS loads".into()
+        } else {
+            "not supported".into()
+        },
         Some("needs CONFIG_BPF_JIT=y and root; run as root to probe"),
     );
     let arity = if btf { cong_control_arity() } else { None };
@@ -115,7 +123,11 @@ pub fn checks() -> Vec<Check> {
         Some("mount -t bpf bpf /sys/fs/bpf"),
     );
     let caps = caps_effective().unwrap_or(0);
-    let need = [(39, "CAP_BPF"), (12, "CAP_NET_ADMIN"), (21, "CAP_SYS_ADMIN")];
+    let need = [
+        (39, "CAP_BPF"),
+        (12, "CAP_NET_ADMIN"),
+        (21, "CAP_SYS_ADMIN"),
+    ];
     let missing: Vec<&str> = need
         .iter()
         .filter(|(bit, _)| caps & (1u64 << bit) == 0)

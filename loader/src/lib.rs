@@ -16,7 +16,12 @@ mod core_tests;
 
 /// The layouts of bpf/ccload_intf.h and the arithmetic cores (bindgen).
 pub mod intf {
-    #![allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code)]
+    #![allow(
+        non_camel_case_types,
+        non_upper_case_globals,
+        non_snake_case,
+        dead_code
+    )]
     #![allow(clippy::all)]
     include!(concat!(env!("OUT_DIR"), "/intf.rs"));
 }

@@ -5,23 +5,71 @@ use crate::intf;
 
 /// (index, serde name, description)
 pub const STATS: &[(u32, &str, &str)] = &[
-    (intf::CCL_STAT_FLOW_INIT, "flows_init", "flows that chose this controller (init)"),
-    (intf::CCL_STAT_FLOW_RELEASE, "flows_released", "flows released"),
+    (
+        intf::CCL_STAT_FLOW_INIT,
+        "flows_init",
+        "flows that chose this controller (init)",
+    ),
+    (
+        intf::CCL_STAT_FLOW_RELEASE,
+        "flows_released",
+        "flows released",
+    ),
     (intf::CCL_STAT_ACKS, "acks", "ACK-driven hook calls"),
     (intf::CCL_STAT_ROUNDS, "rounds", "round trips completed"),
-    (intf::CCL_STAT_LOSS_EVENTS, "loss_events", "Recovery/CWR entries and RTOs (ssthresh calls)"),
-    (intf::CCL_STAT_LOSS_HELD, "losses_held", "packets lost while the window was held"),
+    (
+        intf::CCL_STAT_LOSS_EVENTS,
+        "loss_events",
+        "Recovery/CWR entries and RTOs (ssthresh calls)",
+    ),
+    (
+        intf::CCL_STAT_LOSS_HELD,
+        "losses_held",
+        "packets lost while the window was held",
+    ),
     (intf::CCL_STAT_RTO, "rtos", "retransmission timeouts"),
     (intf::CCL_STAT_UNDO, "undos", "spurious-loss undos"),
-    (intf::CCL_STAT_RB_RESERVE_FAIL, "ringbuf_drops", "telemetry records dropped: ring buffer full"),
+    (
+        intf::CCL_STAT_RB_RESERVE_FAIL,
+        "ringbuf_drops",
+        "telemetry records dropped: ring buffer full",
+    ),
     (intf::CCL_STAT_EVENTS, "events", "telemetry records written"),
-    (intf::CCL_STAT_PARAM_CLAMPED, "params_clamped", "tunable reads clamped in BPF"),
-    (intf::CCL_STAT_PROFILE_MISS, "profile_misses", "params lookups that fell back to defaults"),
-    (intf::CCL_STAT_PAIR_SAMPLES, "pair_samples", "ccpd: accepted packet-pair capacity samples"),
-    (intf::CCL_STAT_PAIR_REJECTS, "pair_rejects", "ccpd: rejected packet-pair samples"),
-    (intf::CCL_STAT_EST_SAMPLES, "est_samples", "hetcp: GTSW bandwidth samples"),
-    (intf::CCL_STAT_EARLY_CUTS, "early_cuts", "ctcp_plus: rule (2) cuts; ub_reno: W_full found"),
-    (intf::CCL_STAT_EARLY_DECS, "early_decs", "ctcp_plus: rule (3) steps; ub_reno: LSRTT shifts"),
+    (
+        intf::CCL_STAT_PARAM_CLAMPED,
+        "params_clamped",
+        "tunable reads clamped in BPF",
+    ),
+    (
+        intf::CCL_STAT_PROFILE_MISS,
+        "profile_misses",
+        "params lookups that fell back to defaults",
+    ),
+    (
+        intf::CCL_STAT_PAIR_SAMPLES,
+        "pair_samples",
+        "ccpd: accepted packet-pair capacity samples",
+    ),
+    (
+        intf::CCL_STAT_PAIR_REJECTS,
+        "pair_rejects",
+        "ccpd: rejected packet-pair samples",
+    ),
+    (
+        intf::CCL_STAT_EST_SAMPLES,
+        "est_samples",
+        "hetcp: GTSW bandwidth samples",
+    ),
+    (
+        intf::CCL_STAT_EARLY_CUTS,
+        "early_cuts",
+        "ctcp_plus: rule (2) cuts; ub_reno: W_full found",
+    ),
+    (
+        intf::CCL_STAT_EARLY_DECS,
+        "early_decs",
+        "ctcp_plus: rule (3) steps; ub_reno: LSRTT shifts",
+    ),
 ];
 
 pub fn name(idx: usize) -> &'static str {

@@ -27,8 +27,12 @@ fn cstr(p: *const std::os::raw::c_char) -> &'static str {
 
 pub fn fields(algo: Algo) -> &'static [TelDesc] {
     use std::sync::OnceLock;
-    static T: [OnceLock<Vec<TelDesc>>; 4] =
-        [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    static T: [OnceLock<Vec<TelDesc>>; 4] = [
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+    ];
     T[algo.id() as usize].get_or_init(|| {
         // SAFETY: immutable C arrays with their lengths.
         let raw = unsafe {
@@ -116,7 +120,10 @@ impl Event {
     }
 
     pub fn get(&self, name: &str) -> Option<i64> {
-        self.fields.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+        self.fields
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| *v)
     }
 
     pub fn phase_name(&self) -> &'static str {
@@ -135,8 +142,19 @@ impl Event {
 
     /// Common header columns, in order.
     pub const HEADER: [&'static str; 13] = [
-        "algo", "local", "remote", "cookie", "t_us", "round", "phase", "ca_state", "cwnd",
-        "ssthresh", "srtt_us", "in_flight", "mss",
+        "algo",
+        "local",
+        "remote",
+        "cookie",
+        "t_us",
+        "round",
+        "phase",
+        "ca_state",
+        "cwnd",
+        "ssthresh",
+        "srtt_us",
+        "in_flight",
+        "mss",
     ];
 
     fn header_values(&self) -> Vec<Value> {
@@ -201,10 +219,16 @@ mod tests {
             let f = fields(a);
             assert!(!f.is_empty());
             for d in f {
-                assert!(d.offset >= union_off && d.offset + d.size <= EVENT_SIZE, "{a}.{}", d.name);
+                assert!(
+                    d.offset >= union_off && d.offset + d.size <= EVENT_SIZE,
+                    "{a}.{}",
+                    d.name
+                );
             }
         }
-        assert!(fields(Algo::Ccpd).iter().any(|d| d.name == "e_q10" && d.signed));
+        assert!(fields(Algo::Ccpd)
+            .iter()
+            .any(|d| d.name == "e_q10" && d.signed));
     }
 
     #[test]
@@ -217,11 +241,9 @@ mod tests {
             ..Default::default()
         };
         ev.saddr[..4].copy_from_slice(&[10, 0, 0, 1]);
-        // SAFETY: writing a field of the plain-old-data union.
-        unsafe {
-            ev.u.ccpd.e_q10 = -2048;
-            ev.u.ccpd.b_q10 = 4096;
-        }
+        // Writing a union field is safe (plain old data).
+        ev.u.ccpd.e_q10 = -2048;
+        ev.u.ccpd.b_q10 = 4096;
         let bytes = unsafe {
             std::slice::from_raw_parts(&ev as *const _ as *const u8, EVENT_SIZE).to_vec()
         };

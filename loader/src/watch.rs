@@ -157,7 +157,8 @@ pub fn run(o: WatchOpts) -> Result<()> {
     let result: Result<()> = rt.block_on(async {
         // SAFETY: the epoll fd belongs to `rb`, which outlives `afd` (dropped at
         // the end of this block), and nobody closes it meanwhile.
-        let afd = unsafe { AsyncFd::register(FdWrap(rb.epoll_fd())) }.map_err(|e| e.into_parts().1)?;
+        let afd =
+            unsafe { AsyncFd::register(FdWrap(rb.epoll_fd())) }.map_err(|e| e.into_parts().1)?;
         let ctrl_c = tokio::signal::ctrl_c();
         tokio::pin!(ctrl_c);
         loop {
@@ -188,7 +189,11 @@ pub fn run(o: WatchOpts) -> Result<()> {
                     }
                     Format::Table => {
                         latest.insert(
-                            (ev.algo.name().into(), ev.local().to_string(), ev.remote().to_string()),
+                            (
+                                ev.algo.name().into(),
+                                ev.local().to_string(),
+                                ev.remote().to_string(),
+                            ),
                             ev,
                         );
                         Ok(())
@@ -209,7 +214,9 @@ pub fn run(o: WatchOpts) -> Result<()> {
                 draw_table(&latest, &o.algos, &drops_at_start)?;
                 last_draw = Instant::now();
             }
-            if o.count.is_some_and(|c| seen >= c) || o.duration.is_some_and(|d| start.elapsed() >= d) {
+            if o.count.is_some_and(|c| seen >= c)
+                || o.duration.is_some_and(|d| start.elapsed() >= d)
+            {
                 break;
             }
         }
@@ -221,7 +228,9 @@ pub fn run(o: WatchOpts) -> Result<()> {
     }
     for (algo, d0) in o.algos.iter().zip(&drops_at_start) {
         let d = bpf::read_stats(*algo)?[intf::CCL_STAT_RB_RESERVE_FAIL as usize] - d0;
-        eprintln!("ccload: {algo}: {seen} records shown, {d} dropped in the kernel (ring buffer full)");
+        eprintln!(
+            "ccload: {algo}: {seen} records shown, {d} dropped in the kernel (ring buffer full)"
+        );
     }
     drop(locks);
     Ok(())
@@ -243,9 +252,21 @@ fn draw_table(
             .map(|s| s[intf::CCL_STAT_RB_RESERVE_FAIL as usize])
             .unwrap_or(0);
         let d0 = drops0[algos.iter().position(|a| a == algo).unwrap()];
-        writeln!(out, "{algo}: {} flows, ring-buffer drops since start: {}", rows.len(), drops - d0)?;
-        let names: Vec<&str> = crate::telemetry::fields(*algo).iter().map(|d| d.name).collect();
-        write!(out, "{:<22} {:<22} {:>6} {:>6} {:>7} {:>8}", "local", "remote", "phase", "round", "cwnd", "srtt_us")?;
+        writeln!(
+            out,
+            "{algo}: {} flows, ring-buffer drops since start: {}",
+            rows.len(),
+            drops - d0
+        )?;
+        let names: Vec<&str> = crate::telemetry::fields(*algo)
+            .iter()
+            .map(|d| d.name)
+            .collect();
+        write!(
+            out,
+            "{:<22} {:<22} {:>6} {:>6} {:>7} {:>8}",
+            "local", "remote", "phase", "round", "cwnd", "srtt_us"
+        )?;
         for n in &names {
             write!(out, " {:>12}", truncate(n, 12))?;
         }

@@ -1,1 +1,368 @@
+//! Test harness for ccload's privileged integration tests: privilege checks
+//! that skip loudly, network-namespace guards, the `ccload` binary, and a
+//! real TCP transfer with a chosen congestion control.
+//!
+//! Every guard removes what it created in `Drop`, so a failing test still
+//! leaves no namespace, pin or registered controller behind.
 
+use std::ffi::CString;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Why privileged tests cannot run here, if they cannot.
+pub fn privileged_skip_reason() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root".into());
+    }
+    if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+        return Some("kernel has no BTF".into());
+    }
+    if !ccload::doctor::bpffs_mounted() {
+        return Some("bpffs not mounted at /sys/fs/bpf".into());
+    }
+    None
+}
+
+/// Skip (with a printed reason) unless root on a BTF kernel; else take the
+/// serial lock (tests share the global CC namespace) and return it.
+#[macro_export]
+macro_rules! privileged {
+    () => {{
+        if let Some(why) = $crate::privileged_skip_reason() {
+            eprintln!("SKIPPED {}: {why}", module_path!());
+            return;
+        }
+        $crate::serial()
+    }};
+}
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Serialises privileged tests in this process and, via flock, across test
+/// binaries running at the same time.
+pub struct Serial {
+    _g: MutexGuard<'static, ()>,
+    _f: std::fs::File,
+}
+
+pub fn serial() -> Serial {
+    let g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open("/run/lock/ccload-itests.lock")
+        .or_else(|_| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open("/tmp/ccload-itests.lock")
+        })
+        .expect("lock file");
+    // SAFETY: flock on an fd we own; blocks until the other binary is done.
+    unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+    Serial { _g: g, _f: f }
+}
+
+/// Path of the `ccload` binary built in this workspace.
+pub fn ccload_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("CCLOAD_BIN") {
+        return p.into();
+    }
+    // target/<profile>/deps/<test-exe> -> target/<profile>/ccload
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe.parent().unwrap().parent().unwrap().join("ccload");
+    assert!(
+        bin.exists(),
+        "{} missing: build the workspace first (cargo build --workspace)",
+        bin.display()
+    );
+    bin
+}
+
+/// Run `ccload args...`.
+pub fn ccload(args: &[&str]) -> Output {
+    Command::new(ccload_bin())
+        .args(args)
+        .output()
+        .expect("spawn ccload")
+}
+
+/// Run ccload and require success; returns stdout.
+pub fn ccload_ok(args: &[&str]) -> String {
+    let o = ccload(args);
+    assert!(
+        o.status.success(),
+        "ccload {args:?} failed ({}):\n{}{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+pub fn status_json() -> serde_json::Value {
+    serde_json::from_str(&ccload_ok(&["status", "--json"])).expect("status --json parses")
+}
+
+/// Detaches `algo` on drop (also when the test panics).
+pub struct Attached(pub &'static str);
+
+impl Attached {
+    pub fn new(algo: &'static str, extra: &[&str]) -> Attached {
+        let mut args = vec!["attach", "--algo", algo];
+        args.extend_from_slice(extra);
+        ccload_ok(&args);
+        Attached(algo)
+    }
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        let _ = ccload(&["detach", "--algo", self.0]);
+    }
+}
+
+pub fn registered(name: &str) -> bool {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .unwrap()
+        .split_whitespace()
+        .any(|n| n == name)
+}
+
+/// Wait (bounded) until `f` holds; returns whether it did.
+pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + timeout;
+    while Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    f()
+}
+
+// ---------------------------------------------------------------------------
+// Network namespaces.
+
+static NS_SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// A named network namespace `ccl-t<pid>-<n>` with lo up; deleted on drop.
+pub struct NetNs {
+    pub name: String,
+}
+
+fn sh(cmd: &str, args: &[&str]) -> Output {
+    Command::new(cmd)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd}: {e}"))
+}
+
+pub fn run_ok(cmd: &str, args: &[&str]) {
+    let o = sh(cmd, args);
+    assert!(
+        o.status.success(),
+        "{cmd} {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+impl NetNs {
+    pub fn new() -> NetNs {
+        let name = format!(
+            "ccl-t{}-{}",
+            std::process::id(),
+            NS_SEQ.fetch_add(1, Ordering::SeqCst)
+        );
+        run_ok("ip", &["netns", "add", &name]);
+        let ns = NetNs { name };
+        run_ok("ip", &["-n", &ns.name, "link", "set", "lo", "up"]);
+        ns
+    }
+
+    /// Run `f` on a thread that has entered this namespace.  Sockets created
+    /// there stay in the namespace wherever they are used afterwards.
+    pub fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let path = CString::new(format!("/run/netns/{}", self.name)).unwrap();
+        std::thread::spawn(move || {
+            // SAFETY: open + setns on a path we created; only this thread moves.
+            unsafe {
+                let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+                assert!(fd >= 0, "open netns");
+                assert_eq!(libc::setns(fd, libc::CLONE_NEWNET), 0, "setns");
+                libc::close(fd);
+            }
+            f()
+        })
+        .join()
+        .expect("netns thread panicked")
+    }
+
+    /// A command line run inside the namespace (network only; mounts stay).
+    pub fn exec(&self, cmd: &str, args: &[&str]) -> Output {
+        let mut v = vec![format!("--net=/run/netns/{}", self.name), cmd.to_string()];
+        v.extend(args.iter().map(|s| s.to_string()));
+        Command::new("nsenter").args(&v).output().expect("nsenter")
+    }
+}
+
+impl Default for NetNs {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for NetNs {
+    fn drop(&mut self) {
+        let _ = sh("ip", &["netns", "del", &self.name]);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Transfers.
+
+pub fn set_cc(fd: i32, cc: &str) -> std::io::Result<()> {
+    // SAFETY: valid buffer and length.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            cc.as_ptr().cast(),
+            cc.len() as u32,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+pub fn get_cc(fd: i32) -> String {
+    let mut buf = [0u8; 16];
+    let mut len = buf.len() as u32;
+    // SAFETY: valid out-buffer and length.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    assert_eq!(rc, 0, "getsockopt TCP_CONGESTION");
+    String::from_utf8_lossy(&buf[..len as usize])
+        .trim_end_matches('\0')
+        .to_string()
+}
+
+#[derive(Debug)]
+pub struct Transfer {
+    pub bytes: u64,
+    pub secs: f64,
+    pub sender_cc: String,
+    pub receiver_cc: String,
+}
+
+impl Transfer {
+    pub fn mbps(&self) -> f64 {
+        self.bytes as f64 * 8.0 / self.secs / 1e6
+    }
+}
+
+/// Send `bytes` from a client to a server over `addr`'s family on loopback,
+/// both sockets set to `cc` (the server via its listener).  Run it inside a
+/// namespace with [`NetNs::run`].
+pub fn transfer(cc: &str, bytes: u64, bind: SocketAddr) -> std::io::Result<Transfer> {
+    let listener = TcpListener::bind(bind)?;
+    set_cc(listener.as_raw_fd(), cc)?;
+    let addr = listener.local_addr()?;
+    let server = std::thread::spawn(move || -> std::io::Result<(u64, String)> {
+        let (mut s, _) = listener.accept()?;
+        let cc = get_cc(s.as_raw_fd());
+        let mut buf = vec![0u8; 1 << 20];
+        let mut total = 0u64;
+        loop {
+            let n = s.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            total += n as u64;
+        }
+        Ok((total, cc))
+    });
+    let sock = socket_for(addr)?;
+    set_cc(sock.as_raw_fd(), cc)?;
+    let mut c = connect(sock, addr)?;
+    let sender_cc = get_cc(c.as_raw_fd());
+    let chunk = vec![0x5au8; 1 << 20];
+    let start = Instant::now();
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(chunk.len() as u64) as usize;
+        c.write_all(&chunk[..n])?;
+        left -= n as u64;
+    }
+    c.shutdown(std::net::Shutdown::Write)?;
+    let (got, receiver_cc) = server.join().expect("server thread")?;
+    Ok(Transfer {
+        bytes: got,
+        secs: start.elapsed().as_secs_f64(),
+        sender_cc,
+        receiver_cc,
+    })
+}
+
+/// An unconnected TCP socket, so TCP_CONGESTION is set before the handshake.
+fn socket_for(addr: SocketAddr) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let fam = if addr.is_ipv4() {
+        libc::AF_INET
+    } else {
+        libc::AF_INET6
+    };
+    // SAFETY: socket() returns a new fd we own.
+    let fd = unsafe { libc::socket(fam, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+fn connect(fd: std::os::fd::OwnedFd, addr: SocketAddr) -> std::io::Result<TcpStream> {
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    let SocketAddr::V4(a) = addr else {
+        unimplemented!("IPv6 transfers are not used by the tests")
+    };
+    let sin = libc::sockaddr_in {
+        sin_family: libc::AF_INET as u16,
+        sin_port: a.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(a.ip().octets()),
+        },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: valid sockaddr_in of the right size.
+    let rc = unsafe {
+        libc::connect(
+            fd.as_raw_fd(),
+            &sin as *const _ as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_in>() as u32,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(unsafe { TcpStream::from_raw_fd(fd.into_raw_fd()) })
+}

@@ -1,1 +1,70 @@
-fn main() {}
+//! Project tasks cargo cannot do by itself: `cargo xtask <task>`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "xtask")]
+struct Args {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Regenerate bpf/vmlinux/<arch>/vmlinux.h from the running kernel's BTF.
+    Codegen,
+    /// Run every test (scripts/test.sh, the README's test command).
+    Test,
+    /// Run the main job (scripts/demo.sh).
+    Demo,
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn run(cmd: &mut Command) -> Result<()> {
+    let st = cmd
+        .status()
+        .with_context(|| format!("failed to run {cmd:?}"))?;
+    if !st.success() {
+        bail!("{cmd:?} failed: {st}");
+    }
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    let root = root();
+    match Args::parse().task {
+        Task::Codegen => {
+            let out = root.join("bpf/vmlinux").join(std::env::consts::ARCH);
+            std::fs::create_dir_all(&out)?;
+            let o = Command::new("bpftool")
+                .args([
+                    "btf",
+                    "dump",
+                    "file",
+                    "/sys/kernel/btf/vmlinux",
+                    "format",
+                    "c",
+                ])
+                .output()
+                .context("bpftool (apt-get install bpftool)")?;
+            if !o.status.success() {
+                bail!("bpftool: {}", String::from_utf8_lossy(&o.stderr));
+            }
+            std::fs::write(out.join("vmlinux.h"), o.stdout)?;
+            println!("wrote {}", out.join("vmlinux.h").display());
+        }
+        Task::Test => run(Command::new("bash").arg(root.join("scripts/test.sh")))?,
+        Task::Demo => run(Command::new("bash").arg(root.join("scripts/demo.sh")))?,
+    }
+    Ok(())
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs what ccload needs on a fresh Debian 12 machine (as root) and mounts
+# bpffs.  Idempotent: installs only what is missing.
+set -euo pipefail
+
+need=()
+have() { command -v "$1" >/dev/null 2>&1; }
+pkg_missing() { ! dpkg -s "$1" >/dev/null 2>&1; }
+
+have clang || need+=(clang)
+have llvm-strip || need+=(llvm)
+have bpftool || need+=(bpftool)
+have iperf3 || need+=(iperf3)
+have ip || need+=(iproute2)
+have ethtool || need+=(ethtool)
+have nsenter || need+=(util-linux)
+have pkg-config || need+=(pkg-config)
+have iptables || need+=(iptables)
+for p in libelf-dev zlib1g-dev libclang-dev; do pkg_missing "$p" && need+=("$p"); done
+
+if [ ${#need[@]} -gt 0 ]; then
+    echo "setup: installing ${need[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+if ! have cargo; then
+    echo "setup: cargo not found; install Rust >= 1.82 (rustup) first" >&2
+    exit 2
+fi
+
+# bpffs: ccload pins its controllers there.
+if ! mountpoint -q /sys/fs/bpf; then
+    mkdir -p /sys/fs/bpf
+    mount -t bpf bpf /sys/fs/bpf
+fi
