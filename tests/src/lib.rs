@@ -15,6 +15,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+pub mod link;
+
 /// Why privileged tests cannot run here, if they cannot.
 pub fn privileged_skip_reason() -> Option<String> {
     // SAFETY: geteuid has no preconditions.
@@ -281,27 +283,28 @@ impl Transfer {
     }
 }
 
-/// Send `bytes` from a client to a server over `addr`'s family on loopback,
-/// both sockets set to `cc` (the server via its listener).  Run it inside a
-/// namespace with [`NetNs::run`].
-pub fn transfer(cc: &str, bytes: u64, bind: SocketAddr) -> std::io::Result<Transfer> {
+fn listen(cc: &str, bind: SocketAddr) -> std::io::Result<TcpListener> {
     let listener = TcpListener::bind(bind)?;
     set_cc(listener.as_raw_fd(), cc)?;
-    let addr = listener.local_addr()?;
-    let server = std::thread::spawn(move || -> std::io::Result<(u64, String)> {
-        let (mut s, _) = listener.accept()?;
-        let cc = get_cc(s.as_raw_fd());
-        let mut buf = vec![0u8; 1 << 20];
-        let mut total = 0u64;
-        loop {
-            let n = s.read(&mut buf)?;
-            if n == 0 {
-                break;
-            }
-            total += n as u64;
+    Ok(listener)
+}
+
+fn serve(listener: TcpListener) -> std::io::Result<(u64, String)> {
+    let (mut s, _) = listener.accept()?;
+    let cc = get_cc(s.as_raw_fd());
+    let mut buf = vec![0u8; 1 << 20];
+    let mut total = 0u64;
+    loop {
+        let n = s.read(&mut buf)?;
+        if n == 0 {
+            break;
         }
-        Ok((total, cc))
-    });
+        total += n as u64;
+    }
+    Ok((total, cc))
+}
+
+fn send(addr: SocketAddr, cc: &str, bytes: u64) -> std::io::Result<(String, f64)> {
     let sock = socket_for(addr)?;
     set_cc(sock.as_raw_fd(), cc)?;
     let mut c = connect(sock, addr)?;
@@ -315,13 +318,52 @@ pub fn transfer(cc: &str, bytes: u64, bind: SocketAddr) -> std::io::Result<Trans
         left -= n as u64;
     }
     c.shutdown(std::net::Shutdown::Write)?;
-    let (got, receiver_cc) = server.join().expect("server thread")?;
+    // Wait for the receiver to close: the last byte has arrived then.
+    let mut sink = [0u8; 16];
+    while c.read(&mut sink)? > 0 {}
+    Ok((sender_cc, start.elapsed().as_secs_f64()))
+}
+
+fn finish(
+    server: std::thread::JoinHandle<std::io::Result<(u64, String)>>,
+    sent: std::io::Result<(String, f64)>,
+) -> std::io::Result<Transfer> {
+    let (sender_cc, secs) = sent?;
+    let (bytes, receiver_cc) = server.join().expect("server thread")?;
     Ok(Transfer {
-        bytes: got,
-        secs: start.elapsed().as_secs_f64(),
+        bytes,
+        secs,
         sender_cc,
         receiver_cc,
     })
+}
+
+/// Send `bytes` from a client to a server in the current namespace, both
+/// sockets set to `cc` (the server via its listener).  Run it inside a
+/// namespace with [`NetNs::run`].
+pub fn transfer(cc: &str, bytes: u64, bind: SocketAddr) -> std::io::Result<Transfer> {
+    let listener = listen(cc, bind)?;
+    let addr = listener.local_addr()?;
+    let server = std::thread::spawn(move || serve(listener));
+    finish(server, send(addr, cc, bytes))
+}
+
+/// Send `bytes` from a client in `snd` to a server in `rcv` listening on
+/// `bind` (an address of `rcv`), both ends with `cc`.
+pub fn transfer_across(
+    snd: &NetNs,
+    rcv: &NetNs,
+    cc: &str,
+    bytes: u64,
+    bind: SocketAddr,
+) -> std::io::Result<Transfer> {
+    let cc1 = cc.to_string();
+    let listener = rcv.run(move || listen(&cc1, bind))?;
+    let addr = listener.local_addr()?;
+    let server = std::thread::spawn(move || serve(listener));
+    let cc2 = cc.to_string();
+    let sent = snd.run(move || send(addr, &cc2, bytes));
+    finish(server, sent)
 }
 
 /// An unconnected TCP socket, so TCP_CONGESTION is set before the handshake.
