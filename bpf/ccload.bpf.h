@@ -26,7 +26,7 @@
 #define TCP_INFINITE_SSTHRESH 0x7fffffff
 
 /* Kernel CC helpers exported to struct_ops programs as kfuncs. */
-extern void tcp_slow_start(struct tcp_sock *tp, u32 acked) __ksym;
+extern u32 tcp_slow_start(struct tcp_sock *tp, u32 acked) __ksym;
 extern void tcp_cong_avoid_ai(struct tcp_sock *tp, u32 w, u32 acked) __ksym;
 extern void tcp_reno_cong_avoid(struct sock *sk, u32 ack, u32 acked) __ksym;
 extern u32 tcp_reno_ssthresh(struct sock *sk) __ksym;

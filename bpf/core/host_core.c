@@ -7,6 +7,7 @@
  */
 #include "ccl_core.h"
 #include "ccpd_core.h"
+#include "hetcp_core.h"
 
 #define CCL_PARAM_DESC(field, name, scale, def, lo, hi, unit, help) \
 	{ #field, name, scale, def, lo, hi, unit, help },

@@ -320,3 +320,109 @@ fn ccpd_l1_closed_loop_equilibrium() {
         assert!(util >= 0.99, "kp={k} B={buf:.0}: utilisation {util:.3}");
     }
 }
+
+// ---------------------------------------------------------------------------
+// HE-TCP: GTSW estimator (Eq. 1-3) and the Fig. 2 sampling rule.
+
+fn gtsw(ack_cnt: u32, del: u32, rf: u32, base: u32, pre_q8: u64) -> intf::hetcp_sample {
+    let mut s = intf::hetcp_sample {
+        ack_cnt,
+        del_us: del,
+        ref_us: rf,
+        base_rtt_us: base,
+        pre_bw_q8: pre_q8,
+        ..Default::default()
+    };
+    unsafe { intf::hetcp_gtsw(&mut s) };
+    s
+}
+
+#[test]
+fn hetcp_gtsw_matches_eq1_to_3() {
+    // f64: a = dt/(RTT+dt), Cur = n/dt, BW = (1-a) BW' + a Cur, ssth = BW*BaseRTT.
+    // Bound: a is truncated to 1/65536 and Cur to 1/256 seg/s, so
+    // |BW_fixed - BW_f64| <= (BW' + Cur)/65536 + 2/256 seg/s; ssth within 1 segment.
+    let mut r = Rng(31);
+    let mut worst = 0f64;
+    for _ in 0..20000 {
+        let n = r.range(1, 10_000) as u32;
+        let del = r.range(1, 2_000_000) as u32;
+        let rf = r.range(1, 1_000_000) as u32;
+        let base = r.range(1, 1_000_000) as u32;
+        let pre = r.range(0, 5_000_000 << 8);
+        let s = gtsw(n, del, rf, base, pre);
+        let a = del as f64 / (rf as f64 + del as f64);
+        let cur = n as f64 * 1e6 / del as f64;
+        let pre_f = pre as f64 / 256.0;
+        let bw = (1.0 - a) * pre_f + a * cur;
+        let got = s.bw_q8 as f64 / 256.0;
+        let err = (got - bw).abs();
+        worst = worst.max(err / bw.max(1.0));
+        assert!(
+            err <= (pre_f + cur) / 65536.0 + 2.0 / 256.0,
+            "BW {got} vs {bw}"
+        );
+        let ssth = got * base as f64 / 1e6;
+        assert!(
+            (s.ssth as f64 - ssth).abs() <= 1.0,
+            "ssth {} vs {ssth}",
+            s.ssth
+        );
+        assert!((s.tr_q16 as f64 / 65536.0 - a).abs() <= 1.0 / 65536.0);
+    }
+    eprintln!("hetcp_gtsw: worst relative BW error {worst:.2e}");
+}
+
+#[test]
+fn hetcp_sample_interval_is_fig2() {
+    for (cwnd, want) in [
+        (1, 1),
+        (9, 1),
+        (10, 1),
+        (19, 1),
+        (20, 2),
+        (100, 10),
+        (12345, 1234),
+    ] {
+        assert_eq!(
+            unsafe { intf::hetcp_sample_interval(cwnd, 10, 10) },
+            want,
+            "cwnd {cwnd}"
+        );
+    }
+    assert_eq!(
+        unsafe { intf::hetcp_sample_interval(500, 10, 0) },
+        1,
+        "si_div 0 never divides"
+    );
+}
+
+#[test]
+fn hetcp_estimate_converges_to_the_ack_rate() {
+    // Fig. 2 run against a constant ACK clock of R seg/s with cwnd = 500
+    // (SampleInterval 50): the estimate converges to R (within 0.5 %) from 0,
+    // tracking the f64 recursion throughout, and ssthresh to R * BaseRTT.
+    let (rate, base, cwnd) = (8333.0f64, 80_000u32, 500u32);
+    let si = unsafe { intf::hetcp_sample_interval(cwnd, 10, 10) };
+    let del = (si as f64 / rate * 1e6) as u32;
+    let (mut bw_q8, mut bw_f) = (0u64, 0f64);
+    for k in 0..400 {
+        let s = gtsw(si, del, base, base, bw_q8);
+        let a = del as f64 / (base as f64 + del as f64);
+        bw_f = (1.0 - a) * bw_f + a * (si as f64 * 1e6 / del as f64);
+        bw_q8 = s.bw_q8;
+        assert!(
+            (bw_q8 as f64 / 256.0 - bw_f).abs() <= 0.002 * bw_f + 1.0,
+            "step {k}"
+        );
+    }
+    let bw = bw_q8 as f64 / 256.0;
+    assert!((bw - rate).abs() / rate < 0.005, "BW {bw} vs rate {rate}");
+    let s = gtsw(si, del, base, base, bw_q8);
+    let bdp = rate * base as f64 / 1e6;
+    assert!(
+        (s.ssth as f64 - bdp).abs() <= 0.01 * bdp + 1.0,
+        "ssthresh {} vs BDP {bdp}",
+        s.ssth
+    );
+}

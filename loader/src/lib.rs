@@ -32,4 +32,7 @@ pub mod skel {
     pub mod ccpd {
         include!(concat!(env!("OUT_DIR"), "/ccpd.skel.rs"));
     }
+    pub mod hetcp {
+        include!(concat!(env!("OUT_DIR"), "/hetcp.skel.rs"));
+    }
 }

@@ -408,3 +408,64 @@ fn connect(fd: std::os::fd::OwnedFd, addr: SocketAddr) -> std::io::Result<TcpStr
     }
     Ok(unsafe { TcpStream::from_raw_fd(fd.into_raw_fd()) })
 }
+
+// ---------------------------------------------------------------------------
+// Telemetry.
+
+use std::io::BufRead;
+use std::process::{Child, Stdio};
+use std::sync::mpsc;
+
+/// A `ccload watch --format json` child whose records arrive on a channel.
+pub struct Watch {
+    pub child: Child,
+    pub rx: mpsc::Receiver<serde_json::Value>,
+}
+
+impl Watch {
+    pub fn start(args: &[&str]) -> Watch {
+        let mut child = Command::new(ccload_bin())
+            .args(["watch", "--format", "json"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                let v: serde_json::Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("watch printed malformed JSON ({e}): {line}"));
+                if tx.send(v).is_err() {
+                    break;
+                }
+            }
+        });
+        Watch { child, rx }
+    }
+
+    pub fn stop(mut self) -> String {
+        use std::io::Read;
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let _ = self.child.wait();
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        err
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Integer field of a telemetry record.
+pub fn i(v: &serde_json::Value, k: &str) -> i64 {
+    v[k].as_i64().unwrap_or_else(|| panic!("no {k} in {v}"))
+}

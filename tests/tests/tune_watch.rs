@@ -1,67 +1,11 @@
 //! Privileged tests of live tuning and telemetry streaming with real transfers.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use ccload_itests::link::{Bottleneck, LinkCfg};
 use ccload_itests::*;
 
 const MB: u64 = 1 << 20;
-
-/// A `ccload watch --format json` child whose records arrive on a channel.
-struct Watch {
-    child: Child,
-    rx: mpsc::Receiver<serde_json::Value>,
-}
-
-impl Watch {
-    fn start(args: &[&str]) -> Watch {
-        let mut child = Command::new(ccload_bin())
-            .args(["watch", "--format", "json"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let out = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                let v: serde_json::Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("watch printed malformed JSON ({e}): {line}"));
-                if tx.send(v).is_err() {
-                    break;
-                }
-            }
-        });
-        Watch { child, rx }
-    }
-
-    fn stop(mut self) -> String {
-        use std::io::Read;
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
-        let _ = self.child.wait();
-        let mut err = String::new();
-        if let Some(mut e) = self.child.stderr.take() {
-            let _ = e.read_to_string(&mut err);
-        }
-        err
-    }
-}
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn i(v: &serde_json::Value, k: &str) -> i64 {
-    v[k].as_i64().unwrap_or_else(|| panic!("no {k} in {v}"))
-}
 
 /// The L1 law's P term as the kernel computed it: with Kd = 0 (D = 0),
 /// delta + d = Kp * E >> 10 exactly, so every controlled record tells which

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * hetcp_core.h - HE-TCP arithmetic core (ALGORITHMS.md 2.1, 2.5 H3/H5).
+ *
+ * Pure integer functions shared by bpf/hetcp.bpf.c and the host unit tests
+ * (loader/src/core_tests.rs: f64 model of Eq. 1-3 and of Fig. 2).
+ * Rates are segments/s x 256 (Q8), times us, windows segments.
+ */
+#ifndef __HETCP_CORE_H
+#define __HETCP_CORE_H
+
+#include "ccl_core.h"
+
+/* One GTSW sample. */
+struct hetcp_sample {
+	/* in */
+	u32 ack_cnt;	 /* segments (or ACKs) since the previous sample */
+	u32 del_us;	 /* time since the previous sample, us (>= 1) */
+	u32 ref_us;	 /* RTT in T_ratio: BaseRTT (Fig. 2) or srtt (Eq. 2) */
+	u32 base_rtt_us; /* BaseRTT for the BDP */
+	u64 pre_bw_q8;	 /* BW_{k-1}, segments/s x 256 */
+	/* out */
+	u32 tr_q16;	 /* a_k = dt / (RTT + dt), x 65536 */
+	u64 cur_q8;	 /* CurBW = PacketCnt / dt, segments/s x 256 */
+	u64 bw_q8;	 /* BW_k */
+	u32 ssth;	 /* BW_k * BaseRTT, segments (Eq. 3) */
+};
+
+/* SampleInterval = 1 if cwnd < si_small else floor(cwnd / si_div) (Fig. 2). */
+CCL_CORE u32 hetcp_sample_interval(u32 cwnd, u32 si_small, u32 si_div)
+{
+	u32 si;
+
+	if (cwnd < si_small || !si_div)
+		return 1;
+	si = cwnd / si_div;
+	return si ? si : 1;
+}
+
+/*
+ * GTSW estimator:
+ *   a_k   = dt_k / (RTT_k + dt_k)
+ *   CurBW = PacketCnt / dt_k
+ *   BW_k  = (1 - a_k) BW_{k-1} + a_k CurBW                  (Eq. 1-2)
+ *   ssthresh = BW_k * BaseRTT / PacketSize                  (Eq. 3, segments)
+ * No overflow while BW < 2^31 Q8 (8e6 seg/s, ~100 Gb/s), ack_cnt < 2^20,
+ * BaseRTT < 2^24 us.
+ */
+CCL_CORE void hetcp_gtsw(struct hetcp_sample *s)
+{
+	u64 del = s->del_us ? s->del_us : 1;
+	u64 tr = (del << 16) / ((u64)s->ref_us + del);
+	u64 cur = ((u64)s->ack_cnt << 8) * CCL_USEC_PER_SEC / del;
+	u64 pre = ccl_min64(s->pre_bw_q8, 1ULL << 40);
+
+	cur = ccl_min64(cur, 1ULL << 40);
+	s->tr_q16 = (u32)tr;
+	s->cur_q8 = cur;
+	s->bw_q8 = ((65536 - tr) * pre + tr * cur) >> 16;
+	s->ssth = ccl_sat32(s->bw_q8 * s->base_rtt_us / (CCL_USEC_PER_SEC << 8));
+}
+
+/* BW in Mbit/s for a segment size of mss bytes. */
+CCL_CORE u32 hetcp_bw_mbps(u64 bw_q8, u32 mss)
+{
+	return ccl_sat32(bw_q8 * mss * 8 / 256 / CCL_USEC_PER_SEC);
+}
+
+#endif /* __HETCP_CORE_H */

@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * hetcp.bpf.c - HE-TCP: High Efficient TCP with the GTSW bandwidth estimator.
+ *
+ * Every SampleInterval acknowledged segments the sender updates a generalised
+ * time-sliding-window estimate of its bandwidth and sets ssthresh to the
+ * estimated BDP; the window then grows by 1 per ACK while below it (slow
+ * start, or "rapid increase" after a loss) and by 1/cwnd above it:
+ *
+ *   BW_k = (1 - a_k) BW_{k-1} + a_k CurBW,  a_k = dt_k / (RTT_k + dt_k)
+ *   ssthresh = BW * BaseRTT / PacketSize
+ *   SampleInterval = cwnd < 10 ? 1 : cwnd / 10
+ *   on triple dupack: cwnd /= 2, BW = 0, ssthresh = 0
+ *
+ * Park, Lee, Kim, Kang: "HE-TCP: a high efficient TCP for high
+ * bandwidth-delay product networks", ICCS 2007.  Spec: ALGORITHMS.md 2.
+ *
+ * Deviations (spec 2.2, interpretation register 10-13):
+ *  1. PacketCnt counts acknowledged segments (Linux receivers delay ACKs);
+ *     count_mode = 0 counts ACK events as ns-2 did.
+ *  2. "ssthresh = 0 after loss": Linux must still halve through PRR, so
+ *     ssthresh() returns cwnd/2 and the first cong_avoid after recovery writes
+ *     ssthresh = ssth_floor (CA until the next estimate).
+ *  3. RTO (not in the paper): kernel RTO behaviour with the estimator kept
+ *     (rto_reset = 0), so the window regrows by RI to the last BDP estimate.
+ *  4. Initial slow start and the small-window threshold are tunables
+ *     (ss_mode, low_wnd), defaults as Fig. 2.
+ *
+ *   phases:   SS --loss--> (PRR halving) --> CA <--> RI
+ *             RI: cwnd < ssthresh after a loss (+1 per segment toward the BDP)
+ */
+#include "ccload.bpf.h"
+#include "core/hetcp_core.h"
+
+char _license[] SEC("license") = "GPL";
+
+CCL_DEFINE_MAPS(struct ccl_hetcp_params)
+CCL_DEFINE_PARAMS_READER(hetcp_params, struct ccl_hetcp_params, CCL_HETCP_PARAMS)
+
+enum hetcp_flags {
+	F_FIRST_LOSS = 1, /* a loss has been seen: RI instead of SS */
+	F_PENDING_CA = 2, /* write ssthresh = floor at the next cong_avoid */
+};
+
+/* Per-flow state (64 bytes of icsk_ca_priv). */
+struct hetcp {
+	u64 pre_time_us;  /* tcp_mstamp of the last sample, us */
+	u64 pre_bw_q8;	  /* BW_{k-1}, segments/s x 256 */
+	u64 saved_bw_q8;  /* BW at the last loss, for undo and RTO */
+	u32 ack_cnt;	  /* segments (or ACKs) since the last sample */
+	u32 gtsw_ssth;	  /* last BW * BaseRTT, segments */
+	u32 ss_burst;	  /* ss_mode 1: max CurBW * BaseRTT before the first loss */
+	u32 base_rtt_us;  /* min RTT sample, us */
+	u32 beg_snd_nxt;  /* round edge (telemetry, stats) */
+	u32 round_cnt;	  /* rounds since init */
+	u32 samples;	  /* GTSW samples since init */
+	u32 losses;	  /* loss events */
+	u8 flags;	  /* enum hetcp_flags */
+};
+
+_Static_assert(sizeof(struct hetcp) <= 104, "hetcp state must fit icsk_ca_priv");
+
+static __always_inline u8 hetcp_phase(const struct tcp_sock *tp, const struct hetcp *ca)
+{
+	if (tp->snd_cwnd >= tp->snd_ssthresh)
+		return CCL_PHASE_CA;
+	return ca->flags & F_FIRST_LOSS ? CCL_PHASE_RI : CCL_PHASE_SS;
+}
+
+SEC("struct_ops")
+void BPF_PROG(hetcp_init, struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct hetcp *ca = inet_csk_ca(sk);
+
+	__builtin_memset(ca, 0, sizeof(*ca));
+	ca->base_rtt_us = CCL_U32_MAX;
+	ca->pre_time_us = tp->tcp_mstamp;
+	ca->beg_snd_nxt = tp->snd_nxt;
+	stat_inc(CCL_STAT_FLOW_INIT);
+}
+
+SEC("struct_ops")
+void BPF_PROG(hetcp_release, struct sock *sk)
+{
+	stat_inc(CCL_STAT_FLOW_RELEASE);
+}
+
+SEC("struct_ops")
+void BPF_PROG(hetcp_pkts_acked, struct sock *sk, const struct ack_sample *sample)
+{
+	struct hetcp *ca = inet_csk_ca(sk);
+
+	if (sample->rtt_us > 0 && (u32)sample->rtt_us < ca->base_rtt_us)
+		ca->base_rtt_us = sample->rtt_us;
+}
+
+static __always_inline void hetcp_emit(struct sock *sk, struct hetcp *ca,
+				       const struct hetcp_sample *s, u32 si, u32 profile)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct ccl_event *ev;
+	struct ccl_tel_hetcp *t;
+
+	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+	if (!ev) {
+		stat_inc(CCL_STAT_RB_RESERVE_FAIL);
+		return;
+	}
+	ccl_event_fill(ev, sk, CCL_ALGO_HETCP, ca->round_cnt, hetcp_phase(tp, ca), profile);
+	__builtin_memset(&ev->u, 0, sizeof(ev->u));
+	t = &ev->u.hetcp;
+	t->cur_bw_q8 = s->cur_q8;
+	t->bw_q8 = s->bw_q8;
+	t->sample_interval = si;
+	t->ack_cnt = s->ack_cnt;
+	t->del_us = s->del_us;
+	t->t_ratio_q16 = s->tr_q16;
+	t->bw_mbps = hetcp_bw_mbps(s->bw_q8, tp->mss_cache);
+	t->gtsw_ssth = s->ssth;
+	t->base_rtt_us = ca->base_rtt_us;
+	t->losses = ca->losses;
+	bpf_ringbuf_submit(ev, 0);
+	stat_inc(CCL_STAT_EVENTS);
+}
+
+SEC("struct_ops")
+void BPF_PROG(hetcp_cong_avoid, struct sock *sk, u32 ack, u32 acked)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct hetcp *ca = inet_csk_ca(sk);
+	struct ccl_hetcp_params p;
+	struct hetcp_sample s = {};
+	u32 profile = ccl_profile_of(sk);
+	u64 now = tp->tcp_mstamp;
+	u32 si;
+
+	hetcp_params(profile, &p);
+	stat_inc(CCL_STAT_ACKS);
+	if (after(ack, ca->beg_snd_nxt)) {
+		ca->beg_snd_nxt = tp->snd_nxt;
+		ca->round_cnt++;
+		stat_inc(CCL_STAT_ROUNDS);
+	}
+
+	/* H1: Fig. 2's "ssthresh = 0" after a loss, applied once PRR is done. */
+	if (ca->flags & F_PENDING_CA) {
+		tp->snd_ssthresh = p.ssth_floor;
+		ca->flags &= ~F_PENDING_CA;
+	}
+
+	/* H2: no RTT sample yet: plain Reno. */
+	if (ca->base_rtt_us == CCL_U32_MAX) {
+		tcp_reno_cong_avoid(sk, ack, acked);
+		return;
+	}
+
+	/* H3-H5: one GTSW sample every SampleInterval segments. */
+	si = hetcp_sample_interval(tp->snd_cwnd, p.si_small, p.si_div);
+	ca->ack_cnt += p.count_mode ? acked : 1;
+	if (ca->ack_cnt >= si) {
+		s.ack_cnt = ca->ack_cnt;
+		s.del_us = (u32)ccl_min64(now - ca->pre_time_us, CCL_U32_MAX);
+		if (!s.del_us)
+			s.del_us = 1;
+		s.ref_us = p.rtt_src ? tp->srtt_us >> 3 : ca->base_rtt_us;
+		s.base_rtt_us = ca->base_rtt_us;
+		s.pre_bw_q8 = ca->pre_bw_q8;
+		hetcp_gtsw(&s);
+		ca->gtsw_ssth = s.ssth;
+		if (p.ss_mode && !(ca->flags & F_FIRST_LOSS)) {
+			u32 burst = ccl_sat32(s.cur_q8 * ca->base_rtt_us / (CCL_USEC_PER_SEC << 8));
+
+			if (burst > ca->ss_burst)
+				ca->ss_burst = burst;
+		}
+		if (tp->snd_cwnd >= p.low_wnd) {
+			u32 ssth = s.ssth;
+
+			if (p.ss_mode && !(ca->flags & F_FIRST_LOSS) && ca->ss_burst > ssth)
+				ssth = ca->ss_burst;
+			tp->snd_ssthresh = ssth > p.ssth_floor ? ssth : p.ssth_floor;
+		}
+		ca->pre_bw_q8 = s.bw_q8;
+		ca->pre_time_us = now;
+		ca->ack_cnt = 0;
+		ca->samples++;
+		stat_inc(CCL_STAT_EST_SAMPLES);
+		if (ccl_trace_due(ca->samples, p.trace_every))
+			hetcp_emit(sk, ca, &s, si, profile);
+	}
+
+	/* H6-H7: +1 per segment below ssthresh (SS / RI), +1/cwnd above (CA). */
+	if (!tcp_is_cwnd_limited(sk))
+		return;
+	if (tp->snd_cwnd < tp->snd_ssthresh)
+		acked = tcp_slow_start(tp, acked);
+	if (acked)
+		tcp_cong_avoid_ai(tp, tp->snd_cwnd, acked);
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(hetcp_ssthresh, struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct hetcp *ca = inet_csk_ca(sk);
+
+	/* Fig. 2 on triple dupack: cwnd /= 2; PreBW = 0; ssthresh = 0. */
+	ca->saved_bw_q8 = ca->pre_bw_q8;
+	ca->pre_bw_q8 = 0;
+	ca->gtsw_ssth = 0;
+	ca->ack_cnt = 0;
+	ca->pre_time_us = tp->tcp_mstamp;
+	ca->flags |= F_FIRST_LOSS | F_PENDING_CA;
+	ca->losses++;
+	stat_inc(CCL_STAT_LOSS_EVENTS);
+	return tp->snd_cwnd >> 1 > 2 ? tp->snd_cwnd >> 1 : 2;
+}
+
+SEC("struct_ops")
+void BPF_PROG(hetcp_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
+{
+	struct hetcp *ca = inet_csk_ca(sk);
+	struct ccl_hetcp_params p;
+
+	if (ev != CA_EVENT_LOSS)
+		return;
+	/* RTO: keep the kernel's cwnd/2 ssthresh; keep the estimate unless told. */
+	hetcp_params(ccl_profile_of(sk), &p);
+	stat_inc(CCL_STAT_RTO);
+	ca->flags &= ~F_PENDING_CA;
+	if (!p.rto_reset)
+		ca->pre_bw_q8 = ca->saved_bw_q8;
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(hetcp_undo_cwnd, struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct hetcp *ca = inet_csk_ca(sk);
+
+	stat_inc(CCL_STAT_UNDO);
+	ca->pre_bw_q8 = ca->saved_bw_q8;
+	ca->flags &= ~F_PENDING_CA;
+	return tp->snd_cwnd > tp->prior_cwnd ? tp->snd_cwnd : tp->prior_cwnd;
+}
+
+SEC(".struct_ops.link")
+struct tcp_congestion_ops hetcp = {
+	.init = (void *)hetcp_init,
+	.release = (void *)hetcp_release,
+	.pkts_acked = (void *)hetcp_pkts_acked,
+	.cong_avoid = (void *)hetcp_cong_avoid,
+	.ssthresh = (void *)hetcp_ssthresh,
+	.cwnd_event = (void *)hetcp_cwnd_event,
+	.undo_cwnd = (void *)hetcp_undo_cwnd,
+	.name = "hetcp",
+};
