@@ -87,20 +87,26 @@ CCL_CORE u64 ccl_segs_q10(u64 rate_sps, u64 dt_us)
 	return rate_sps * dt_us * 1024 / CCL_USEC_PER_SEC;
 }
 
-/* floor(sqrt(x)) for any u64: bit-by-bit, 32 fixed iterations (bounded loop,
- * verifier friendly), ALGORITHMS.md 0.3. */
+/*
+ * floor(sqrt(x)) for x < 2^63 (larger inputs are clamped to 2^63 - 1), bit by
+ * bit, 32 fixed iterations (ALGORITHMS.md 0.3).  The body is branch-free so the
+ * verifier walks one path per iteration: with a data-dependent branch, two
+ * calls in one program explored ~2^32 paths and hit the 1M-insn limit.
+ * "x >= t" is the sign bit of x - t, exact because x, t < 2^63.
+ */
 CCL_CORE u64 ccl_isqrt64(u64 x)
 {
 	u64 res = 0, bit = 1ULL << 62;
 	int i;
 
+	if (x > 0x7fffffffffffffffULL)
+		x = 0x7fffffffffffffffULL;
 	for (i = 0; i < 32; i++) {
-		if (x >= res + bit) {
-			x -= res + bit;
-			res = (res >> 1) + bit;
-		} else {
-			res >>= 1;
-		}
+		u64 t = res + bit;
+		u64 m = 0 - (((x - t) >> 63) ^ 1); /* all ones iff x >= t */
+
+		x -= t & m;
+		res = (res >> 1) + (bit & m);
 		bit >>= 2;
 	}
 	return res;

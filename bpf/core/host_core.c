@@ -8,6 +8,7 @@
 #include "ccl_core.h"
 #include "ccpd_core.h"
 #include "hetcp_core.h"
+#include "ctcp_core.h"
 
 #define CCL_PARAM_DESC(field, name, scale, def, lo, hi, unit, help) \
 	{ #field, name, scale, def, lo, hi, unit, help },

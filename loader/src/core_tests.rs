@@ -20,9 +20,11 @@ impl Rng {
 
 #[test]
 fn isqrt64_is_floor_sqrt() {
+    // Domain x < 2^63; larger inputs are clamped to 2^63 - 1.
     let mut r = Rng(0x9e3779b97f4a7c15);
-    let mut cases: Vec<u64> = vec![0, 1, 2, 3, 4, 15, 16, 17, u64::MAX, u64::MAX - 1, 1 << 62];
-    cases.extend((0..20000).map(|_| r.next() >> (r.next() % 64)));
+    let max = (1u64 << 63) - 1;
+    let mut cases: Vec<u64> = vec![0, 1, 2, 3, 4, 15, 16, 17, max, max - 1, 1 << 62, 1 << 50];
+    cases.extend((0..20000).map(|_| r.next() >> (1 + r.next() % 63)));
     for x in cases {
         let s = unsafe { intf::ccl_isqrt64(x) } as u128;
         assert!(
@@ -30,6 +32,12 @@ fn isqrt64_is_floor_sqrt() {
             "isqrt({x}) = {s}"
         );
     }
+    let top = unsafe { intf::ccl_isqrt64(max) };
+    assert_eq!(
+        unsafe { intf::ccl_isqrt64(u64::MAX) },
+        top,
+        "clamped above 2^63"
+    );
 }
 
 #[test]
@@ -425,4 +433,123 @@ fn hetcp_estimate_converges_to_the_ack_rate() {
         "ssthresh {} vs BDP {bdp}",
         s.ssth
     );
+}
+
+// ---------------------------------------------------------------------------
+// Compound TCP / CTCP+.
+
+#[test]
+fn ctcp_pow34_within_0_1_percent() {
+    // Issue bound: < 0.5 % over 2..1e6 segments; measured bound here 0.1 %.
+    let mut worst = 0f64;
+    for w in (2u32..2000)
+        .chain((2000..1_000_000).step_by(997))
+        .chain([1_000_000, 1 << 20])
+    {
+        let got = unsafe { intf::ctcp_pow34_q10(w) } as f64 / 1024.0;
+        let want = (w as f64).powf(0.75);
+        let rel = (got - want).abs() / want;
+        worst = worst.max(rel);
+        assert!(rel < 0.001 + 1.0 / 1024.0 / want, "w={w}: {got} vs {want}");
+    }
+    eprintln!("ctcp_pow34_q10: worst relative error {worst:.2e}");
+}
+
+fn ctcp_round(
+    win: u32,
+    rtt: u32,
+    base: u32,
+    cwnd_l: u32,
+    dwnd_q10: u32,
+    ep: u32,
+) -> intf::ctcp_round {
+    let mut r = intf::ctcp_round {
+        win,
+        rtt_us: rtt,
+        base_rtt_us: base,
+        alpha_q10: 128,
+        zeta_q10: 1024,
+        gamma: 30,
+        gamma_exit: 0,
+        plus: 1,
+        plus_md_q10: 683,
+        plus_dec_q10: 512,
+        cwnd_l,
+        dwnd_q10,
+        ep,
+        ..Default::default()
+    };
+    unsafe { intf::ctcp_round_update(&mut r) };
+    r
+}
+
+#[test]
+fn ctcp_round_update_matches_the_compound_law() {
+    // f64: Diff = w (RTT - base)/RTT; dwnd += max(alpha w^0.75 - 1, 0) below
+    // gamma, dwnd -= zeta Diff above.  Bound: 2/1024 segment + 0.1 % of the increment.
+    let mut rng = Rng(41);
+    for _ in 0..20000 {
+        let win = rng.range(2, 100_000) as u32;
+        let base = rng.range(100, 200_000) as u32;
+        let rtt = base + rng.range(0, 200_000) as u32;
+        let cwnd_l = rng.range(2, win as u64) as u32;
+        let dwnd = rng.range(0, 50_000 << 10) as u32;
+        let mut r = ctcp_round(win, rtt, base, cwnd_l, dwnd, 0);
+        r.plus = 0;
+        let diff = win as f64 * (rtt - base) as f64 / rtt as f64;
+        assert!((r.diff_q10 as f64 / 1024.0 - diff).abs() <= 1.0 / 1024.0);
+        let d0 = dwnd as f64 / 1024.0;
+        let want = if diff < 30.0 {
+            d0 + (0.125 * (win as f64).powf(0.75) - 1.0).max(0.0)
+        } else {
+            (d0 - diff).max(0.0)
+        };
+        let got = r.dwnd_q10 as f64 / 1024.0;
+        assert!(
+            (got - want).abs() <= 2.0 / 1024.0 + 0.001 * (want - d0).abs(),
+            "win={win} diff={diff:.2}: dwnd {got} vs {want}"
+        );
+    }
+}
+
+#[test]
+fn ctcp_plus_rules_2_3_and_exit() {
+    // Diff >= gamma with dwnd = 0: rule (2) cuts the loss window to 2/3 once...
+    let r = ctcp_round(300, 200_000, 100_000, 300, 0, 0);
+    assert!(r.diff_q10 >= 30 << 10);
+    assert_eq!(r.rule & intf::CCL_CTCP_CUT2, intf::CCL_CTCP_CUT2);
+    assert_eq!((r.cwnd_l, r.ep), (200, 1), "floor(300 * 683/1024)");
+    // ...then rule (3): -1/2 segment per round while it persists.
+    let mut r2 = ctcp_round(200, 200_000, 100_000, r.cwnd_l, 0, r.ep);
+    assert_eq!(r2.rule & intf::CCL_CTCP_DEC3, intf::CCL_CTCP_DEC3);
+    assert_eq!((r2.cwnd_l, r2.cwnd_l_frac), (199, 512));
+    r2.rule = 0;
+    unsafe { intf::ctcp_round_update(&mut r2) };
+    assert_eq!(
+        (r2.cwnd_l, r2.cwnd_l_frac),
+        (199, 0),
+        "two halves make one segment"
+    );
+    // Diff back under gamma ends the episode.
+    let r3 = ctcp_round(100, 100_500, 100_000, 199, 0, 1);
+    assert_eq!(r3.rule & intf::CCL_CTCP_EXIT, intf::CCL_CTCP_EXIT);
+    assert_eq!(r3.ep, 0);
+    // With dwnd > 0 the delay component gives back first: no early cut.
+    let r4 = ctcp_round(300, 200_000, 100_000, 200, 500 << 10, 0);
+    assert_eq!(r4.rule & intf::CCL_CTCP_CUT2, 0);
+    assert!(r4.dwnd_q10 < 500 << 10);
+}
+
+#[test]
+fn ctcp_loss_keeps_swnd_times_one_minus_beta() {
+    let (mut cl, mut dw) = (100u32, 0u32);
+    let ssth = unsafe { intf::ctcp_loss(300, 512, &mut cl, &mut dw) };
+    assert_eq!(
+        (cl, dw >> 10, ssth),
+        (50, 100, 150),
+        "300 * (1 - 1/2) = 50 + 100"
+    );
+    let (mut cl, mut dw) = (300u32, 0u32);
+    let ssth = unsafe { intf::ctcp_loss(300, 512, &mut cl, &mut dw) };
+    assert_eq!((cl, dw, ssth), (150, 0, 150), "pure Reno halving");
 }

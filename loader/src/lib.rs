@@ -35,4 +35,7 @@ pub mod skel {
     pub mod hetcp {
         include!(concat!(env!("OUT_DIR"), "/hetcp.skel.rs"));
     }
+    pub mod ctcp_plus {
+        include!(concat!(env!("OUT_DIR"), "/ctcp_plus.skel.rs"));
+    }
 }

@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * ctcp_core.h - Compound TCP / CTCP+ arithmetic core (ALGORITHMS.md 3.1-3.3,
+ * 3.6 T3 and ssthresh).  Pure integer functions shared by
+ * bpf/ctcp_plus.bpf.c and the host unit tests.  Windows in segments, delay
+ * window and Diff in segments x 1024 (Q10), RTTs in us.
+ */
+#ifndef __CTCP_CORE_H
+#define __CTCP_CORE_H
+
+#include "ccl_core.h"
+
+/* w^(3/4) = sqrt(w * sqrt(w)) with two integer square roots, x 1024.
+ * Valid for w <= 2^20 segments (intermediates <= 2^50); error < 0.1 %. */
+CCL_CORE u64 ctcp_pow34_q10(u32 w)
+{
+	u64 s, x = w > (1U << 20) ? (1U << 20) : w;
+
+	s = ccl_isqrt64(x << 20);	  /* sqrt(w) * 2^10 */
+	return ccl_isqrt64((x * s) << 10); /* w^0.75 * 2^10 */
+}
+
+/* Per-round state the update reads and writes. */
+struct ctcp_round {
+	/* in */
+	u32 win;	 /* window for Diff, segments */
+	u32 rtt_us;	 /* round RTT (min or mean) */
+	u32 base_rtt_us; /* min RTT ever */
+	u32 alpha_q10, zeta_q10, gamma, gamma_exit, plus, plus_md_q10, plus_dec_q10;
+	/* in/out */
+	u32 cwnd_l;	 /* loss window, segments */
+	u32 cwnd_l_frac; /* its Q10 remainder (rule 3) */
+	u32 dwnd_q10;	 /* delay window */
+	u32 ep;		 /* CTCP+ early-reduction episode */
+	/* out */
+	u32 diff_q10;	 /* Diff = win (RTT - base) / RTT */
+	u32 diff_reno_q10; /* Diff of the loss window alone (gamma tuning) */
+	u32 rule;	 /* enum ccl_ctcp_rule bits */
+};
+
+/*
+ * Once per RTT (T3):
+ *   Diff = (swnd/baseRTT - swnd/RTT) * baseRTT = swnd (RTT - baseRTT) / RTT
+ *   dwnd += max(alpha swnd^(3/4) - 1, 0)       if Diff <  gamma
+ *   dwnd  = max(dwnd - zeta Diff, 0)           if Diff >= gamma
+ * CTCP+ [I, spec 3.2]: Diff >= gamma with dwnd = 0 anticipates a loss:
+ *   (2) first round of the episode: cwnd = floor(cwnd * 2/3)
+ *   (3) later rounds:               cwnd = cwnd - 1/2
+ *   exit when Diff < gamma_exit (default gamma).
+ */
+CCL_CORE void ctcp_round_update(struct ctcp_round *r)
+{
+	u32 rtt = r->rtt_us > r->base_rtt_us ? r->rtt_us : r->base_rtt_us;
+	u64 q = rtt - r->base_rtt_us;
+	u64 diff = rtt ? ((u64)r->win << 10) * q / rtt : 0;
+	u64 gamma_q10 = (u64)r->gamma << 10;
+
+	r->diff_q10 = ccl_sat32(diff);
+	r->diff_reno_q10 = rtt ? ccl_sat32(((u64)r->cwnd_l << 10) * q / rtt) : 0;
+	r->rule = 0;
+	if (diff < gamma_q10) {
+		u64 inc = ctcp_pow34_q10(r->win) * r->alpha_q10 >> 10;
+
+		if (inc > 1024) {
+			r->dwnd_q10 = ccl_sat32((u64)r->dwnd_q10 + inc - 1024);
+			r->rule |= CCL_CTCP_GROW;
+		}
+	} else {
+		u64 sub = diff * r->zeta_q10 >> 10;
+
+		r->dwnd_q10 = r->dwnd_q10 > sub ? (u32)(r->dwnd_q10 - sub) : 0;
+		r->rule |= CCL_CTCP_SHRINK;
+	}
+	if (!r->plus)
+		return;
+	if (diff >= gamma_q10 && r->dwnd_q10 == 0) {
+		if (!r->ep) {
+			u64 c = (u64)r->cwnd_l * r->plus_md_q10 >> 10;
+
+			r->cwnd_l = c > 2 ? (u32)c : 2;
+			r->cwnd_l_frac = 0;
+			r->ep = 1;
+			r->rule |= CCL_CTCP_CUT2;
+		} else {
+			u64 tot = ((u64)r->cwnd_l << 10) + r->cwnd_l_frac;
+
+			tot = tot > (u64)r->plus_dec_q10 + (2 << 10) ? tot - r->plus_dec_q10 : 2 << 10;
+			r->cwnd_l = (u32)(tot >> 10);
+			r->cwnd_l_frac = (u32)(tot & 1023);
+			r->rule |= CCL_CTCP_DEC3;
+		}
+	} else if (r->ep && diff < (u64)(r->gamma_exit ? r->gamma_exit : r->gamma) << 10) {
+		r->ep = 0;
+		r->rule |= CCL_CTCP_EXIT;
+	}
+}
+
+/* On a dupack loss: cwnd_l = cwnd_l / 2 and
+ *   dwnd = max(swnd (1 - beta) - cwnd_l / 2, 0)
+ * so the total becomes swnd (1 - beta).  Returns the new ssthresh. */
+CCL_CORE u32 ctcp_loss(u32 swnd, u32 beta_q10, u32 *cwnd_l, u32 *dwnd_q10)
+{
+	u32 half = *cwnd_l / 2 > 1 ? *cwnd_l / 2 : 1;
+	u64 d = (u64)swnd * (1024 - beta_q10) >> 10;
+
+	d = d > half ? d - half : 0;
+	*cwnd_l = half;
+	*dwnd_q10 = ccl_sat32(d << 10);
+	return half + d > 2 ? (u32)(half + d) : 2;
+}
+
+#endif /* __CTCP_CORE_H */

@@ -1,0 +1,315 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ctcp_plus.bpf.c - Compound TCP with the CTCP+ early reduction.
+ *
+ * The send window is a loss-based Reno window plus a delay-based window:
+ *
+ *   swnd = cwnd + dwnd
+ *   Diff = swnd (RTT - baseRTT) / RTT                 (segments queued, per RTT)
+ *   dwnd += max(alpha swnd^(3/4) - 1, 0)  if Diff <  gamma
+ *   dwnd  = max(dwnd - zeta Diff, 0)      if Diff >= gamma
+ *   loss: cwnd /= 2, dwnd = max(swnd (1 - beta) - cwnd/2, 0); RTO: dwnd = 0
+ * CTCP+ adds, when Diff >= gamma with dwnd already 0 (a loss is anticipated):
+ *   (2) cwnd = floor(cwnd * 2/3) once, (3) cwnd -= 1/2 per later RTT,
+ *   (4) no per-ACK increase during the episode; exit when Diff < gamma.
+ *
+ * Tan, Song, Zhang, Sridharan: "A Compound TCP approach for high-speed and
+ * long distance networks", INFOCOM 2006; draft-sridharan-tcpm-ctcp; the
+ * CTCP+ seed (Hisamatsu/Noborio group, IPSJ 2012).  Spec: ALGORITHMS.md 3.
+ *
+ * Deviations (spec 3.1 [S], 3.2 [I], register 14-15):
+ *  1. Round RTT = minimum sample of the round, >= min_samples samples, delay
+ *     component active above low_wnd only (Linux compound patch).
+ *  2. The CTCP+ trigger and rules (2)-(4) are reconstructed from the seed's
+ *     surviving formulas (the text is garbled).
+ *  3. swnd^(3/4) = sqrt(w sqrt(w)) with integer square roots.
+ *
+ *   states:  CTCP --Diff >= gamma && dwnd == 0--> EP (rule 2, then 3 per RTT,
+ *            no per-ACK growth) --Diff < gamma_exit or loss--> CTCP
+ */
+#include "ccload.bpf.h"
+#include "core/ctcp_core.h"
+
+char _license[] SEC("license") = "GPL";
+
+CCL_DEFINE_MAPS(struct ccl_ctcp_plus_params)
+CCL_DEFINE_PARAMS_READER(ctcp_params, struct ccl_ctcp_plus_params, CCL_CTCP_PLUS_PARAMS)
+
+/* Per-flow state (72 bytes of icsk_ca_priv). */
+struct ctcp {
+	u32 cwnd_l;	   /* loss window, segments */
+	u32 cwnd_l_frac;   /* Q10 remainder of cwnd_l (rule 3) */
+	u32 cwnd_cnt;	   /* AI counter for +1/swnd per segment */
+	u32 dwnd_q10;	   /* delay window, segments x 1024 */
+	u32 base_rtt_us;   /* min RTT ever, us (+1 so 0 means none) */
+	u32 round_min_us;  /* min RTT sample this round */
+	u32 round_sum_us;  /* sum of this round's samples (rtt_mode 1) */
+	u32 cnt_rtt;	   /* samples this round */
+	u32 beg_snd_nxt;   /* round edges */
+	u32 beg_snd_una;
+	u32 last_cwnd;	   /* external-change sync */
+	u32 gamma;	   /* current gamma (tuning) */
+	s32 diff_reno_q10; /* for gamma tuning, -1 = invalid */
+	u32 n_cut2, n_dec3, losses, round_cnt;
+	u8 enabled, ep;
+};
+
+_Static_assert(sizeof(struct ctcp) <= 104, "ctcp state must fit icsk_ca_priv");
+
+static __always_inline void ctcp_rearm(struct tcp_sock *tp, struct ctcp *ca)
+{
+	ca->beg_snd_una = tp->snd_una;
+	ca->beg_snd_nxt = tp->snd_nxt;
+	ca->cnt_rtt = 0;
+	ca->round_sum_us = 0;
+	ca->round_min_us = CCL_U32_MAX;
+}
+
+SEC("struct_ops")
+void BPF_PROG(ctcp_init, struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct ctcp *ca = inet_csk_ca(sk);
+	struct ccl_ctcp_plus_params p;
+
+	ctcp_params(ccl_profile_of(sk), &p);
+	__builtin_memset(ca, 0, sizeof(*ca));
+	ca->cwnd_l = tp->snd_cwnd;
+	ca->last_cwnd = tp->snd_cwnd;
+	ca->base_rtt_us = CCL_U32_MAX;
+	ca->gamma = p.gamma;
+	ca->diff_reno_q10 = -1;
+	ca->enabled = 1;
+	ctcp_rearm(tp, ca);
+	stat_inc(CCL_STAT_FLOW_INIT);
+}
+
+SEC("struct_ops")
+void BPF_PROG(ctcp_release, struct sock *sk)
+{
+	stat_inc(CCL_STAT_FLOW_RELEASE);
+}
+
+SEC("struct_ops")
+void BPF_PROG(ctcp_pkts_acked, struct sock *sk, const struct ack_sample *sample)
+{
+	struct ctcp *ca = inet_csk_ca(sk);
+	u32 v;
+
+	if (!ca->enabled || sample->rtt_us <= 0)
+		return;
+	v = (u32)sample->rtt_us + 1;
+	if (v < ca->base_rtt_us)
+		ca->base_rtt_us = v;
+	if (v < ca->round_min_us)
+		ca->round_min_us = v;
+	ca->round_sum_us += v;
+	ca->cnt_rtt++;
+}
+
+static __always_inline void ctcp_emit(struct sock *sk, struct ctcp *ca, const struct ctcp_round *r,
+				      u32 rtt, u32 profile)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct ccl_event *ev;
+	struct ccl_tel_ctcp *t;
+
+	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+	if (!ev) {
+		stat_inc(CCL_STAT_RB_RESERVE_FAIL);
+		return;
+	}
+	ccl_event_fill(ev, sk, CCL_ALGO_CTCP_PLUS, ca->round_cnt,
+		       ca->ep ? CCL_PHASE_EP
+			      : (tp->snd_cwnd < tp->snd_ssthresh ? CCL_PHASE_SS : CCL_PHASE_CA),
+		       profile);
+	__builtin_memset(&ev->u, 0, sizeof(ev->u));
+	t = &ev->u.ctcp;
+	t->base_rtt_us = ca->base_rtt_us != CCL_U32_MAX ? ca->base_rtt_us : 0;
+	t->round_rtt_us = rtt;
+	t->cnt_rtt = ca->cnt_rtt;
+	t->win = r->win;
+	t->diff_q10 = r->diff_q10;
+	t->gamma = ca->gamma;
+	t->dwnd_q10 = ca->dwnd_q10;
+	t->cwnd_l = ca->cwnd_l;
+	t->swnd = ca->cwnd_l + (ca->dwnd_q10 >> 10);
+	t->ep = ca->ep;
+	t->n_cut2 = ca->n_cut2;
+	t->n_dec3 = ca->n_dec3;
+	t->losses = ca->losses;
+	t->rule = r->rule;
+	bpf_ringbuf_submit(ev, 0);
+	stat_inc(CCL_STAT_EVENTS);
+}
+
+SEC("struct_ops")
+void BPF_PROG(ctcp_cong_avoid, struct sock *sk, u32 ack, u32 acked)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct ctcp *ca = inet_csk_ca(sk);
+	struct ccl_ctcp_plus_params p;
+	struct ctcp_round r = {};
+	u32 profile = ccl_profile_of(sk);
+	u32 swnd, cw;
+
+	ctcp_params(profile, &p);
+	stat_inc(CCL_STAT_ACKS);
+
+	/* T1: the kernel changed cwnd (PRR end, RTO, undo, idle restart). */
+	if (tp->snd_cwnd != ca->last_cwnd) {
+		u32 d = ca->dwnd_q10 >> 10;
+
+		if (ca->cwnd_l + d > tp->snd_cwnd) {
+			if (ca->cwnd_l > tp->snd_cwnd) {
+				ca->cwnd_l = tp->snd_cwnd;
+				ca->dwnd_q10 = 0;
+			} else {
+				ca->dwnd_q10 = (tp->snd_cwnd - ca->cwnd_l) << 10;
+			}
+		} else {
+			ca->cwnd_l = tp->snd_cwnd - d; /* undo raised it */
+		}
+	}
+
+	/* T2: loss window: slow start, else +1/swnd per segment; (4) hold in EP. */
+	swnd = tp->snd_cwnd ? tp->snd_cwnd : 1;
+	if (tcp_is_cwnd_limited(sk)) {
+		if (tp->snd_cwnd < tp->snd_ssthresh) {
+			ca->cwnd_l += acked;
+			ca->dwnd_q10 = 0;
+		} else if (!(p.plus && ca->ep)) {
+			ca->cwnd_cnt += acked;
+			if (ca->cwnd_cnt >= swnd) {
+				ca->cwnd_l += ca->cwnd_cnt / swnd;
+				ca->cwnd_cnt %= swnd;
+			}
+		}
+	}
+
+	/* T3: once per RTT, the delay window and the CTCP+ rules. */
+	if (after(ack, ca->beg_snd_nxt)) {
+		u32 rtt = p.rtt_mode && ca->cnt_rtt ? ca->round_sum_us / ca->cnt_rtt
+						    : ca->round_min_us;
+
+		ca->round_cnt++;
+		stat_inc(CCL_STAT_ROUNDS);
+		r.rule = 0;
+		if (ca->enabled && ca->cnt_rtt >= p.min_samples &&
+		    tp->snd_cwnd >= tp->snd_ssthresh && ca->cwnd_l >= p.low_wnd &&
+		    ca->base_rtt_us != CCL_U32_MAX) {
+			r.win = p.win_mode ? (ca->beg_snd_nxt - ca->beg_snd_una) /
+						     (tp->mss_cache ?: 1)
+					   : swnd;
+			r.rtt_us = rtt;
+			r.base_rtt_us = ca->base_rtt_us;
+			r.alpha_q10 = p.alpha_q10;
+			r.zeta_q10 = p.zeta_q10;
+			r.gamma = ca->gamma;
+			r.gamma_exit = p.gamma_exit;
+			r.plus = p.plus;
+			r.plus_md_q10 = p.plus_md_q10;
+			r.plus_dec_q10 = p.plus_dec_q10;
+			r.cwnd_l = ca->cwnd_l;
+			r.cwnd_l_frac = ca->cwnd_l_frac;
+			r.dwnd_q10 = ca->dwnd_q10;
+			r.ep = ca->ep;
+			ctcp_round_update(&r);
+			ca->cwnd_l = r.cwnd_l;
+			ca->cwnd_l_frac = r.cwnd_l_frac;
+			ca->dwnd_q10 = r.dwnd_q10;
+			ca->ep = r.ep;
+			ca->diff_reno_q10 = (s32)r.diff_reno_q10;
+			if (r.rule & CCL_CTCP_CUT2) {
+				ca->n_cut2++;
+				stat_inc(CCL_STAT_EARLY_CUTS);
+			}
+			if (r.rule & CCL_CTCP_DEC3) {
+				ca->n_dec3++;
+				stat_inc(CCL_STAT_EARLY_DECS);
+			}
+		}
+		if (ccl_trace_due(ca->round_cnt, p.trace_every))
+			ctcp_emit(sk, ca, &r, rtt != CCL_U32_MAX ? rtt : 0, profile);
+		ctcp_rearm(tp, ca);
+	}
+
+	/* T4 */
+	cw = ca->cwnd_l + (ca->dwnd_q10 >> 10);
+	if (cw < 2)
+		cw = 2;
+	tp->snd_cwnd = cw < tp->snd_cwnd_clamp ? cw : tp->snd_cwnd_clamp;
+	ca->last_cwnd = tp->snd_cwnd;
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(ctcp_ssthresh, struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct ctcp *ca = inet_csk_ca(sk);
+	struct ccl_ctcp_plus_params p;
+	u32 ssth;
+
+	ctcp_params(ccl_profile_of(sk), &p);
+	stat_inc(CCL_STAT_LOSS_EVENTS);
+	ca->losses++;
+	/* TUBE: gamma += (0.75 diff_reno - gamma) / 2, clipped to [5, 30]. */
+	if (p.gamma_tune && ca->diff_reno_q10 >= 0) {
+		s32 target = (ca->diff_reno_q10 * 3) >> 12;
+		s32 g = (s32)ca->gamma + (s32)ccl_sdiv(target - (s32)ca->gamma, 2);
+
+		ca->gamma = g < 5 ? 5 : (g > 30 ? 30 : g);
+		ca->diff_reno_q10 = -1;
+	}
+	ssth = ctcp_loss(tp->snd_cwnd, p.beta_q10, &ca->cwnd_l, &ca->dwnd_q10);
+	ca->ep = 0;
+	ca->cwnd_cnt = 0;
+	return ssth;
+}
+
+SEC("struct_ops")
+void BPF_PROG(ctcp_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct ctcp *ca = inet_csk_ca(sk);
+
+	if (ev == CA_EVENT_LOSS) {
+		stat_inc(CCL_STAT_RTO);
+		ca->dwnd_q10 = 0; /* timeout: dwnd = 0; cwnd_l re-synced by T1 */
+		ca->ep = 0;
+	} else if (ev == CA_EVENT_TX_START || ev == CA_EVENT_CWND_RESTART) {
+		ctcp_rearm(tp, ca); /* keep base_rtt */
+	}
+}
+
+SEC("struct_ops")
+void BPF_PROG(ctcp_set_state, struct sock *sk, __u8 new_state)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct ctcp *ca = inet_csk_ca(sk);
+	u8 en = new_state == TCP_CA_Open;
+
+	if (en && !ca->enabled)
+		ctcp_rearm(tp, ca);
+	ca->enabled = en;
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(ctcp_undo_cwnd, struct sock *sk)
+{
+	stat_inc(CCL_STAT_UNDO);
+	return tcp_reno_undo_cwnd(sk); /* T1 re-derives the split */
+}
+
+SEC(".struct_ops.link")
+struct tcp_congestion_ops ctcp_plus = {
+	.init = (void *)ctcp_init,
+	.release = (void *)ctcp_release,
+	.pkts_acked = (void *)ctcp_pkts_acked,
+	.cong_avoid = (void *)ctcp_cong_avoid,
+	.ssthresh = (void *)ctcp_ssthresh,
+	.cwnd_event = (void *)ctcp_cwnd_event,
+	.set_state = (void *)ctcp_set_state,
+	.undo_cwnd = (void *)ctcp_undo_cwnd,
+	.name = "ctcp_plus",
+};
