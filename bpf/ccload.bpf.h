@@ -64,6 +64,25 @@ extern u32 tcp_reno_undo_cwnd(struct sock *sk) __ksym;
 	static __always_inline void stat_inc(u32 idx)                     \
 	{                                                                 \
 		stat_add(idx, 1);                                         \
+	}                                                                 \
+	/* Reserve a record with its header filled and union zeroed; a full \
+	 * ring is counted, never silent.  Submit with ccl_event_submit(). */ \
+	static __always_inline struct ccl_event *ccl_event_reserve(       \
+		const struct sock *sk, u32 algo, u32 round, u8 phase, u32 profile) \
+	{                                                                 \
+		struct ccl_event *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0); \
+		if (!ev) {                                                \
+			stat_inc(CCL_STAT_RB_RESERVE_FAIL);               \
+			return NULL;                                      \
+		}                                                         \
+		ccl_event_fill(ev, sk, algo, round, phase, profile);      \
+		__builtin_memset(&ev->u, 0, sizeof(ev->u));               \
+		return ev;                                                \
+	}                                                                 \
+	static __always_inline void ccl_event_submit(struct ccl_event *ev) \
+	{                                                                 \
+		bpf_ringbuf_submit(ev, 0);                                \
+		stat_inc(CCL_STAT_EVENTS);                                \
 	}
 
 /*

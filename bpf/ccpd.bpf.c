@@ -223,13 +223,9 @@ static __always_inline void ccpd_emit(struct sock *sk, struct ccpd *ca,
 	struct ccl_event *ev;
 	struct ccl_tel_ccpd *t;
 
-	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
-	if (!ev) {
-		stat_inc(CCL_STAT_RB_RESERVE_FAIL);
+	ev = ccl_event_reserve(sk, CCL_ALGO_CCPD, ca->round_cnt, ca->phase, profile);
+	if (!ev)
 		return;
-	}
-	ccl_event_fill(ev, sk, CCL_ALGO_CCPD, ca->round_cnt, ca->phase, profile);
-	__builtin_memset(&ev->u, 0, sizeof(ev->u));
 	t = &ev->u.ccpd;
 	t->cap_sps = ca->cap_sps;
 	t->fb_sps = ca->fb_cur > ca->fb_prev ? ca->fb_cur : ca->fb_prev;
@@ -251,8 +247,7 @@ static __always_inline void ccpd_emit(struct sock *sk, struct ccpd *ca,
 	t->cwnd_hold = ca->cwnd_hold;
 	t->losses_held = ca->losses_held;
 	t->mode = p->mode;
-	bpf_ringbuf_submit(ev, 0);
-	stat_inc(CCL_STAT_EVENTS);
+	ccl_event_submit(ev);
 }
 
 SEC("struct_ops")

@@ -114,16 +114,12 @@ static __always_inline void ctcp_emit(struct sock *sk, struct ctcp *ca, const st
 	struct ccl_event *ev;
 	struct ccl_tel_ctcp *t;
 
-	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
-	if (!ev) {
-		stat_inc(CCL_STAT_RB_RESERVE_FAIL);
+	ev = ccl_event_reserve(sk, CCL_ALGO_CTCP_PLUS, ca->round_cnt,
+			       ca->ep ? CCL_PHASE_EP
+				      : (tp->snd_cwnd < tp->snd_ssthresh ? CCL_PHASE_SS : CCL_PHASE_CA),
+			       profile);
+	if (!ev)
 		return;
-	}
-	ccl_event_fill(ev, sk, CCL_ALGO_CTCP_PLUS, ca->round_cnt,
-		       ca->ep ? CCL_PHASE_EP
-			      : (tp->snd_cwnd < tp->snd_ssthresh ? CCL_PHASE_SS : CCL_PHASE_CA),
-		       profile);
-	__builtin_memset(&ev->u, 0, sizeof(ev->u));
 	t = &ev->u.ctcp;
 	t->base_rtt_us = ca->base_rtt_us != CCL_U32_MAX ? ca->base_rtt_us : 0;
 	t->round_rtt_us = rtt;
@@ -139,8 +135,7 @@ static __always_inline void ctcp_emit(struct sock *sk, struct ctcp *ca, const st
 	t->n_dec3 = ca->n_dec3;
 	t->losses = ca->losses;
 	t->rule = r->rule;
-	bpf_ringbuf_submit(ev, 0);
-	stat_inc(CCL_STAT_EVENTS);
+	ccl_event_submit(ev);
 }
 
 SEC("struct_ops")

@@ -102,13 +102,9 @@ static __always_inline void hetcp_emit(struct sock *sk, struct hetcp *ca,
 	struct ccl_event *ev;
 	struct ccl_tel_hetcp *t;
 
-	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
-	if (!ev) {
-		stat_inc(CCL_STAT_RB_RESERVE_FAIL);
+	ev = ccl_event_reserve(sk, CCL_ALGO_HETCP, ca->round_cnt, hetcp_phase(tp, ca), profile);
+	if (!ev)
 		return;
-	}
-	ccl_event_fill(ev, sk, CCL_ALGO_HETCP, ca->round_cnt, hetcp_phase(tp, ca), profile);
-	__builtin_memset(&ev->u, 0, sizeof(ev->u));
 	t = &ev->u.hetcp;
 	t->cur_bw_q8 = s->cur_q8;
 	t->bw_q8 = s->bw_q8;
@@ -120,8 +116,7 @@ static __always_inline void hetcp_emit(struct sock *sk, struct hetcp *ca,
 	t->gtsw_ssth = s->ssth;
 	t->base_rtt_us = ca->base_rtt_us;
 	t->losses = ca->losses;
-	bpf_ringbuf_submit(ev, 0);
-	stat_inc(CCL_STAT_EVENTS);
+	ccl_event_submit(ev);
 }
 
 SEC("struct_ops")

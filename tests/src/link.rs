@@ -39,6 +39,13 @@ pub struct Bottleneck {
     pub cfg: LinkCfg,
 }
 
+/// Run a whitespace-separated command line inside `ns`; it must succeed.
+fn in_ns(ns: &NetNs, cmdline: &str) {
+    let mut args = vec!["netns", "exec", &ns.name];
+    args.extend(cmdline.split_whitespace());
+    run_ok("ip", &args);
+}
+
 fn ns_sysctl(ns: &NetNs, key: &str, val: &str) {
     run_ok(
         "ip",
@@ -107,68 +114,27 @@ impl Bottleneck {
             ns_sysctl(ns, "net.ipv4.tcp_wmem", "4096 131072 67108864");
         }
         // Drop-tail bottleneck: TBF shapes, its pfifo child holds N packets.
-        run_ok(
-            "ip",
-            &[
-                "netns",
-                "exec",
-                &r.name,
-                "tc",
-                "qdisc",
-                "add",
-                "dev",
-                "r1",
-                "root",
-                "handle",
-                "1:",
-                "tbf",
-                "rate",
-                &format!("{}mbit", cfg.rate_mbit),
-                "burst",
-                "3028",
-                "latency",
-                "10s",
-            ],
+        in_ns(
+            &r,
+            &format!(
+                "tc qdisc add dev r1 root handle 1: tbf rate {}mbit burst 3028 latency 10s",
+                cfg.rate_mbit
+            ),
         );
-        run_ok(
-            "ip",
-            &[
-                "netns",
-                "exec",
-                &r.name,
-                "tc",
-                "qdisc",
-                "add",
-                "dev",
-                "r1",
-                "parent",
-                "1:1",
-                "handle",
-                "10:",
-                "pfifo",
-                "limit",
-                &cfg.buffer_pkts.to_string(),
-            ],
+        in_ns(
+            &r,
+            &format!(
+                "tc qdisc add dev r1 parent 1:1 handle 10: pfifo limit {}",
+                cfg.buffer_pkts
+            ),
         );
         if cfg.loss > 0.0 {
-            run_ok(
-                "ip",
-                &[
-                    "netns",
-                    "exec",
-                    &r.name,
-                    "iptables",
-                    "-A",
-                    "FORWARD",
-                    "-m",
-                    "statistic",
-                    "--mode",
-                    "random",
-                    "--probability",
-                    &format!("{}", cfg.loss),
-                    "-j",
-                    "DROP",
-                ],
+            in_ns(
+                &r,
+                &format!(
+                    "iptables -A FORWARD -m statistic --mode random --probability {} -j DROP",
+                    cfg.loss
+                ),
             );
         }
         Bottleneck {
