@@ -25,11 +25,6 @@ impl Algo {
     /// Every algorithm, in `enum ccl_algo` order.
     pub const ALL: [Algo; 4] = [Algo::Ccpd, Algo::Hetcp, Algo::CtcpPlus, Algo::UbReno];
 
-    /// Algorithms whose BPF object is built into this binary.
-    pub fn available() -> &'static [Algo] {
-        crate::bpf::BUILT
-    }
-
     /// Kernel name: what `setsockopt(TCP_CONGESTION)` and `ss -i` show.
     pub fn name(self) -> &'static str {
         match self {
