@@ -15,7 +15,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+pub mod delay;
 pub mod link;
+pub mod nl;
 
 /// Why privileged tests cannot run here, if they cannot.
 pub fn privileged_skip_reason() -> Option<String> {

@@ -1,41 +1,82 @@
-//! An emulated bottleneck: `sender -veth- router -veth- receiver`, three
-//! network namespaces, with a drop-tail TBF + pfifo queue of N packets on the
-//! router's egress toward the receiver and optional random loss (iptables
-//! statistic) in the router.  No propagation delay is added here (the base
-//! RTT is the veth round trip, ~0.1 ms); queueing delay dominates.
+//! An emulated bottleneck link, as the papers' dumbbells:
 //!
-//! Facts from the lab issue: offloads are turned off on every veth (else a
+//! ```text
+//!   sender s0 -veth- r0 router tr =TUN= delay line =TUN= td receiver
+//!   10.77.1.1         10.77.1.2  10.77.2.1                 10.77.2.2
+//! ```
+//!
+//! Three network namespaces.  The router's egress toward the receiver (`tr`)
+//! is the bottleneck: TBF at the link rate with a `pfifo limit N` child, an
+//! exact drop-tail buffer of N packets.  Random loss is iptables `statistic`
+//! on the data direction in the router.  Propagation delay is the userspace
+//! [`DelayLine`] between the two TUN devices (the kernel has no netem), one
+//! delay per direction.
+//!
+//! Facts from the lab issue: offloads are turned off on every device (else a
 //! "100-packet" queue holds far more), the bottleneck sits in the router (on
-//! the sender's device TCP small queues would keep it empty), and per-netns
-//! sysctls set tcp_no_metrics_save and 64 MB socket buffers.
+//! the sender's device TCP small queues would keep it empty), `tc qdisc
+//! change` on TBF resets the child's limit (so settings are made once), and
+//! per-netns sysctls set tcp_no_metrics_save and 64 MB socket buffers.
 
 use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
 
+use crate::delay::{tun_create, DelayLine, DelayReport};
+use crate::nl::{ifindex, QdiscProbe, QdiscStats};
 use crate::{run_ok, NetNs};
 
+#[derive(Clone, Debug)]
 pub struct LinkCfg {
-    pub rate_mbit: u32,
+    /// Bottleneck rate, Mbit/s (IP bytes).
+    pub rate_mbit: f64,
+    /// Drop-tail buffer, packets.
     pub buffer_pkts: u32,
+    /// Random loss probability on the data direction.
     pub loss: f64,
     pub mtu: u32,
+    /// One-way propagation delay sender -> receiver, ms.
+    pub delay_ms: f64,
+    /// One-way delay receiver -> sender; `None` = same as `delay_ms`.
+    pub rev_delay_ms: Option<f64>,
 }
 
 impl Default for LinkCfg {
     fn default() -> Self {
         LinkCfg {
-            rate_mbit: 20,
+            rate_mbit: 20.0,
             buffer_pkts: 50,
             loss: 0.0,
             mtu: 1500,
+            delay_ms: 0.0,
+            rev_delay_ms: None,
         }
     }
 }
 
+impl LinkCfg {
+    /// Base round-trip time, ms.
+    pub fn rtt_ms(&self) -> f64 {
+        self.delay_ms + self.rev_delay_ms.unwrap_or(self.delay_ms)
+    }
+
+    /// Bandwidth-delay product in MTU-sized packets.
+    pub fn bdp_pkts(&self) -> f64 {
+        self.rate_mbit * 1e6 / 8.0 * self.rtt_ms() / 1e3 / self.mtu as f64
+    }
+}
+
+/// Handle of the bottleneck's pfifo, `10:`.
+pub const PFIFO: u32 = 0x0010_0000;
+
 pub struct Bottleneck {
+    // Declared first so it is dropped first: the delay line's TUN fds hold
+    // references on the namespaces, which must go before they are deleted.
+    delay: Option<DelayLine>,
     pub sender: NetNs,
     pub router: NetNs,
     pub receiver: NetNs,
     pub receiver_ip: Ipv4Addr,
+    pub sender_ip: Ipv4Addr,
     pub cfg: LinkCfg,
 }
 
@@ -47,31 +88,33 @@ fn in_ns(ns: &NetNs, cmdline: &str) {
 }
 
 fn ns_sysctl(ns: &NetNs, key: &str, val: &str) {
-    run_ok(
-        "ip",
-        &[
-            "netns",
-            "exec",
-            &ns.name,
-            "sysctl",
-            "-qw",
-            &format!("{key}={val}"),
-        ],
-    );
+    let kv = format!("{key}={val}");
+    run_ok("ip", &["netns", "exec", &ns.name, "sysctl", "-qw", &kv]);
 }
 
 fn offloads_off(ns: &NetNs, dev: &str) {
-    // Not every offload is settable on every kernel; ignore the exit code.
+    // Not every offload is settable on every device; ignore the exit code.
     let _ = std::process::Command::new("ip")
         .args(["netns", "exec", &ns.name, "ethtool", "-K", dev])
         .args(["tso", "off", "gso", "off", "gro", "off"])
         .output();
 }
 
+/// TUN device `name` created in `ns`.
+fn tun_in(ns: &NetNs, name: &'static str) -> std::os::fd::OwnedFd {
+    ns.run(move || tun_create(name))
+        .unwrap_or_else(|e| panic!("TUN {name}: {e} (is /dev/net/tun there?)"))
+}
+
 impl Bottleneck {
     pub fn new(cfg: LinkCfg) -> Bottleneck {
         let (s, r, d) = (NetNs::new(), NetNs::new(), NetNs::new());
         let mtu = cfg.mtu.to_string();
+        // No IPv6 chatter (router solicitations, MLD) through the link.
+        for ns in [&s, &r, &d] {
+            ns_sysctl(ns, "net.ipv6.conf.all.disable_ipv6", "1");
+            ns_sysctl(ns, "net.ipv6.conf.default.disable_ipv6", "1");
+        }
         run_ok(
             "ip",
             &[
@@ -79,23 +122,29 @@ impl Bottleneck {
                 &r.name,
             ],
         );
-        run_ok(
-            "ip",
-            &[
-                "-n", &r.name, "link", "add", "r1", "type", "veth", "peer", "name", "d0", "netns",
-                &d.name,
-            ],
-        );
+        let tr = tun_in(&r, "tr");
+        let td = tun_in(&d, "td");
         for (ns, dev, addr) in [
             (&s, "s0", "10.77.1.1/24"),
             (&r, "r0", "10.77.1.2/24"),
-            (&r, "r1", "10.77.2.1/24"),
-            (&d, "d0", "10.77.2.2/24"),
+            (&r, "tr", "10.77.2.1/24"),
+            (&d, "td", "10.77.2.2/24"),
         ] {
             run_ok("ip", &["-n", &ns.name, "addr", "add", addr, "dev", dev]);
             run_ok(
                 "ip",
-                &["-n", &ns.name, "link", "set", dev, "mtu", &mtu, "up"],
+                &[
+                    "-n",
+                    &ns.name,
+                    "link",
+                    "set",
+                    dev,
+                    "mtu",
+                    &mtu,
+                    "txqueuelen",
+                    "1000",
+                    "up",
+                ],
             );
             offloads_off(ns, dev);
         }
@@ -105,7 +154,7 @@ impl Bottleneck {
         );
         run_ok(
             "ip",
-            &["-n", &d.name, "route", "add", "default", "via", "10.77.2.1"],
+            &["-n", &d.name, "route", "add", "default", "dev", "td"],
         );
         ns_sysctl(&r, "net.ipv4.ip_forward", "1");
         for ns in [&s, &d] {
@@ -117,14 +166,14 @@ impl Bottleneck {
         in_ns(
             &r,
             &format!(
-                "tc qdisc add dev r1 root handle 1: tbf rate {}mbit burst 3028 latency 10s",
-                cfg.rate_mbit
+                "tc qdisc add dev tr root handle 1: tbf rate {}kbit burst 3028 latency 10s",
+                (cfg.rate_mbit * 1000.0).round() as u64
             ),
         );
         in_ns(
             &r,
             &format!(
-                "tc qdisc add dev r1 parent 1:1 handle 10: pfifo limit {}",
+                "tc qdisc add dev tr parent 1:1 handle 10: pfifo limit {}",
                 cfg.buffer_pkts
             ),
         );
@@ -132,45 +181,65 @@ impl Bottleneck {
             in_ns(
                 &r,
                 &format!(
-                    "iptables -A FORWARD -m statistic --mode random --probability {} -j DROP",
+                    "iptables -A FORWARD -i r0 -o tr -m statistic --mode random --probability {} -j DROP",
                     cfg.loss
                 ),
             );
         }
+        let ms = |x: f64| Duration::from_nanos((x * 1e6).round() as u64);
+        let delay = DelayLine::start(
+            tr,
+            td,
+            ms(cfg.delay_ms),
+            ms(cfg.rev_delay_ms.unwrap_or(cfg.delay_ms)),
+        );
         Bottleneck {
+            delay: Some(delay),
             sender: s,
             router: r,
             receiver: d,
             receiver_ip: Ipv4Addr::new(10, 77, 2, 2),
+            sender_ip: Ipv4Addr::new(10, 77, 1, 1),
             cfg,
         }
     }
 
-    /// Packets the bottleneck's pfifo dropped so far (`tc -s qdisc`).
+    /// Stop the delay line and return its statistics (lateness, drops).
+    /// The link carries no traffic afterwards.
+    pub fn stop_delay(&mut self) -> Option<DelayReport> {
+        self.delay.take().map(|d| d.stop())
+    }
+
+    /// A netlink probe of the bottleneck device's qdiscs.
+    pub fn qdisc_probe(&self) -> QdiscProbe {
+        self.router
+            .run(|| QdiscProbe::new(ifindex("tr")?))
+            .expect("rtnetlink socket in the router")
+    }
+
+    /// The bottleneck's pfifo counters.
+    pub fn queue(&self) -> QdiscStats {
+        self.qdisc_probe()
+            .by_handle(PFIFO)
+            .expect("RTM_GETQDISC")
+            .expect("pfifo 10: on tr")
+    }
+
+    /// Packets the bottleneck's pfifo dropped so far.
     pub fn queue_drops(&self) -> u64 {
-        let o = std::process::Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.router.name,
-                "tc",
-                "-s",
-                "qdisc",
-                "show",
-                "dev",
-                "r1",
-            ])
-            .output()
-            .unwrap();
+        self.queue().drops as u64
+    }
+
+    /// Packets the iptables loss rule dropped so far.
+    pub fn random_drops(&self) -> u64 {
+        let o = self
+            .router
+            .exec("iptables", &["-L", "FORWARD", "-v", "-x", "-n"]);
         let s = String::from_utf8_lossy(&o.stdout);
-        let mut lines = s.lines().skip_while(|l| !l.starts_with("qdisc pfifo"));
-        lines.next();
-        lines
-            .next()
-            .and_then(|l| l.split("dropped ").nth(1))
-            .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0)
+        s.lines()
+            .filter(|l| l.contains("statistic"))
+            .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+            .sum()
     }
 
     /// Send `bytes` from sender to receiver with `cc` on both ends.

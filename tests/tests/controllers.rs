@@ -13,7 +13,7 @@ const MB: u64 = 1 << 20;
 fn every_built_controller_runs_a_bottleneck_transfer() {
     let _s = privileged!();
     let link = Bottleneck::new(LinkCfg {
-        rate_mbit: 50,
+        rate_mbit: 50.0,
         buffer_pkts: 50,
         ..Default::default()
     });

@@ -12,7 +12,7 @@ fn hetcp_transfer_and_gtsw_converges_to_the_link_rate() {
     let _s = privileged!();
     let _g = Attached::new("hetcp", &[]);
     let cfg = LinkCfg {
-        rate_mbit: 20,
+        rate_mbit: 20.0,
         buffer_pkts: 60,
         ..Default::default()
     };

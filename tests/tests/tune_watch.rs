@@ -25,7 +25,7 @@ fn tune_during_a_transfer_changes_the_law_within_rounds() {
     let _s = privileged!();
     let _g = Attached::new("ccpd", &["--set", "kd=0"]);
     let link = Bottleneck::new(LinkCfg {
-        rate_mbit: 20,
+        rate_mbit: 20.0,
         buffer_pkts: 60,
         ..Default::default()
     });
@@ -84,7 +84,7 @@ fn watch_json_is_well_formed_and_plausible_and_every_restores() {
     let _s = privileged!();
     let _g = Attached::new("ccpd", &[]);
     let cfg = LinkCfg {
-        rate_mbit: 50,
+        rate_mbit: 50.0,
         buffer_pkts: 40,
         ..Default::default()
     };

@@ -1,0 +1,339 @@
+//! A userspace delay line between two TUN devices: every packet read from one
+//! device is written to the other `delay` later, in arrival order.  This is
+//! how the lab adds propagation delay on a kernel without netem.
+//!
+//! Per direction there are two threads: a reader that timestamps packets as
+//! they leave the kernel, and a writer that sleeps (absolute-time
+//! `clock_nanosleep`, never a busy spin) until each packet's release time.
+//! Both run SCHED_FIFO where allowed: at normal priority a parallel compile
+//! pushed release lateness p99 to milliseconds.  The constant delay keeps
+//! release order equal to arrival order, so the line never reorders.
+//!
+//! The writer records how late each release was in a 1-us histogram; a run
+//! whose p99 lateness exceeds [`LATENESS_P99_LIMIT_US`] must be reported
+//! invalid by its caller.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Runs whose release lateness p99 exceeds this are invalid.
+pub const LATENESS_P99_LIMIT_US: u64 = 200;
+/// Histogram range; later releases land in the overflow bucket.
+const HIST_US: usize = 20_000;
+/// Packets a direction may hold (100 Mbit/s x 200 ms is ~1700 full frames).
+const MAX_QUEUED: usize = 50_000;
+
+const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
+
+/// Open `/dev/net/tun` and create an L3 TUN device `name` in the calling
+/// thread's network namespace.  The device lives as long as the fd.
+pub fn tun_create(name: &str) -> std::io::Result<OwnedFd> {
+    assert!(name.len() < libc::IFNAMSIZ);
+    // SAFETY: open(2) on a constant path; the fd is owned below.
+    let fd = unsafe { libc::open(c"/dev/net/tun".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh descriptor we own.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    #[repr(C)]
+    struct IfReq {
+        name: [u8; libc::IFNAMSIZ],
+        flags: libc::c_short,
+        _pad: [u8; 22],
+    }
+    let mut req = IfReq {
+        name: [0; libc::IFNAMSIZ],
+        flags: (libc::IFF_TUN | libc::IFF_NO_PI) as libc::c_short,
+        _pad: [0; 22],
+    };
+    req.name[..name.len()].copy_from_slice(name.as_bytes());
+    // SAFETY: TUNSETIFF takes a struct ifreq, which IfReq lays out (40 bytes).
+    if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &mut req) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(fd)
+}
+
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn sleep_until_ns(t: u64) {
+    let ts = libc::timespec {
+        tv_sec: (t / 1_000_000_000) as libc::time_t,
+        tv_nsec: (t % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: valid timespec; EINTR just ends the sleep early and the caller
+    // re-checks the clock.
+    unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
+    };
+}
+
+/// Make the calling thread SCHED_FIFO with a 1-ns timer slack; false if the
+/// kernel refused (not root, or RT bandwidth disabled).
+fn make_realtime() -> bool {
+    // SAFETY: prctl/sched_setscheduler on the calling thread only.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1);
+        let p = libc::sched_param { sched_priority: 40 };
+        libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) == 0
+    }
+}
+
+/// What one direction of the line did.
+#[derive(Clone, Debug)]
+pub struct DirStats {
+    pub packets: u64,
+    pub bytes: u64,
+    /// Dropped because the line held MAX_QUEUED packets already.
+    pub queue_drops: u64,
+    /// Writes the destination device refused.
+    pub write_errors: u64,
+    /// Whether both threads got SCHED_FIFO.
+    pub realtime: bool,
+    /// `hist[i]` = releases that were i us late; the last bucket is overflow.
+    pub hist: Vec<u64>,
+}
+
+impl DirStats {
+    fn new() -> DirStats {
+        DirStats {
+            packets: 0,
+            bytes: 0,
+            queue_drops: 0,
+            write_errors: 0,
+            realtime: false,
+            hist: vec![0; HIST_US + 1],
+        }
+    }
+
+    /// Lateness quantile in us (`q` in 0..=1); HIST_US means "at least".
+    pub fn lateness_us(&self, q: f64) -> u64 {
+        let n: u64 = self.hist.iter().sum();
+        if n == 0 {
+            return 0;
+        }
+        let want = ((n as f64 * q).ceil() as u64).max(1);
+        let mut acc = 0;
+        for (i, c) in self.hist.iter().enumerate() {
+            acc += c;
+            if acc >= want {
+                return i as u64;
+            }
+        }
+        HIST_US as u64
+    }
+
+    pub fn merge(&mut self, o: &DirStats) {
+        self.packets += o.packets;
+        self.bytes += o.bytes;
+        self.queue_drops += o.queue_drops;
+        self.write_errors += o.write_errors;
+        self.realtime &= o.realtime;
+        for (a, b) in self.hist.iter_mut().zip(&o.hist) {
+            *a += b;
+        }
+    }
+}
+
+/// Both directions' statistics for a finished run.
+#[derive(Clone, Debug)]
+pub struct DelayReport {
+    pub forward: DirStats,
+    pub reverse: DirStats,
+}
+
+impl DelayReport {
+    pub fn combined(&self) -> DirStats {
+        let mut s = self.forward.clone();
+        s.merge(&self.reverse);
+        s
+    }
+
+    /// Whether the run's timing can be trusted (p99 lateness within limit).
+    pub fn valid(&self) -> bool {
+        self.combined().lateness_us(0.99) <= LATENESS_P99_LIMIT_US
+    }
+}
+
+struct Pkt {
+    due_ns: u64,
+    data: Vec<u8>,
+}
+
+/// A running two-way delay line; stop it with [`DelayLine::stop`] (dropping
+/// it also stops it).
+pub struct DelayLine {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<DirStats>>,
+}
+
+impl DelayLine {
+    /// Start moving packets `a -> b` after `fwd` and `b -> a` after `rev`.
+    pub fn start(a: OwnedFd, b: OwnedFd, fwd: Duration, rev: Duration) -> DelayLine {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (a, b) = (Arc::new(a), Arc::new(b));
+        let mut threads = Vec::new();
+        for (src, dst, d) in [(a.clone(), b.clone(), fwd), (b, a, rev)] {
+            let (tx, rx) = mpsc::sync_channel::<Pkt>(MAX_QUEUED);
+            let st = stop.clone();
+            threads.push(std::thread::spawn(move || reader(src, tx, d, st)));
+            let st = stop.clone();
+            threads.push(std::thread::spawn(move || writer(dst, rx, st)));
+        }
+        DelayLine { stop, threads }
+    }
+
+    pub fn stop(mut self) -> DelayReport {
+        self.finish()
+    }
+
+    fn finish(&mut self) -> DelayReport {
+        self.stop.store(true, Ordering::SeqCst);
+        let mut s: Vec<DirStats> = self
+            .threads
+            .drain(..)
+            .map(|t| t.join().unwrap_or_else(|_| DirStats::new()))
+            .collect();
+        if s.len() != 4 {
+            return DelayReport {
+                forward: DirStats::new(),
+                reverse: DirStats::new(),
+            };
+        }
+        // Threads are [reader fwd, writer fwd, reader rev, writer rev].
+        let (mut f, mut r) = (s[1].clone(), s[3].clone());
+        f.queue_drops += s[0].queue_drops;
+        f.realtime &= s[0].realtime;
+        r.queue_drops += s[2].queue_drops;
+        r.realtime &= s[2].realtime;
+        s.clear();
+        DelayReport {
+            forward: f,
+            reverse: r,
+        }
+    }
+}
+
+impl Drop for DelayLine {
+    fn drop(&mut self) {
+        if !self.threads.is_empty() {
+            self.finish();
+        }
+    }
+}
+
+fn reader(
+    src: Arc<OwnedFd>,
+    tx: mpsc::SyncSender<Pkt>,
+    d: Duration,
+    stop: Arc<AtomicBool>,
+) -> DirStats {
+    let mut st = DirStats::new();
+    st.realtime = make_realtime();
+    let d_ns = d.as_nanos() as u64;
+    let mut pfd = libc::pollfd {
+        fd: src.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let mut buf = vec![0u8; 65536];
+    while !stop.load(Ordering::Relaxed) {
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut pfd, 1, 50) };
+        if n <= 0 {
+            continue;
+        }
+        loop {
+            // SAFETY: reading into our buffer.  The fd is blocking, so it is
+            // read only after poll reported it readable.
+            let len = unsafe { libc::read(src.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            if len <= 0 {
+                break;
+            }
+            let p = Pkt {
+                due_ns: now_ns() + d_ns,
+                data: buf[..len as usize].to_vec(),
+            };
+            if tx.try_send(p).is_err() {
+                st.queue_drops += 1;
+            }
+            // SAFETY: as above, zero timeout.
+            if unsafe { libc::poll(&mut pfd, 1, 0) } <= 0 {
+                break;
+            }
+        }
+    }
+    st
+}
+
+fn writer(dst: Arc<OwnedFd>, rx: mpsc::Receiver<Pkt>, stop: Arc<AtomicBool>) -> DirStats {
+    let mut st = DirStats::new();
+    st.realtime = make_realtime();
+    while !stop.load(Ordering::Relaxed) {
+        let p = match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(p) => p,
+            Err(mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
+        let mut t = now_ns();
+        while t < p.due_ns {
+            sleep_until_ns(p.due_ns);
+            t = now_ns();
+        }
+        // SAFETY: writing a packet we own to a TUN fd.
+        let w = unsafe { libc::write(dst.as_raw_fd(), p.data.as_ptr().cast(), p.data.len()) };
+        if w < 0 {
+            st.write_errors += 1;
+            continue;
+        }
+        let late_us = ((t - p.due_ns) / 1000) as usize;
+        st.hist[late_us.min(HIST_US)] += 1;
+        st.packets += 1;
+        st.bytes += p.data.len() as u64;
+    }
+    st
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lateness_quantiles_come_from_the_histogram() {
+        let mut s = DirStats::new();
+        s.hist[3] = 98;
+        s.hist[150] = 1;
+        s.hist[HIST_US] = 1;
+        assert_eq!(s.lateness_us(0.5), 3);
+        assert_eq!(s.lateness_us(0.98), 3);
+        assert_eq!(s.lateness_us(0.99), 150);
+        assert_eq!(s.lateness_us(1.0), HIST_US as u64);
+        let mut r = DirStats::new();
+        r.hist[500] = 100;
+        let rep = DelayReport {
+            forward: s,
+            reverse: r,
+        };
+        // Half the releases were 500 us late: the run is invalid.
+        assert_eq!(rep.combined().lateness_us(0.99), 500);
+        assert!(!rep.valid());
+    }
+}

@@ -1,0 +1,187 @@
+//! The emulated link honours its settings: propagation delay, rate, buffer
+//! and random loss (lab issue).  Each test builds its own three namespaces;
+//! the guards remove them, and the TUN devices with them, even on failure.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ccload_itests::link::{Bottleneck, LinkCfg, PFIFO};
+use ccload_itests::privileged;
+
+fn udp_pair(link: &Bottleneck, port: u16) -> (UdpSocket, UdpSocket, SocketAddr) {
+    let dst: SocketAddr = (link.receiver_ip, port).into();
+    let rx = link
+        .receiver
+        .run(move || UdpSocket::bind(dst))
+        .expect("bind receiver");
+    let tx = link
+        .sender
+        .run(|| UdpSocket::bind("0.0.0.0:0"))
+        .expect("bind sender");
+    (tx, rx, dst)
+}
+
+#[test]
+fn quiet_rtt_matches_the_configured_delay() {
+    let _g = privileged!();
+    // Asymmetric on purpose: 15 ms out, 25 ms back -> 40 ms RTT.
+    let mut link = Bottleneck::new(LinkCfg {
+        rate_mbit: 20.0,
+        buffer_pkts: 100,
+        delay_ms: 15.0,
+        rev_delay_ms: Some(25.0),
+        ..Default::default()
+    });
+    let (tx, rx, dst) = udp_pair(&link, 7001);
+    let echo = std::thread::spawn(move || {
+        let mut b = [0u8; 64];
+        rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        while let Ok((n, from)) = rx.recv_from(&mut b) {
+            rx.send_to(&b[..n], from).unwrap();
+        }
+    });
+    tx.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    let mut rtts = Vec::new();
+    for i in 0..20u32 {
+        let t = Instant::now();
+        tx.send_to(&i.to_be_bytes(), dst).unwrap();
+        let mut b = [0u8; 64];
+        let (n, _) = tx.recv_from(&mut b).expect("echo came back");
+        assert_eq!(&b[..n], &i.to_be_bytes());
+        rtts.push(t.elapsed().as_secs_f64() * 1e3);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    echo.join().unwrap();
+    rtts.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let med = rtts[rtts.len() / 2];
+    eprintln!(
+        "udp echo RTT ms: min {:.3} median {med:.3} max {:.3}",
+        rtts[0], rtts[19]
+    );
+    assert!(
+        rtts[0] >= 40.0,
+        "faster than the propagation delay: {rtts:?}"
+    );
+    assert!((med - 40.0).abs() < 1.0, "median {med} ms, want 40 +- 1");
+    let rep = link.stop_delay().unwrap();
+    assert_eq!(rep.forward.packets, 20);
+    assert_eq!(rep.reverse.packets, 20);
+    assert_eq!(rep.combined().queue_drops, 0);
+}
+
+#[test]
+fn cubic_fills_a_one_bdp_link_and_the_queue_never_exceeds_its_limit() {
+    let _g = privileged!();
+    let cfg = LinkCfg {
+        rate_mbit: 20.0,
+        delay_ms: 20.0,
+        buffer_pkts: 0,
+        ..Default::default()
+    };
+    let bdp = cfg.bdp_pkts().round() as u32; // 67 packets
+    let mut link = Bottleneck::new(LinkCfg {
+        buffer_pkts: bdp,
+        ..cfg
+    });
+    // Sample the pfifo over netlink every ms while the transfer runs.
+    let done = Arc::new(AtomicBool::new(false));
+    let max_q = Arc::new(AtomicU32::new(0));
+    let mut probe = link.qdisc_probe();
+    let (d2, m2) = (done.clone(), max_q.clone());
+    let sampler = std::thread::spawn(move || {
+        let mut n = 0u64;
+        while !d2.load(Ordering::Relaxed) {
+            let q = probe.by_handle(PFIFO).unwrap().unwrap();
+            m2.fetch_max(q.qlen, Ordering::Relaxed);
+            n += 1;
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        n
+    });
+    let t = link.transfer("cubic", 15 << 20).expect("transfer");
+    done.store(true, Ordering::Relaxed);
+    let samples = sampler.join().unwrap();
+    let q = link.queue();
+    let rep = link.stop_delay().unwrap();
+    let comb = rep.combined();
+    eprintln!(
+        "cubic {:.2} Mbit/s goodput over {:.2} s; queue max {} of {bdp} ({samples} samples), \
+         drops {}; delay line p50/p99/max lateness {}/{}/{} us, realtime {}",
+        t.mbps(),
+        t.secs,
+        max_q.load(Ordering::Relaxed),
+        q.drops,
+        comb.lateness_us(0.5),
+        comb.lateness_us(0.99),
+        comb.lateness_us(1.0),
+        comb.realtime
+    );
+    assert_eq!(t.bytes, 15 << 20);
+    // Goodput within 10 % of the rate (payload is 1448/1500 of it).
+    assert!(t.mbps() > 18.0, "{} Mbit/s", t.mbps());
+    assert!(
+        t.mbps() <= 20.0,
+        "faster than the link: {} Mbit/s",
+        t.mbps()
+    );
+    let mq = max_q.load(Ordering::Relaxed);
+    assert!(mq <= bdp, "pfifo held {mq} > {bdp}");
+    assert!(
+        mq >= bdp / 2,
+        "queue never built ({mq}): is the bottleneck elsewhere?"
+    );
+    assert!(q.drops >= 1, "slow start overflows a 1-BDP buffer");
+    assert_eq!(comb.queue_drops + comb.write_errors, 0);
+    assert!(comb.packets > 10_000);
+}
+
+#[test]
+fn random_loss_matches_its_probability() {
+    let _g = privileged!();
+    let p = 0.02;
+    let link = Bottleneck::new(LinkCfg {
+        rate_mbit: 50.0,
+        buffer_pkts: 1000,
+        loss: p,
+        delay_ms: 1.0,
+        ..Default::default()
+    });
+    let (tx, rx, dst) = udp_pair(&link, 7002);
+    let n = 10_000u64;
+    let counter = std::thread::spawn(move || {
+        rx.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let mut b = [0u8; 256];
+        let mut got = 0u64;
+        while rx.recv_from(&mut b).is_ok() {
+            got += 1;
+        }
+        got
+    });
+    // 10k pkt/s of 228-byte datagrams: well below the link rate.
+    for i in 0..n {
+        tx.send_to(&[0u8; 200], dst).unwrap();
+        if i % 10 == 9 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    let got = counter.join().unwrap();
+    let dropped = link.random_drops();
+    let sigma = (n as f64 * p * (1.0 - p)).sqrt();
+    eprintln!(
+        "sent {n}, received {got}, iptables dropped {dropped} (expect {} +- {sigma:.1})",
+        n as f64 * p
+    );
+    assert_eq!(
+        got + dropped,
+        n,
+        "every datagram is delivered or counted as a random drop"
+    );
+    assert!(
+        (dropped as f64 - n as f64 * p).abs() < 4.5 * sigma,
+        "{dropped} drops is not consistent with p = {p}"
+    );
+    assert_eq!(link.queue_drops(), 0);
+}
