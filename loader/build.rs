@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use libbpf_cargo::SkeletonBuilder;
 
 /// Every controller in `bpf/`, one struct_ops each.
-const ALGOS: &[&str] = &["ccpd", "hetcp", "ctcp_plus"];
+const ALGOS: &[&str] = &["ccpd", "hetcp", "ctcp_plus", "ub_reno"];
 
 fn main() {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").unwrap());

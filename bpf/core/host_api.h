@@ -6,6 +6,7 @@
 #include "ccpd_core.h"
 #include "hetcp_core.h"
 #include "ctcp_core.h"
+#include "ubl_core.h"
 
 extern const struct ccl_param_desc ccl_ccpd_param_desc[];
 extern const u32 ccl_ccpd_param_count;

@@ -9,6 +9,7 @@
 #include "ccpd_core.h"
 #include "hetcp_core.h"
 #include "ctcp_core.h"
+#include "ubl_core.h"
 
 #define CCL_PARAM_DESC(field, name, scale, def, lo, hi, unit, help) \
 	{ #field, name, scale, def, lo, hi, unit, help },

@@ -26,7 +26,7 @@ use crate::intf;
 use crate::sysctl;
 
 /// Algorithms whose BPF object is compiled into this binary.
-pub const BUILT: &[Algo] = &[Algo::Ccpd, Algo::Hetcp, Algo::CtcpPlus];
+pub const BUILT: &[Algo] = &[Algo::Ccpd, Algo::Hetcp, Algo::CtcpPlus, Algo::UbReno];
 
 /// Where ccload pins its objects.
 pub const PIN_ROOT: &str = "/sys/fs/bpf/ccload";
@@ -235,14 +235,7 @@ pub fn with_loaded<R>(
         Algo::Ccpd => load_skel!(ccpd::CcpdSkelBuilder, algo, reuse, verbose, f),
         Algo::Hetcp => load_skel!(hetcp::HetcpSkelBuilder, algo, reuse, verbose, f),
         Algo::CtcpPlus => load_skel!(ctcp_plus::CtcpPlusSkelBuilder, algo, reuse, verbose, f),
-        other => bail!(CclError::Unsupported(format!(
-            "{other} is not built into this ccload yet (built: {})",
-            BUILT
-                .iter()
-                .map(|a| a.name())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))),
+        Algo::UbReno => load_skel!(ub_reno::UbRenoSkelBuilder, algo, reuse, verbose, f),
     }
 }
 

@@ -38,4 +38,7 @@ pub mod skel {
     pub mod ctcp_plus {
         include!(concat!(env!("OUT_DIR"), "/ctcp_plus.skel.rs"));
     }
+    pub mod ub_reno {
+        include!(concat!(env!("OUT_DIR"), "/ub_reno.skel.rs"));
+    }
 }

@@ -277,11 +277,27 @@ pub struct Transfer {
     pub secs: f64,
     pub sender_cc: String,
     pub receiver_cc: String,
+    /// Receiver progress: (seconds since the first byte, bytes so far),
+    /// about every 50 ms.
+    pub timeline: Vec<(f64, u64)>,
 }
 
 impl Transfer {
     pub fn mbps(&self) -> f64 {
         self.bytes as f64 * 8.0 / self.secs / 1e6
+    }
+
+    /// Goodput from `t0` seconds after the first byte to the last byte.
+    pub fn mbps_after(&self, t0: f64) -> f64 {
+        let i = self.timeline.iter().position(|&(t, _)| t >= t0);
+        let (Some(i), Some(&(t1, b1))) = (i, self.timeline.last()) else {
+            return 0.0;
+        };
+        let (ta, ba) = self.timeline[i];
+        if t1 <= ta {
+            return 0.0;
+        }
+        (b1 - ba) as f64 * 8.0 / (t1 - ta) / 1e6
     }
 }
 
@@ -291,19 +307,32 @@ fn listen(cc: &str, bind: SocketAddr) -> std::io::Result<TcpListener> {
     Ok(listener)
 }
 
-fn serve(listener: TcpListener) -> std::io::Result<(u64, String)> {
+type Served = (u64, String, Vec<(f64, u64)>);
+
+fn serve(listener: TcpListener) -> std::io::Result<Served> {
     let (mut s, _) = listener.accept()?;
     let cc = get_cc(s.as_raw_fd());
     let mut buf = vec![0u8; 1 << 20];
     let mut total = 0u64;
+    let mut timeline = Vec::new();
+    let mut start: Option<Instant> = None;
+    let mut next = 0.0;
     loop {
         let n = s.read(&mut buf)?;
+        let t = start
+            .get_or_insert_with(Instant::now)
+            .elapsed()
+            .as_secs_f64();
+        total += n as u64;
+        if t >= next || n == 0 {
+            timeline.push((t, total));
+            next = t + 0.05;
+        }
         if n == 0 {
             break;
         }
-        total += n as u64;
     }
-    Ok((total, cc))
+    Ok((total, cc, timeline))
 }
 
 fn send(addr: SocketAddr, cc: &str, bytes: u64) -> std::io::Result<(String, f64)> {
@@ -327,16 +356,17 @@ fn send(addr: SocketAddr, cc: &str, bytes: u64) -> std::io::Result<(String, f64)
 }
 
 fn finish(
-    server: std::thread::JoinHandle<std::io::Result<(u64, String)>>,
+    server: std::thread::JoinHandle<std::io::Result<Served>>,
     sent: std::io::Result<(String, f64)>,
 ) -> std::io::Result<Transfer> {
     let (sender_cc, secs) = sent?;
-    let (bytes, receiver_cc) = server.join().expect("server thread")?;
+    let (bytes, receiver_cc, timeline) = server.join().expect("server thread")?;
     Ok(Transfer {
         bytes,
         secs,
         sender_cc,
         receiver_cc,
+        timeline,
     })
 }
 

@@ -1,0 +1,235 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * ubl_core.h - arithmetic core of the Hyun & Jang under-buffered-link scheme
+ * (ALGORITHMS.md 4.1-4.6): the LSRTT estimator (4.3), C(t), the per-round
+ * extra-window law (Eq. 4, U3), Reno's own window (U2) and the loss rule.
+ * Pure integer functions shared by bpf/ub_reno.bpf.c and the host unit tests
+ * (loader/src/core_tests.rs).  Windows in segments, RTTs in us, ratios Q16.
+ */
+#ifndef __UBL_CORE_H
+#define __UBL_CORE_H
+
+#include "ccl_core.h"
+
+/* LSRTT tunables (clamped by the caller). */
+struct ubl_ls_cfg {
+	u32 shift, nu_shift, nu_min_us, h_mult, dev_min_us, warm;
+};
+
+/*
+ * LSRTT state (48 bytes).  Mean and deviation in us x 8 (Q3); the CUSUM
+ * statistics too.  During warm-up sp_sum holds the plain sum.
+ */
+struct ubl_ls {
+	u64 sp_sum, sn_sum; /* samples since the candidate change point, us */
+	u32 mu_q3, dev_q3;  /* level estimate and mean absolute deviation */
+	u32 gp_q3, gn_q3;   /* two-sided Page CUSUM statistics */
+	u32 sp_cnt, sn_cnt, n;
+	u16 det_up, det_dn; /* level shifts detected (wrap) */
+};
+
+/*
+ * One RTT sample r (us).  Two-sided Page CUSUM for a mean shift of
+ * delta = 2 nu with drift nu and threshold h:
+ *   g+ = max(0, g+ + (r - mu) - nu)     g- = max(0, g- - (r - mu) - nu)
+ *   g+ > h or g- > h: a level shift; mu := mean of the samples since the
+ *                     statistic last left 0 (the estimated change point)
+ *   else              mu += (r - mu) / 2^shift,  dev += (|r - mu| - dev) / 4
+ * nu = max(mu / 2^nu_shift, nu_min), h = h_mult * max(dev, dev_min).
+ * Returns LSRTT in us.
+ */
+CCL_CORE u32 ubl_lsrtt(struct ubl_ls *s, u32 r, const struct ubl_ls_cfg *c)
+{
+	s64 r3 = (s64)r << 3, e3, nu3, h3, gp, gn;
+	u64 dev;
+
+	/* L0: plain mean while warming up. */
+	if (s->n < c->warm) {
+		s->sp_sum += r;
+		s->n++;
+		s->mu_q3 = (u32)((s->sp_sum << 3) / s->n);
+		if (s->n == c->warm)
+			s->sp_sum = 0;
+		return s->mu_q3 >> 3;
+	}
+	/* L1-L2 */
+	e3 = r3 - s->mu_q3;
+	nu3 = ccl_smax(s->mu_q3 >> c->nu_shift, (s64)c->nu_min_us << 3);
+	h3 = (s64)c->h_mult * ccl_smax(s->dev_q3, (s64)c->dev_min_us << 3);
+	/* L3 */
+	gp = ccl_smax(0, (s64)s->gp_q3 + e3 - nu3);
+	gn = ccl_smax(0, (s64)s->gn_q3 - e3 - nu3);
+	s->gp_q3 = (u32)ccl_smin(gp, CCL_U32_MAX);
+	s->gn_q3 = (u32)ccl_smin(gn, CCL_U32_MAX);
+	if (gp) {
+		s->sp_sum += r;
+		s->sp_cnt++;
+	} else {
+		s->sp_sum = 0;
+		s->sp_cnt = 0;
+	}
+	if (gn) {
+		s->sn_sum += r;
+		s->sn_cnt++;
+	} else {
+		s->sn_sum = 0;
+		s->sn_cnt = 0;
+	}
+	/* L4 */
+	if (gp > h3 && s->sp_cnt) {
+		s->mu_q3 = (u32)((s->sp_sum << 3) / s->sp_cnt);
+		s->det_up++;
+	} else if (gn > h3 && s->sn_cnt) {
+		s->mu_q3 = (u32)((s->sn_sum << 3) / s->sn_cnt);
+		s->det_dn++;
+	} else {
+		s->mu_q3 = (u32)((s64)s->mu_q3 + (e3 >> c->shift));
+		dev = e3 < 0 ? (u64)(-e3) : (u64)e3;
+		s->dev_q3 = (u32)((s64)s->dev_q3 + (((s64)dev - s->dev_q3) >> 2));
+		return s->mu_q3 >> 3;
+	}
+	s->gp_q3 = s->gn_q3 = 0;
+	s->sp_sum = s->sn_sum = 0;
+	s->sp_cnt = s->sn_cnt = 0;
+	return s->mu_q3 >> 3;
+}
+
+/* C(t) = LSRTT / RTT_min, Q16 (0 without a min RTT). */
+CCL_CORE u32 ubl_c_q16(u32 lsrtt_us, u32 rtt_min_us)
+{
+	if (!rtt_min_us || rtt_min_us == CCL_U32_MAX)
+		return 0;
+	return ccl_sat32(((u64)lsrtt_us << 16) / rtt_min_us);
+}
+
+/* The window state the law reads and writes. */
+struct ubl_win {
+	u32 cwnd_r;	/* Reno's own window, segments */
+	u32 cwnd_cnt;	/* its AI counter */
+	u32 extra;	/* extra window, segments */
+	u32 wfull_prev; /* W_full^{i-1} */
+	u32 wfull_cur;	/* W_full^i measured in this cycle */
+	u32 cycle;	/* CA cycle index i */
+	u32 ramp_q16;	/* fractional extra growth during RAMP */
+	u8 found;	/* t* seen in this cycle */
+	u8 phase;	/* CCL_PHASE_RAMP / HOLD / ZERO */
+	u8 settle;	/* skip judging C(t) at the next round end */
+};
+
+/* The extra-window tunables (clamped by the caller). */
+struct ubl_cfg {
+	u32 alpha_q16, beta_q16, a_q16, extra_enable, md_base, rto_keep_wfull;
+};
+
+/*
+ * U2, per ACK while cwnd-limited: Reno on cwnd_r (slow start below ssthresh,
+ * +1/cwnd_r per segment above).  In HOLD the extra window shrinks as cwnd_r
+ * grows, keeping cwnd_p = W_full^{i-1}:  extra = W_full^{i-1} - cwnd.
+ * In RAMP cwnd_p grows by (a - 1) per acknowledged segment, which is
+ * cwnd_p(t+1) = a * cwnd_p(t) per round (as slow start is 2x per round for
+ * +1 per segment) but spread over the round's ACKs instead of one burst at
+ * its start; capped at W_full^{i-1}.
+ */
+CCL_CORE void ubl_ack(struct ubl_win *w, u32 acked, u32 ssthresh, const struct ubl_cfg *p)
+{
+	if (w->cwnd_r < ssthresh) {
+		u32 room = ssthresh - w->cwnd_r;
+
+		w->cwnd_r += acked < room ? acked : room;
+	} else {
+		w->cwnd_cnt += acked;
+		if (w->cwnd_r && w->cwnd_cnt >= w->cwnd_r) {
+			u32 delta = w->cwnd_cnt / w->cwnd_r;
+
+			w->cwnd_cnt -= delta * w->cwnd_r;
+			w->cwnd_r += delta;
+		}
+	}
+	if (w->phase == CCL_PHASE_HOLD) {
+		w->extra = w->wfull_prev > w->cwnd_r ? w->wfull_prev - w->cwnd_r : 0;
+	} else if (w->phase == CCL_PHASE_RAMP && p->extra_enable && w->cwnd_r >= ssthresh &&
+		   w->wfull_prev > w->cwnd_r) {
+		u64 g = (u64)w->ramp_q16 + (u64)ccl_min64(acked, 1U << 20) * (p->a_q16 - 65536);
+		u32 room = w->wfull_prev - w->cwnd_r;
+
+		w->extra += (u32)(g >> 16);
+		w->ramp_q16 = (u32)(g & 0xffff);
+		if (w->extra > room)
+			w->extra = room;
+	}
+}
+
+/*
+ * U3, once per round, with C(t) = LSRTT / RTT_min (Eq. 4 with the
+ * resolutions of 4.2):
+ *   t* = first CA round of the cycle with C > alpha:
+ *        W_full^i = cwnd_p(t*) * beta                                 (Eq. 2)
+ *   zero: C > alpha, cwnd >= W_full^{i-1}, slow start, no W_full yet, or
+ *         already ZERO this cycle                      -> extra = 0
+ *   ramp: cwnd_p(t+1) = min(a * cwnd_p(t), W_full^{i-1})   (grown per ACK)
+ *   hold: extra = W_full^{i-1} - cwnd, once cwnd_p reached W_full^{i-1}
+ * Phases only move RAMP -> HOLD -> ZERO within a cycle.  Returns whether a t*
+ * was found in this round.
+ *
+ * The first round after recovery is not judged (settle): its RTT samples
+ * belong to packets sent during recovery behind the queue that caused the
+ * loss, so C(t) there is the old cycle's congestion, not the new one's.
+ */
+CCL_CORE u32 ubl_round(struct ubl_win *w, u32 c_q16, u32 ssthresh, const struct ubl_cfg *p)
+{
+	u64 prop = (u64)w->cwnd_r + w->extra;
+	u32 found_now = 0;
+
+	if (w->settle) {
+		w->settle = 0;
+		return 0;
+	}
+	if (c_q16 > p->alpha_q16 && !w->found && w->cwnd_r >= ssthresh) {
+		w->wfull_cur = ccl_sat32((prop * p->beta_q16) >> 16);
+		w->found = 1;
+		found_now = 1;
+	}
+	if (!p->extra_enable || !w->wfull_prev || c_q16 > p->alpha_q16 ||
+	    w->phase == CCL_PHASE_ZERO || w->cwnd_r >= w->wfull_prev || w->cwnd_r < ssthresh) {
+		if (w->cwnd_r >= ssthresh)
+			w->phase = CCL_PHASE_ZERO;
+		w->extra = 0;
+	} else if (w->phase != CCL_PHASE_RAMP || prop >= w->wfull_prev) {
+		w->phase = CCL_PHASE_HOLD;
+		w->extra = w->wfull_prev - w->cwnd_r;
+	}
+	return found_now;
+}
+
+/*
+ * Loss (fast retransmit): the cycle ends.  W_full^{i} becomes the next
+ * cycle's target if a t* was found, else the previous one is kept; Reno
+ * halves (cwnd_r, or cwnd_p with md_base).  Returns the new ssthresh.
+ */
+CCL_CORE u32 ubl_loss(struct ubl_win *w, const struct ubl_cfg *p)
+{
+	u32 base = p->md_base ? w->cwnd_r + w->extra : w->cwnd_r;
+
+	w->cycle++;
+	if (w->found)
+		w->wfull_prev = w->wfull_cur;
+	w->found = 0;
+	w->extra = 0;
+	w->ramp_q16 = 0;
+	w->settle = 1;
+	w->phase = p->extra_enable && w->wfull_prev ? CCL_PHASE_RAMP : CCL_PHASE_ZERO;
+	return base / 2 > 2 ? base / 2 : 2;
+}
+
+/* RTO: no extra for the rest of this cycle; W_full kept unless told. */
+CCL_CORE void ubl_rto(struct ubl_win *w, const struct ubl_cfg *p)
+{
+	w->extra = 0;
+	w->phase = CCL_PHASE_ZERO;
+	w->found = 0;
+	w->settle = 1;
+	if (!p->rto_keep_wfull)
+		w->wfull_prev = 0;
+}
+
+#endif /* __UBL_CORE_H */

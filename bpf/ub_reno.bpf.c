@@ -1,0 +1,250 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ub_reno.bpf.c - Reno plus an extra window for under-buffered links.
+ *
+ * Reno runs untouched on its own window cwnd; the sender uses
+ * cwnd_p = cwnd + extra.  Per round t of CA cycle i (between two losses):
+ *
+ *   C(t) = LSRTT(t) / RTT_min,     congestion when C(t) > alpha
+ *   W_full^i = cwnd_p(t*) * beta,  t* = first round of cycle i with C > alpha
+ *   ramp: C <= alpha, cwnd_p < W_full^{i-1}: cwnd_p grows x a per round
+ *   hold: C <= alpha:                       extra = W_full^{i-1} - cwnd
+ *   zero: C > alpha or cwnd >= W_full^{i-1}: extra = 0
+ *
+ * With a buffer below the BDP, Reno's halving leaves the link idle until its
+ * window regrows to the BDP; the extra window fills that gap with the
+ * window that last filled the pipe without queueing (beta below the point
+ * where the RTT started to rise), and steps aside once the queue builds.
+ *
+ * Hyun & Jang: "A simple TCP modification for under-buffered links" (the
+ * letter, seed 004).  Spec: ALGORITHMS.md 4.
+ *
+ * Deviations (spec 4.2, interpretation register 16-17):
+ *  1. Ramp: cwnd_p(t+1) = min(a cwnd_p(t), W_full^{i-1}) (the printed
+ *     "extra = a cwnd" would double the window), applied as +(a - 1) per
+ *     acknowledged segment rather than one jump per round: Linux without fq
+ *     does not pace, and a jump of 10 % of the window leaves as one burst
+ *     whose queueing raised C(t) above alpha and ended the ramp at once.
+ *  2. Zero branch when cwnd >= W_full^{i-1} or C > alpha, and the phases are
+ *     monotone within a cycle (RAMP -> HOLD -> ZERO).
+ *  3. A loss halves Reno's own window (md_base = 1: cwnd_p); W_full carries to
+ *     the next cycle only if a t* was found; RTO: extra = 0 for the cycle.
+ *  4. LSRTT (Ngwenya & Hancke, not found) is a slow EWMA with a two-sided Page
+ *     CUSUM level-shift detector (bpf/core/ubl_core.h).
+ *  5. When the kernel changes the window (end of recovery, RTO, undo), the
+ *     round restarts and that first round is not judged: its RTT samples are
+ *     of packets sent during recovery behind the queue that caused the loss
+ *     (C ~ 1.1 measured), which zeroed the extra window of every cycle.  The
+ *     first C(t) of a cycle comes from packets sent after recovery.
+ *
+ *   phases:  SS (cycle 0) --loss--> ZERO (cycle 1: no W_full yet) --loss-->
+ *            RAMP -> HOLD -> ZERO --loss--> RAMP ...
+ */
+#include "ccload.bpf.h"
+#include "core/ubl_core.h"
+
+char _license[] SEC("license") = "GPL";
+
+CCL_DEFINE_MAPS(struct ccl_ub_reno_params)
+CCL_DEFINE_PARAMS_READER(ubl_params, struct ccl_ub_reno_params, CCL_UB_RENO_PARAMS)
+
+/* Per-flow state (104 bytes of icsk_ca_priv; spec 4.4). */
+struct ubl {
+	struct ubl_ls ls;  /* LSRTT estimator */
+	struct ubl_win w;  /* Reno window, extra window, W_full, phase */
+	u32 rtt_min_us;	   /* min RTT ever (as Vegas) */
+	u32 rtt_us;	   /* last RTT sample */
+	u32 c_q16;	   /* last C(t) */
+	u32 beg_snd_nxt;   /* round edge */
+	u32 last_cwnd;	   /* external-change sync */
+	u32 round_cnt;	   /* rounds since init */
+};
+
+_Static_assert(sizeof(struct ubl) <= 104, "ub_reno state must fit icsk_ca_priv");
+
+static __always_inline void ubl_cfg_of(const struct ccl_ub_reno_params *p, struct ubl_cfg *c)
+{
+	c->alpha_q16 = p->alpha_q16;
+	c->beta_q16 = p->beta_q16;
+	c->a_q16 = p->a_q16;
+	c->extra_enable = p->extra_enable;
+	c->md_base = p->md_base;
+	c->rto_keep_wfull = p->rto_keep_wfull;
+}
+
+SEC("struct_ops")
+void BPF_PROG(ubl_init, struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct ubl *ca = inet_csk_ca(sk);
+
+	__builtin_memset(ca, 0, sizeof(*ca));
+	ca->w.cwnd_r = tp->snd_cwnd;
+	ca->w.phase = CCL_PHASE_ZERO;
+	ca->rtt_min_us = CCL_U32_MAX;
+	ca->beg_snd_nxt = tp->snd_nxt;
+	ca->last_cwnd = tp->snd_cwnd;
+	stat_inc(CCL_STAT_FLOW_INIT);
+}
+
+SEC("struct_ops")
+void BPF_PROG(ubl_release, struct sock *sk)
+{
+	stat_inc(CCL_STAT_FLOW_RELEASE);
+}
+
+/* 4.3: RTT samples feed rtt_min and LSRTT, only in Open/Disorder. */
+SEC("struct_ops")
+void BPF_PROG(ubl_pkts_acked, struct sock *sk, const struct ack_sample *sample)
+{
+	struct ubl *ca = inet_csk_ca(sk);
+	struct ccl_ub_reno_params p;
+	struct ubl_ls_cfg c;
+	u16 up;
+	u32 r;
+
+	if (sample->rtt_us <= 0 || ccl_ca_state(sk) > TCP_CA_Disorder)
+		return;
+	r = sample->rtt_us;
+	ubl_params(ccl_profile_of(sk), &p);
+	c.shift = p.ls_shift;
+	c.nu_shift = p.ls_nu_shift;
+	c.nu_min_us = p.ls_nu_min_us;
+	c.h_mult = p.ls_h_mult;
+	c.dev_min_us = p.ls_dev_min_us;
+	c.warm = p.ls_warm;
+	if (r < ca->rtt_min_us)
+		ca->rtt_min_us = r;
+	ca->rtt_us = r;
+	up = ca->ls.det_up + ca->ls.det_dn;
+	ubl_lsrtt(&ca->ls, r, &c);
+	if ((u16)(ca->ls.det_up + ca->ls.det_dn) != up)
+		stat_inc(CCL_STAT_EARLY_DECS);
+}
+
+static __always_inline u8 ubl_phase(const struct tcp_sock *tp, const struct ubl *ca)
+{
+	return ca->w.cwnd_r < tp->snd_ssthresh ? CCL_PHASE_SS : ca->w.phase;
+}
+
+static __always_inline void ubl_emit(struct sock *sk, struct ubl *ca, u32 round, u32 profile)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct ccl_event *ev;
+	struct ccl_tel_ubl *t;
+
+	ev = ccl_event_reserve(sk, CCL_ALGO_UB_RENO, round, ubl_phase(tp, ca), profile);
+	if (!ev)
+		return;
+	t = &ev->u.ubl;
+	t->lsrtt_us = ca->ls.mu_q3 >> 3;
+	t->rtt_us = ca->rtt_us;
+	t->rtt_min_us = ca->rtt_min_us;
+	t->c_q16 = ca->c_q16;
+	t->gp_us = ca->ls.gp_q3 >> 3;
+	t->gn_us = ca->ls.gn_q3 >> 3;
+	t->det_up = ca->ls.det_up;
+	t->det_dn = ca->ls.det_dn;
+	t->cycle = ca->w.cycle;
+	t->cwnd_r = ca->w.cwnd_r;
+	t->extra = ca->w.extra;
+	t->wfull_prev = ca->w.wfull_prev;
+	t->wfull_cur = ca->w.wfull_cur;
+	t->found = ca->w.found;
+	ccl_event_submit(ev);
+}
+
+SEC("struct_ops")
+void BPF_PROG(ubl_cong_avoid, struct sock *sk, u32 ack, u32 acked)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct ubl *ca = inet_csk_ca(sk);
+	struct ccl_ub_reno_params p;
+	u32 profile = ccl_profile_of(sk);
+	struct ubl_cfg cfg;
+	u32 cwnd;
+
+	ubl_params(profile, &p);
+	ubl_cfg_of(&p, &cfg);
+	stat_inc(CCL_STAT_ACKS);
+
+	/* U1: the kernel changed the window (PRR end, RTO, undo, idle restart). */
+	if (tp->snd_cwnd != ca->last_cwnd) {
+		ca->w.cwnd_r = tp->snd_cwnd;
+		ca->w.extra = 0;
+		ca->w.cwnd_cnt = 0;
+		ca->beg_snd_nxt = tp->snd_nxt;
+		ca->w.settle = 1;
+	}
+
+	/* U2: Reno on its own window; HOLD keeps cwnd_p at W_full^{i-1}. */
+	if (tcp_is_cwnd_limited(sk))
+		ubl_ack(&ca->w, acked, tp->snd_ssthresh, &cfg);
+
+	/* U3: once per round, the extra window from C(t). */
+	if (after(ack, ca->beg_snd_nxt)) {
+		ca->c_q16 = ubl_c_q16(ca->ls.mu_q3 >> 3, ca->rtt_min_us);
+		if (ubl_round(&ca->w, ca->c_q16, tp->snd_ssthresh, &cfg))
+			stat_inc(CCL_STAT_EARLY_CUTS);
+		ca->beg_snd_nxt = tp->snd_nxt;
+		ca->round_cnt++;
+		stat_inc(CCL_STAT_ROUNDS);
+		if (ccl_trace_due(ca->round_cnt, p.trace_every))
+			ubl_emit(sk, ca, ca->round_cnt, profile);
+	}
+
+	/* U4 */
+	cwnd = ca->w.cwnd_r + ca->w.extra;
+	if (cwnd > tp->snd_cwnd_clamp)
+		cwnd = tp->snd_cwnd_clamp;
+	tp->snd_cwnd = cwnd;
+	ca->last_cwnd = cwnd;
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(ubl_ssthresh, struct sock *sk)
+{
+	struct ubl *ca = inet_csk_ca(sk);
+	struct ccl_ub_reno_params p;
+	struct ubl_cfg cfg;
+
+	ubl_params(ccl_profile_of(sk), &p);
+	ubl_cfg_of(&p, &cfg);
+	stat_inc(CCL_STAT_LOSS_EVENTS);
+	return ubl_loss(&ca->w, &cfg);
+}
+
+SEC("struct_ops")
+void BPF_PROG(ubl_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
+{
+	struct ubl *ca = inet_csk_ca(sk);
+	struct ccl_ub_reno_params p;
+	struct ubl_cfg cfg;
+
+	if (ev != CA_EVENT_LOSS)
+		return;
+	ubl_params(ccl_profile_of(sk), &p);
+	ubl_cfg_of(&p, &cfg);
+	stat_inc(CCL_STAT_RTO);
+	ubl_rto(&ca->w, &cfg);
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(ubl_undo_cwnd, struct sock *sk)
+{
+	stat_inc(CCL_STAT_UNDO);
+	/* U1 resynchronises cwnd_r with the restored window. */
+	return tcp_reno_undo_cwnd(sk);
+}
+
+SEC(".struct_ops.link")
+struct tcp_congestion_ops ub_reno = {
+	.init = (void *)ubl_init,
+	.release = (void *)ubl_release,
+	.pkts_acked = (void *)ubl_pkts_acked,
+	.cong_avoid = (void *)ubl_cong_avoid,
+	.ssthresh = (void *)ubl_ssthresh,
+	.cwnd_event = (void *)ubl_cwnd_event,
+	.undo_cwnd = (void *)ubl_undo_cwnd,
+	.name = "ub_reno",
+};

@@ -1,0 +1,107 @@
+//! Privileged tests of the under-buffered-link controller (`ub_reno`)
+//! through the emulated link: at a buffer of BDP/8 its extra window fills
+//! the capacity Reno leaves idle after each halving; at a 1-BDP buffer the
+//! extra window never matters and it moves data as Reno does.
+
+use std::time::Duration;
+
+use ccload_itests::link::{Bottleneck, LinkCfg};
+use ccload_itests::*;
+
+const MB: u64 = 1 << 20;
+
+fn link_cfg() -> LinkCfg {
+    LinkCfg {
+        rate_mbit: 50.0,
+        delay_ms: 20.0,
+        ..Default::default()
+    }
+}
+
+fn link(k: f64) -> Bottleneck {
+    let cfg = link_cfg();
+    // 50 Mbit/s x 40 ms = 167 packets of 1500 bytes: alpha = 1.02 is a
+    // queue of 3.3 packets, above the noise of unpaced ACK-clocked bursts.
+    let buf = (cfg.bdp_pkts() * k).round() as u32;
+    Bottleneck::new(LinkCfg {
+        buffer_pkts: buf,
+        ..cfg
+    })
+}
+
+/// One ub_reno and one reno transfer through the same link; returns the
+/// ub_reno/reno goodput ratio after `skip` seconds and ub_reno's telemetry.
+fn pair(k: f64, bytes: u64, skip: f64) -> (f64, Vec<serde_json::Value>) {
+    let mut l = link(k);
+    let w = Watch::start(&["--algo", "ub_reno"]);
+    let ub = l.transfer("ub_reno", bytes).expect("ub_reno transfer");
+    let mut recs = Vec::new();
+    while let Ok(r) = w.rx.recv_timeout(Duration::from_millis(300)) {
+        recs.push(r);
+    }
+    w.stop();
+    let reno = l.transfer("reno", bytes).expect("reno transfer");
+    let rep = l.stop_delay().unwrap();
+    assert_eq!((ub.bytes, reno.bytes), (bytes, bytes));
+    assert_eq!(
+        (ub.sender_cc.as_str(), ub.receiver_cc.as_str()),
+        ("ub_reno", "ub_reno")
+    );
+    let (u, r) = (ub.mbps_after(skip), reno.mbps_after(skip));
+    eprintln!(
+        "k = {k}: after {skip} s ub_reno {u:.2} Mbit/s, reno {r:.2} Mbit/s, ratio {:.3} \
+         (whole transfer {:.2} / {:.2}); delay line p99 lateness {} us",
+        u / r,
+        ub.mbps(),
+        reno.mbps(),
+        rep.combined().lateness_us(0.99)
+    );
+    let sender = recs
+        .into_iter()
+        .filter(|r| r["remote"].as_str().unwrap().starts_with("10.77.2.2:"))
+        .collect();
+    (u / r, sender)
+}
+
+#[test]
+fn ub_reno_beats_reno_under_a_small_buffer_and_matches_it_at_one_bdp() {
+    let _s = privileged!();
+    let _g = Attached::new("ub_reno", &[]);
+    let bdp = link_cfg().bdp_pkts() as i64;
+    // BDP/8: a Reno cycle is ~(BDP + B)/2 rounds, ~3.8 s here; the first two
+    // cycles carry no extra window (no W_full yet), so measure after 8 s.
+    let (small, sender) = pair(0.125, 128 * MB, 8.0);
+    // The extra window was used (RAMP/HOLD rounds with extra > 0), and the
+    // learned W_full sits near the BDP, where the RTT starts to rise.
+    let extra_rounds = sender
+        .iter()
+        .filter(|r| i(r, "extra") > 0 && ["RAMP", "HOLD"].contains(&r["phase"].as_str().unwrap()))
+        .count();
+    let mut wf: Vec<i64> = sender
+        .iter()
+        .map(|r| i(r, "wfull_prev"))
+        .filter(|&w| w > 0)
+        .collect();
+    wf.sort();
+    assert!(
+        extra_rounds >= 20,
+        "{extra_rounds} rounds with an extra window"
+    );
+    assert!(!wf.is_empty(), "no W_full learned");
+    let med = wf[wf.len() / 2];
+    eprintln!(
+        "ub_reno: {extra_rounds} extra-window rounds of {}; median W_full {med} (BDP {bdp})",
+        sender.len()
+    );
+    assert!(
+        med * 10 >= bdp * 8 && med * 10 <= bdp * 12,
+        "W_full {med} segments for a {bdp}-packet BDP"
+    );
+    assert!(small >= 1.06, "ub_reno/reno = {small:.3} at BDP/8");
+    // 1 BDP: Reno already fills the link; ub_reno must not do worse or more.
+    let (big, _) = pair(1.0, 64 * MB, 3.0);
+    assert!(
+        (0.97..=1.03).contains(&big),
+        "ub_reno/reno = {big:.3} at 1 BDP"
+    );
+}
