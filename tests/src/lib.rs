@@ -16,6 +16,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 pub mod delay;
+pub mod lab;
 pub mod link;
 pub mod nl;
 

@@ -6,6 +6,8 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
+mod lab;
+
 #[derive(Parser)]
 #[command(name = "xtask")]
 struct Args {
@@ -21,6 +23,27 @@ enum Task {
     Test,
     /// Run the main job (scripts/demo.sh).
     Demo,
+    /// Paper-style experiments on the emulated link (configs/lab/*.toml).
+    Lab {
+        #[command(subcommand)]
+        cmd: LabCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum LabCmd {
+    /// List the scenarios.
+    List,
+    /// Run a scenario (name in configs/lab/ or a path) and write its results.
+    Run {
+        scenario: String,
+        /// The scenario's quick variant (under 2 minutes).
+        #[arg(long)]
+        quick: bool,
+        /// Results folder (default lab-results/<scenario>-<time>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 fn root() -> PathBuf {
@@ -65,6 +88,22 @@ fn main() -> Result<()> {
         }
         Task::Test => run(Command::new("bash").arg(root.join("scripts/test.sh")))?,
         Task::Demo => run(Command::new("bash").arg(root.join("scripts/demo.sh")))?,
+        Task::Lab { cmd: LabCmd::List } => lab::list(&root)?,
+        Task::Lab {
+            cmd:
+                LabCmd::Run {
+                    scenario,
+                    quick,
+                    out,
+                },
+        } => {
+            // The runner attaches our controllers with the ccload binary
+            // next to this one: build it first.
+            run(Command::new(env!("CARGO"))
+                .current_dir(&root)
+                .args(["build", "--locked", "-q", "-p", "ccload"]))?;
+            lab::run(&root, &scenario, quick, out)?;
+        }
     }
     Ok(())
 }
