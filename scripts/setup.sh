@@ -16,7 +16,7 @@ have ethtool || need+=(ethtool)
 have nsenter || need+=(util-linux)
 have pkg-config || need+=(pkg-config)
 have iptables || need+=(iptables)
-for p in libelf-dev zlib1g-dev libclang-dev; do pkg_missing "$p" && need+=("$p"); done
+for p in libelf-dev zlib1g-dev libclang-dev fonts-dejavu-core; do pkg_missing "$p" && need+=("$p"); done
 
 if [ ${#need[@]} -gt 0 ]; then
     echo "setup: installing ${need[*]}"

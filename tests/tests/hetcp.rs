@@ -61,3 +61,77 @@ fn hetcp_transfer_and_gtsw_converges_to_the_link_rate() {
     assert!(tail.iter().all(|r| i(r, "losses") >= 1));
     assert!(link.queue_drops() >= 1, "the bottleneck dropped");
 }
+
+/// Mean seconds from each window reduction (cwnd below 70 % of its peak
+/// since the previous episode; PRR spreads the halving over a round) until
+/// cwnd is back at `target` segments; and the number of episodes.
+fn recovery_secs(samples: &[ccload_itests::lab::FlowSample], target: u32) -> (f64, usize) {
+    let mut times = Vec::new();
+    let mut peak = 0u32;
+    let mut i = 0;
+    while i < samples.len() {
+        let s = &samples[i];
+        peak = peak.max(s.cwnd);
+        if peak > 20 && (s.cwnd as f64) < 0.7 * peak as f64 {
+            let Some(j) = samples[i..].iter().position(|x| x.cwnd >= target) else {
+                break;
+            };
+            times.push(samples[i + j].t - s.t);
+            i += j;
+            peak = 0;
+        }
+        i += 1;
+    }
+    let n = times.len();
+    (times.iter().sum::<f64>() / n.max(1) as f64, n)
+}
+
+#[test]
+fn after_a_loss_hetcp_regains_the_bdp_through_ri_faster_than_reno() {
+    let _s = privileged!();
+    let _g = Attached::new("hetcp", &[]);
+    let sc: ccload_itests::lab::Scenario = toml::from_str(
+        r#"
+title = "ri"
+paper = "2.7"
+description = "one flow, BDP/4 buffer: repeated drop-tail losses"
+ccs = ["hetcp", "reno"]
+flows = [{ cc = "$cc" }]
+duration_s = 16
+repetitions = 1
+[grid]
+rate_mbit = 50
+rtt_ms = [40]
+buffer_bdp = [0.25]
+[quick]
+"#,
+    )
+    .unwrap();
+    let case = &sc.cases()[0];
+    let w = Watch::start(&["--algo", "hetcp"]);
+    let he = ccload_itests::lab::run_case(&sc, case, "hetcp", 0, &mut |_| {}).expect("hetcp run");
+    let mut recs = Vec::new();
+    while let Ok(r) = w.rx.recv_timeout(Duration::from_millis(300)) {
+        recs.push(r);
+    }
+    w.stop();
+    let reno = ccload_itests::lab::run_case(&sc, case, "reno", 0, &mut |_| {}).expect("reno run");
+    // Back toward the path's BDP (167 packets; 90 % of it in segments).
+    let target = (0.9 * case.link.bdp_pkts()) as u32;
+    let (th, nh) = recovery_secs(&he.samples, target);
+    let (tr, nr) = recovery_secs(&reno.samples, target);
+    eprintln!(
+        "recovery to {target} segments (0.9 BDP): hetcp {th:.2} s over {nh} losses, reno {tr:.2} s over {nr}; \
+         goodput hetcp {:.2} reno {:.2} Mbit/s",
+        he.summary.goodput_mbit, reno.summary.goodput_mbit
+    );
+    let ri = recs
+        .iter()
+        .filter(|r| r["remote"].as_str().unwrap().starts_with("10.77.2.2:"))
+        .filter(|r| r["phase"] == "RI")
+        .count();
+    assert!(ri >= 3, "{ri} GTSW samples in the RI phase");
+    assert!(nh >= 2 && nr >= 1, "losses: hetcp {nh}, reno {nr}");
+    assert!(th < 0.6 * tr, "hetcp {th:.2} s vs reno {tr:.2} s");
+    assert!(he.summary.goodput_mbit >= reno.summary.goodput_mbit * 0.98);
+}

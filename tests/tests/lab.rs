@@ -1,0 +1,119 @@
+//! The lab runner end to end on a short run, and the testbed's cleanup when
+//! a test fails half-way.
+
+use ccload_itests::lab::{run_case, Scenario};
+use ccload_itests::link::{Bottleneck, LinkCfg};
+use ccload_itests::privileged;
+
+fn netns_names() -> String {
+    let o = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn a_short_two_flow_run_is_measured_and_summarised() {
+    let _g = privileged!();
+    let sc: Scenario = toml::from_str(
+        r#"
+title = "t"
+paper = "test"
+description = "two reno flows, the second joins at 1 s"
+ccs = ["reno"]
+flows = [{ cc = "$cc" }, { cc = "cubic", start_s = 1.0 }]
+duration_s = 6
+warmup_s = 2
+repetitions = 1
+[grid]
+rate_mbit = 40
+rtt_ms = [20]
+buffer_bdp = [1.0]
+[quick]
+"#,
+    )
+    .unwrap();
+    let case = &sc.cases()[0];
+    let mut ticks = 0;
+    let r = run_case(&sc, case, "reno", 0, &mut |_| ticks += 1).expect("run");
+    let s = &r.summary;
+    eprintln!(
+        "goodput {:.2} Mbit/s util {:.3} jain {:.3} rtt {:.1} ms queue {:.1} drops {} p99 {} us",
+        s.goodput_mbit,
+        s.utilisation,
+        s.jain_bins,
+        s.rtt_mean_ms,
+        s.queue_mean_pkts,
+        s.queue_drops,
+        s.lateness_p99_us
+    );
+    assert!(ticks >= 20, "progress reported {ticks} times");
+    assert_eq!(s.flows.len(), 2);
+    assert_eq!(
+        (s.flows[0].cc.as_str(), s.flows[1].cc.as_str()),
+        ("reno", "cubic")
+    );
+    // 10-ms sampling: ~600 samples for flow 0, ~500 for flow 1.
+    let n0 = r.samples.iter().filter(|x| x.flow == 0).count();
+    let n1 = r.samples.iter().filter(|x| x.flow == 1).count();
+    assert!(
+        (450..=620).contains(&n0) && (350..=520).contains(&n1),
+        "{n0} {n1} samples"
+    );
+    assert!(r.queue.len() >= 450, "{} queue samples", r.queue.len());
+    // A 1-BDP buffer: the two flows fill the link between them.
+    assert!(
+        s.utilisation > 0.85 && s.utilisation <= 1.01,
+        "utilisation {}",
+        s.utilisation
+    );
+    assert!(s.jain_bins > 0.5 && s.jain_bins <= 1.0);
+    let bdp = case.link.bdp_pkts().round() as u32;
+    assert!(
+        r.queue.iter().all(|q| q.qlen <= bdp),
+        "queue above its limit"
+    );
+    // RTT at least the propagation delay, at most that plus a full buffer.
+    assert!(
+        s.rtt_mean_ms >= 20.0 && s.rtt_p95_ms <= 20.0 + 2.0 * 20.0 + 5.0,
+        "{} {}",
+        s.rtt_mean_ms,
+        s.rtt_p95_ms
+    );
+    assert!(s.flows.iter().all(|f| f.goodput_mbit > 1.0));
+    assert!(
+        !netns_names().contains(&format!("ccl-t{}-", std::process::id())),
+        "namespaces left behind"
+    );
+}
+
+#[test]
+fn namespaces_are_removed_when_a_test_panics_mid_run() {
+    let _g = privileged!();
+    let before = netns_names();
+    let names = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let n2 = names.clone();
+    let r = std::thread::spawn(move || {
+        let link = Bottleneck::new(LinkCfg {
+            delay_ms: 5.0,
+            ..Default::default()
+        });
+        n2.lock().unwrap().extend([
+            link.sender.name.clone(),
+            link.router.name.clone(),
+            link.receiver.name.clone(),
+        ]);
+        panic!("simulated test failure with the link up");
+    })
+    .join();
+    assert!(r.is_err());
+    let after = netns_names();
+    for n in names.lock().unwrap().iter() {
+        assert!(
+            before.contains(n) || !after.contains(n.as_str()),
+            "{n} left behind"
+        );
+    }
+    assert_eq!(names.lock().unwrap().len(), 3);
+}
