@@ -25,6 +25,16 @@
 #define AF_INET6 10
 #define TCP_INFINITE_SSTHRESH 0x7fffffff
 
+/* The socket-storage map shared by every controller and every cgroup
+ * binding (one pinned map: ccload pins it at <pin root>/sk_profile). */
+#define CCL_DEFINE_SK_PROFILE                                            \
+	struct {                                                         \
+		__uint(type, BPF_MAP_TYPE_SK_STORAGE);                   \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                    \
+		__type(key, int);                                        \
+		__type(value, struct ccl_sk_binding);                    \
+	} sk_profile SEC(".maps");
+
 /* Kernel CC helpers exported to struct_ops programs as kfuncs. */
 extern u32 tcp_slow_start(struct tcp_sock *tp, u32 acked) __ksym;
 extern void tcp_cong_avoid_ai(struct tcp_sock *tp, u32 w, u32 acked) __ksym;
@@ -55,6 +65,7 @@ extern u32 tcp_reno_undo_cwnd(struct sock *sk) __ksym;
 		__type(key, u32);                                         \
 		__type(value, struct ccl_meta);                           \
 	} meta SEC(".maps");                                              \
+	CCL_DEFINE_SK_PROFILE                                             \
 	static __always_inline void stat_add(u32 idx, u64 v)              \
 	{                                                                 \
 		u64 *c = bpf_map_lookup_elem(&stats, &idx);               \
@@ -64,6 +75,19 @@ extern u32 tcp_reno_undo_cwnd(struct sock *sk) __ksym;
 	static __always_inline void stat_inc(u32 idx)                     \
 	{                                                                 \
 		stat_add(idx, 1);                                         \
+	}                                                                 \
+	/* Profile bound to this socket by a cgroup binding; 0 = defaults. */ \
+	static __always_inline u32 ccl_profile_of(const struct sock *sk)  \
+	{                                                                 \
+		struct ccl_sk_binding *b;                                 \
+		b = bpf_sk_storage_get(&sk_profile, (void *)sk, 0, 0);    \
+		if (!b)                                                   \
+			return 0;                                         \
+		if (b->profile >= CCL_NR_PROFILES) {                      \
+			stat_inc(CCL_STAT_PROFILE_MISS);                \
+			return 0;                                         \
+		}                                                         \
+		return b->profile;                                        \
 	}                                                                 \
 	/* Reserve a record with its header filled and union zeroed; a full \
 	 * ring is counted, never silent.  Submit with ccl_event_submit(). */ \
@@ -156,11 +180,6 @@ static __always_inline bool tcp_is_cwnd_limited(const struct sock *sk)
 	return !!BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited);
 }
 
-/* Profile bound to this socket (per-cgroup profiles); 0 = defaults. */
-static __always_inline u32 ccl_profile_of(const struct sock *sk)
-{
-	return 0;
-}
 
 /* Fill the algorithm-independent part of a telemetry record. */
 static __always_inline void ccl_event_fill(struct ccl_event *ev, const struct sock *sk, u32 algo,

@@ -314,6 +314,30 @@ struct ccl_event {
 };
 
 /* One entry, pinned with each attached algorithm: what `detach` must restore. */
+/* Per-socket binding written by the cgroup sock_ops program (bpf/cgroup.bpf.c)
+ * into the shared socket-storage map pinned at <pin root>/sk_profile; the
+ * controllers read `profile` to pick their tunables. */
+struct ccl_sk_binding {
+	u32 profile;
+	u32 cgroup_bound; /* 1 = set by a cgroup binding */
+};
+
+/* A cgroup binding, in the `binding` map of its sock_ops object. */
+struct ccl_cg_binding {
+	char algo[CCL_NAME_MAX]; /* TCP_CONGESTION name given to the sockets */
+	u64 cgroup_id;
+	u32 profile;
+	u32 pad;
+};
+
+/* Counters of a cgroup binding (`cg_stats` map, per CPU). */
+enum ccl_cg_stat {
+	CCL_CG_ACTIVE = 0, /* connect()s bound */
+	CCL_CG_PASSIVE,	   /* accepted connections bound */
+	CCL_CG_ERRORS,	   /* bpf_setsockopt(TCP_CONGESTION) failures */
+	CCL_CG_NR_STATS,
+};
+
 struct ccl_meta {
 	char prev_default[CCL_NAME_MAX]; /* default CC replaced by --default, "" = none */
 	u64 attached_unix_s;		 /* wall-clock attach time */

@@ -10,6 +10,8 @@ use libbpf_cargo::SkeletonBuilder;
 
 /// Every controller in `bpf/`, one struct_ops each.
 const ALGOS: &[&str] = &["ccpd", "hetcp", "ctcp_plus", "ub_reno"];
+/// Other BPF objects: the per-cgroup sock_ops binding.
+const OTHERS: &[&str] = &["cgroup"];
 
 fn main() {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").unwrap());
@@ -18,7 +20,7 @@ fn main() {
     let arch = env::var("CARGO_CFG_TARGET_ARCH").unwrap();
     let vmlinux = bpf_dir.join("vmlinux").join(&arch);
 
-    for algo in ALGOS {
+    for algo in ALGOS.iter().chain(OTHERS) {
         let src = bpf_dir.join(format!("{algo}.bpf.c"));
         let skel = out.join(format!("{algo}.skel.rs"));
         let obj = out.join(format!("{algo}.bpf.o"));

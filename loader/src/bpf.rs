@@ -126,8 +126,42 @@ fn verifier_error(algo: Algo, err: libbpf_rs::Error, verbose: bool) -> anyhow::E
 // ---------------------------------------------------------------------------
 // Loading.
 
-/// Prepare the open object: reuse the algorithm's pinned maps when `reuse`.
+/// Where the socket-storage map shared by every controller and cgroup
+/// binding is pinned (per-socket profile bindings).
+pub fn sk_profile_pin() -> PathBuf {
+    Path::new(PIN_ROOT).join("sk_profile")
+}
+
+/// Point the object's `sk_profile` map at the shared pin: libbpf reuses it
+/// when pinned, else creates and pins it at load.
+pub fn share_sk_profile(obj: &mut OpenObject) -> Result<()> {
+    std::fs::create_dir_all(PIN_ROOT)?;
+    for mut map in obj.maps_mut() {
+        if map.name() == "sk_profile" {
+            map.set_pin_path(sk_profile_pin())?;
+        }
+    }
+    Ok(())
+}
+
+/// Remove the shared pin and the pin root once nothing else is pinned there.
+pub fn gc_pin_root() {
+    let only_shared = std::fs::read_dir(PIN_ROOT)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .all(|e| e.file_name() == "sk_profile")
+        })
+        .unwrap_or(false);
+    if only_shared {
+        let _ = std::fs::remove_file(sk_profile_pin());
+        let _ = std::fs::remove_dir(PIN_ROOT);
+    }
+}
+
+/// Prepare the open object: share `sk_profile`; reuse the algorithm's pinned
+/// maps when `reuse`.
 fn prepare(algo: Algo, obj: &mut OpenObject, reuse: bool) -> Result<()> {
+    share_sk_profile(obj)?;
     if !reuse {
         return Ok(());
     }
@@ -286,6 +320,7 @@ impl Drop for PinGuard {
             if let Some(d) = &self.dir {
                 let _ = std::fs::remove_dir(d);
             }
+            gc_pin_root();
         }
     }
 }
@@ -414,7 +449,7 @@ fn remove_pins(algo: Algo) {
         let _ = std::fs::remove_file(map_pin(algo, m));
     }
     let _ = std::fs::remove_dir(pin_dir(algo));
-    let _ = std::fs::remove_dir(PIN_ROOT); // only succeeds when empty
+    gc_pin_root();
 }
 
 pub fn c_name(bytes: &[std::os::raw::c_char]) -> String {

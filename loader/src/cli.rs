@@ -108,6 +108,35 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Per-cgroup controller choice (cgroup v2 sock_ops).
+    Cgroup {
+        #[command(subcommand)]
+        cmd: CgroupCmd,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CgroupCmd {
+    /// Give the TCP connections (active and passive) of processes in a cgroup
+    /// this congestion control and tunable profile.
+    Set {
+        /// cgroup v2 directory, e.g. /sys/fs/cgroup/web.slice
+        path: std::path::PathBuf,
+        /// A registered congestion control: one of ours (attached) or the
+        /// kernel's (reno, cubic, bbr, ...).
+        #[arg(long)]
+        algo: String,
+        /// Tunable profile id (0 = the algorithm's defaults; see `tune --profile`).
+        #[arg(long, default_value_t = 0)]
+        profile: u32,
+    },
+    /// Remove a cgroup's binding (its sockets keep their current CC).
+    Unset { path: std::path::PathBuf },
+    /// Bound cgroups with their algorithm, profile and counters.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 pub fn run(cli: Cli) -> Result<i32> {
@@ -150,6 +179,10 @@ pub fn run(cli: Cli) -> Result<i32> {
         Cmd::Detach { algo, all } => {
             if all {
                 bpf::require_root()?;
+                let n = crate::cgroup::unset_all();
+                if n > 0 {
+                    println!("removed {n} cgroup binding(s)");
+                }
                 let list = bpf::attached();
                 if list.is_empty() {
                     println!("nothing attached");
@@ -166,6 +199,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Cmd::Status { json } => status(json),
+        Cmd::Cgroup { cmd } => cgroup_cmd(cmd),
         Cmd::Doctor { json } => {
             let checks = doctor::checks();
             if json {
@@ -404,6 +438,61 @@ fn flows(as_json: bool) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+fn cgroup_cmd(cmd: CgroupCmd) -> Result<i32> {
+    use crate::cgroup;
+    match cmd {
+        CgroupCmd::Set {
+            path,
+            algo,
+            profile,
+        } => {
+            let b = cgroup::set(&path, &algo, profile)?;
+            println!(
+                "bound cgroup {} (id {}) to {} profile {}",
+                path.display(),
+                b.cgroup_id,
+                b.algo,
+                b.profile
+            );
+            Ok(0)
+        }
+        CgroupCmd::Unset { path } => {
+            if cgroup::unset(&path)? {
+                println!("unbound cgroup {}", path.display());
+                Ok(0)
+            } else {
+                eprintln!("ccload: cgroup {} is not bound", path.display());
+                Ok(1)
+            }
+        }
+        CgroupCmd::List { json } => {
+            let l = cgroup::list()?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&l)?);
+            } else if l.is_empty() {
+                println!("no cgroup bindings");
+            } else {
+                for b in &l {
+                    println!(
+                        "{} (id {})  algo={} profile={}  connections: active={} passive={} errors={}",
+                        b.cgroup
+                            .as_ref()
+                            .map(|p| p.display().to_string())
+                            .unwrap_or_else(|| "?".into()),
+                        b.cgroup_id,
+                        b.algo,
+                        b.profile,
+                        b.active,
+                        b.passive,
+                        b.errors
+                    );
+                }
+            }
+            Ok(0)
+        }
+    }
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 
 pub mod algos;
 pub mod bpf;
+pub mod cgroup;
 pub mod cli;
 pub mod diag;
 pub mod doctor;
@@ -40,5 +41,8 @@ pub mod skel {
     }
     pub mod ub_reno {
         include!(concat!(env!("OUT_DIR"), "/ub_reno.skel.rs"));
+    }
+    pub mod cgroup {
+        include!(concat!(env!("OUT_DIR"), "/cgroup.skel.rs"));
     }
 }

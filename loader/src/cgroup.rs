@@ -1,0 +1,263 @@
+//! Per-cgroup deployment: `ccload cgroup set|unset|list`.
+//!
+//! Each binding is one instance of `bpf/cgroup.bpf.c` (cgroup sock_ops)
+//! attached to one cgroup v2 directory; its link and maps are pinned under
+//! `/sys/fs/bpf/ccload/cgroup/<cgroup id>/`, so the binding outlives ccload.
+//! The program sets TCP_CONGESTION on the cgroup's connections (active and
+//! passive) and writes their tunable profile into the shared `sk_profile`
+//! socket storage that every controller reads.
+
+use std::mem::MaybeUninit;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags, MapHandle};
+
+use crate::algos::Algo;
+use crate::bpf::{self, PIN_ROOT};
+use crate::intf;
+
+const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
+
+pub fn cg_root() -> PathBuf {
+    Path::new(PIN_ROOT).join("cgroup")
+}
+
+fn cg_dir(id: u64) -> PathBuf {
+    cg_root().join(id.to_string())
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Binding {
+    pub cgroup: Option<PathBuf>,
+    pub cgroup_id: u64,
+    pub algo: String,
+    pub profile: u32,
+    pub active: u64,
+    pub passive: u64,
+    pub errors: u64,
+}
+
+/// The cgroup v2 id (its kernfs inode) of `path`, which must be a cgroup v2
+/// directory.
+pub fn cgroup_id(path: &Path) -> Result<u64> {
+    let md = std::fs::metadata(path)
+        .with_context(|| format!("cgroup {}: no such directory", path.display()))?;
+    if !md.is_dir() {
+        bail!("{} is not a directory", path.display());
+    }
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())?;
+    // SAFETY: statfs on a valid C string into a zeroed struct.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("statfs");
+    }
+    if st.f_type as i64 != CGROUP2_SUPER_MAGIC {
+        bail!(
+            "{} is not in a cgroup v2 hierarchy (sock_ops programs attach to cgroup2 only)",
+            path.display()
+        );
+    }
+    Ok(md.ino())
+}
+
+/// Whether `name` can be given to sockets: a registered CC (ours must be
+/// attached first).
+fn check_algo(name: &str) -> Result<()> {
+    if bpf::is_registered(name) {
+        return Ok(());
+    }
+    if let Ok(a) = name.parse::<Algo>() {
+        bail!("{a} is not attached: run `ccload attach --algo {a}` first");
+    }
+    let avail = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .unwrap_or_default();
+    bail!(
+        "unknown congestion control `{name}` (available: {})",
+        avail.trim()
+    )
+}
+
+/// Bind the TCP connections of processes in cgroup `path` to `algo` with
+/// tunable profile `profile`.  Replaces an existing binding of that cgroup.
+pub fn set(path: &Path, algo: &str, profile: u32) -> Result<Binding> {
+    bpf::require_root()?;
+    let id = cgroup_id(path)?;
+    check_algo(algo)?;
+    if profile >= intf::CCL_NR_PROFILES {
+        bail!(
+            "profile {profile} out of range 0..{}; nothing was changed",
+            intf::CCL_NR_PROFILES - 1
+        );
+    }
+    if algo.len() >= intf::CCL_NAME_MAX as usize {
+        bail!("congestion control name `{algo}` too long");
+    }
+    bpf::require_kernel()?;
+    if cg_dir(id).exists() {
+        remove(id);
+    }
+    let dir = cg_dir(id);
+    std::fs::create_dir_all(&dir)?;
+    let r = attach(path, id, algo, profile, &dir);
+    if r.is_err() {
+        remove(id);
+    }
+    r?;
+    Ok(Binding {
+        cgroup: Some(path.to_path_buf()),
+        cgroup_id: id,
+        algo: algo.to_string(),
+        profile,
+        active: 0,
+        passive: 0,
+        errors: 0,
+    })
+}
+
+fn attach(path: &Path, id: u64, algo: &str, profile: u32, dir: &Path) -> Result<()> {
+    let mut storage = MaybeUninit::uninit();
+    let builder = crate::skel::cgroup::CgroupSkelBuilder::default();
+    let mut open = builder
+        .open(&mut storage)
+        .context("failed to open the cgroup BPF object")?;
+    bpf::share_sk_profile(open.open_object_mut())?;
+    let mut skel = open
+        .load()
+        .context("failed to load the cgroup sock_ops program")?;
+    let mut b = intf::ccl_cg_binding {
+        cgroup_id: id,
+        profile,
+        ..Default::default()
+    };
+    for (d, s) in b.algo.iter_mut().zip(algo.bytes()) {
+        *d = s as std::os::raw::c_char;
+    }
+    // SAFETY: ccl_cg_binding is plain old data.
+    let bytes = unsafe {
+        std::slice::from_raw_parts(
+            (&b as *const intf::ccl_cg_binding).cast::<u8>(),
+            std::mem::size_of::<intf::ccl_cg_binding>(),
+        )
+    };
+    skel.maps
+        .binding
+        .update(&0u32.to_ne_bytes(), bytes, MapFlags::ANY)?;
+    let cg = std::fs::File::open(path)?;
+    let mut link = skel
+        .progs
+        .ccl_cgroup_sockops
+        .attach_cgroup(cg.as_raw_fd())
+        .with_context(|| format!("failed to attach sock_ops to {}", path.display()))?;
+    skel.maps.binding.pin(dir.join("binding"))?;
+    skel.maps.cg_stats.pin(dir.join("cg_stats"))?;
+    link.pin(dir.join("link"))?;
+    Ok(())
+}
+
+fn remove(id: u64) {
+    let dir = cg_dir(id);
+    for f in ["link", "binding", "cg_stats"] {
+        let _ = std::fs::remove_file(dir.join(f));
+    }
+    let _ = std::fs::remove_dir(&dir);
+    let _ = std::fs::remove_dir(cg_root());
+    bpf::gc_pin_root();
+}
+
+/// Remove the binding of cgroup `path`; false if it had none.
+pub fn unset(path: &Path) -> Result<bool> {
+    bpf::require_root()?;
+    let id = cgroup_id(path)?;
+    if !cg_dir(id).join("link").exists() {
+        return Ok(false);
+    }
+    remove(id);
+    Ok(true)
+}
+
+/// Remove every binding (e.g. `detach --all`).
+pub fn unset_all() -> usize {
+    let ids: Vec<u64> = std::fs::read_dir(cg_root())
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    for &id in &ids {
+        remove(id);
+    }
+    ids.len()
+}
+
+/// Where cgroup2 is mounted (`/sys/fs/cgroup` or `/sys/fs/cgroup/unified`).
+pub fn cgroup2_mount() -> Option<PathBuf> {
+    let m = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    m.lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() > 2 && f[2] == "cgroup2")
+        .map(|f| PathBuf::from(f[1]))
+}
+
+/// Find the directory of cgroup `id` under the cgroup2 mount.
+fn find_path(id: u64) -> Option<PathBuf> {
+    let mut stack = vec![cgroup2_mount()?];
+    while let Some(d) = stack.pop() {
+        if std::fs::metadata(&d).ok()?.ino() == id {
+            return Some(d);
+        }
+        if let Ok(rd) = std::fs::read_dir(&d) {
+            stack.extend(
+                rd.filter_map(|e| e.ok())
+                    .filter(|e| e.file_type().map(|t| t.is_dir()).unwrap_or(false))
+                    .map(|e| e.path()),
+            );
+        }
+    }
+    None
+}
+
+pub fn list() -> Result<Vec<Binding>> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(cg_root()) else {
+        return Ok(out);
+    };
+    for e in rd.filter_map(|e| e.ok()) {
+        let Some(id) = e.file_name().to_str().and_then(|s| s.parse::<u64>().ok()) else {
+            continue;
+        };
+        let m = MapHandle::from_pinned_path(e.path().join("binding"))?;
+        let bytes = m
+            .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)?
+            .context("binding entry missing")?;
+        if bytes.len() != std::mem::size_of::<intf::ccl_cg_binding>() {
+            bail!(crate::error::CclError::Layout("ccl_cg_binding size".into()));
+        }
+        // SAFETY: plain old data, size checked.
+        let b: intf::ccl_cg_binding = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast()) };
+        let st = MapHandle::from_pinned_path(e.path().join("cg_stats"))?;
+        let mut c = [0u64; intf::CCL_CG_NR_STATS as usize];
+        for (i, slot) in c.iter_mut().enumerate() {
+            *slot = st
+                .lookup_percpu(&(i as u32).to_ne_bytes(), MapFlags::ANY)?
+                .unwrap_or_default()
+                .iter()
+                .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
+                .sum();
+        }
+        out.push(Binding {
+            cgroup: find_path(id),
+            cgroup_id: id,
+            algo: bpf::c_name(&b.algo),
+            profile: b.profile,
+            active: c[intf::CCL_CG_ACTIVE as usize],
+            passive: c[intf::CCL_CG_PASSIVE as usize],
+            errors: c[intf::CCL_CG_ERRORS as usize],
+        });
+    }
+    out.sort_by_key(|b| b.cgroup_id);
+    Ok(out)
+}

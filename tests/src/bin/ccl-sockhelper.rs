@@ -1,0 +1,72 @@
+//! Test helper: joins a cgroup and a network namespace, then opens one TCP
+//! connection (active or passive) and reports the congestion control the
+//! kernel gave the socket.  Used by the cgroup binding tests, which need
+//! processes in different cgroups (membership is per process).
+//!
+//!   ccl-sockhelper CGROUP NETNS listen IP        -> "PORT p", "CC name", "BYTES n"
+//!   ccl-sockhelper CGROUP NETNS connect IP:PORT N -> "CC name", then sends N bytes
+//! CGROUP may be "-" (stay where started).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+
+fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    if a.len() < 5 {
+        eprintln!("usage: ccl-sockhelper CGROUP NETNS listen IP | connect IP:PORT BYTES");
+        std::process::exit(2);
+    }
+    if a[1] != "-" {
+        std::fs::write(
+            format!("{}/cgroup.procs", a[1]),
+            std::process::id().to_string(),
+        )
+        .expect("join cgroup");
+    }
+    let ns = std::fs::File::open(format!("/run/netns/{}", a[2])).expect("open netns");
+    // SAFETY: setns on the (only) main thread with an fd we own.
+    assert_eq!(
+        unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) },
+        0,
+        "setns"
+    );
+    let out = std::io::stdout();
+    match a[3].as_str() {
+        "listen" => {
+            let l = TcpListener::bind((a[4].parse::<std::net::IpAddr>().unwrap(), 0)).unwrap();
+            println!("PORT {}", l.local_addr().unwrap().port());
+            out.lock().flush().unwrap();
+            let (mut s, _) = l.accept().unwrap();
+            println!("CC {}", ccload_itests::get_cc(s.as_raw_fd()));
+            out.lock().flush().unwrap();
+            let mut buf = vec![0u8; 1 << 16];
+            let mut n = 0u64;
+            loop {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(k) => n += k as u64,
+                }
+            }
+            println!("BYTES {n}");
+        }
+        "connect" => {
+            let addr: SocketAddr = a[4].parse().unwrap();
+            let mut s = TcpStream::connect(addr).unwrap();
+            println!("CC {}", ccload_itests::get_cc(s.as_raw_fd()));
+            out.lock().flush().unwrap();
+            let n: u64 = a[5].parse().unwrap();
+            let chunk = vec![0x5au8; 1 << 16];
+            let mut left = n;
+            while left > 0 {
+                let k = left.min(chunk.len() as u64) as usize;
+                s.write_all(&chunk[..k]).unwrap();
+                left -= k as u64;
+            }
+            s.shutdown(std::net::Shutdown::Write).unwrap();
+            let mut sink = [0u8; 64];
+            while matches!(s.read(&mut sink), Ok(k) if k > 0) {}
+        }
+        m => panic!("unknown mode {m}"),
+    }
+}
