@@ -261,3 +261,8 @@ pub fn list() -> Result<Vec<Binding>> {
     out.sort_by_key(|b| b.cgroup_id);
     Ok(out)
 }
+
+/// Remove the binding with cgroup id `id` (its directory may be gone).
+pub fn unset_id(id: u64) {
+    remove(id);
+}

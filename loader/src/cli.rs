@@ -108,6 +108,14 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Reconcile the kernel to a config file (attach/detach/tune/bind/unbind)
+    /// and print the difference.
+    Apply {
+        file: std::path::PathBuf,
+        /// Print what would change; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Per-cgroup controller choice (cgroup v2 sock_ops).
     Cgroup {
         #[command(subcommand)]
@@ -200,6 +208,27 @@ pub fn run(cli: Cli) -> Result<i32> {
         }
         Cmd::Status { json } => status(json),
         Cmd::Cgroup { cmd } => cgroup_cmd(cmd),
+        Cmd::Apply { file, dry_run } => {
+            let d = crate::config::load(&file)?;
+            if !dry_run {
+                bpf::require_root()?;
+            }
+            let plan = crate::config::plan(&d)?;
+            if plan.is_empty() {
+                println!("{}: no changes", file.display());
+                return Ok(0);
+            }
+            for c in &plan {
+                println!("{c}");
+            }
+            if dry_run {
+                println!("(dry run: nothing changed)");
+            } else {
+                crate::config::execute(&plan, cli.verbose)?;
+                println!("{}: applied {} change(s)", file.display(), plan.len());
+            }
+            Ok(0)
+        }
         Cmd::Doctor { json } => {
             let checks = doctor::checks();
             if json {

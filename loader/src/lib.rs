@@ -4,6 +4,7 @@ pub mod algos;
 pub mod bpf;
 pub mod cgroup;
 pub mod cli;
+pub mod config;
 pub mod diag;
 pub mod doctor;
 pub mod error;
