@@ -116,6 +116,12 @@ pub enum Cmd {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Daemon: apply a config (again on SIGHUP), serve Prometheus metrics,
+    /// fan telemetry out to `ccload watch` clients.
+    Serve {
+        #[arg(long)]
+        config: std::path::PathBuf,
+    },
     /// Per-cgroup controller choice (cgroup v2 sock_ops).
     Cgroup {
         #[command(subcommand)]
@@ -208,6 +214,10 @@ pub fn run(cli: Cli) -> Result<i32> {
         }
         Cmd::Status { json } => status(json),
         Cmd::Cgroup { cmd } => cgroup_cmd(cmd),
+        Cmd::Serve { config } => {
+            crate::serve::run(&config, cli.verbose)?;
+            Ok(0)
+        }
         Cmd::Apply { file, dry_run } => {
             let d = crate::config::load(&file)?;
             if !dry_run {

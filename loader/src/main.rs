@@ -4,6 +4,10 @@ use ccload::cli::{run, Cli};
 use ccload::error::CclError;
 
 fn main() {
+    // Die quietly on a closed pipe (`ccload tune --show | head`), as Unix
+    // tools do, instead of panicking inside println!.
+    // SAFETY: setting a signal disposition before any thread starts.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
     let verbose = cli.verbose;
     let code = match run(cli) {

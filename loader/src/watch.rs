@@ -106,7 +106,17 @@ pub fn run(o: WatchOpts) -> Result<()> {
     let mut maps = Vec::new();
     let mut restore = Vec::new();
     for algo in &o.algos {
-        locks.push(lock_consumer(*algo)?);
+        match lock_consumer(*algo) {
+            Ok(l) => locks.push(l),
+            Err(e) => {
+                // `ccload serve` owns the ring buffers: read its fan-out.
+                if let Some(sock) = crate::serve::daemon_socket() {
+                    drop(locks);
+                    return run_from_daemon(o, sock);
+                }
+                return Err(e);
+            }
+        }
         maps.push(bpf::open_map(*algo, "events")?);
         if let Some(n) = o.every {
             let old = bpf::read_params(*algo, 0)?;
@@ -136,24 +146,11 @@ pub fn run(o: WatchOpts) -> Result<()> {
     }
     let rb = builder.build()?;
 
-    let format = o.format.unwrap_or_else(|| {
-        // SAFETY: isatty has no preconditions.
-        if unsafe { libc::isatty(1) } == 1 {
-            Format::Table
-        } else {
-            Format::Json
-        }
-    });
-
+    let mut pr = Printer::new(&o);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let start = Instant::now();
-    let mut seen = 0u64;
-    let mut latest: BTreeMap<(String, String, String), Event> = BTreeMap::new();
-    let mut csv_headers_done = std::collections::HashSet::new();
-    let mut last_draw = Instant::now() - Duration::from_secs(1);
-    let stdout = std::io::stdout();
     let result: Result<()> = rt.block_on(async {
         // SAFETY: the epoll fd belongs to `rb`, which outlives `afd` (dropped at
         // the end of this block), and nobody closes it meanwhile.
@@ -173,48 +170,7 @@ pub fn run(o: WatchOpts) -> Result<()> {
                 _ = tick => {}
             }
             let batch: Vec<Event> = std::mem::take(&mut *queue.borrow_mut());
-            let mut out = stdout.lock();
-            for ev in batch {
-                if !matches(&ev, &o) {
-                    continue;
-                }
-                seen += 1;
-                let res = match format {
-                    Format::Json => writeln!(out, "{}", ev.to_json()),
-                    Format::Csv => {
-                        if csv_headers_done.insert(ev.algo) {
-                            writeln!(out, "{}", Event::csv_header(ev.algo))?;
-                        }
-                        writeln!(out, "{}", ev.to_csv())
-                    }
-                    Format::Table => {
-                        latest.insert(
-                            (
-                                ev.algo.name().into(),
-                                ev.local().to_string(),
-                                ev.remote().to_string(),
-                            ),
-                            ev,
-                        );
-                        Ok(())
-                    }
-                };
-                if let Err(e) = res {
-                    if e.kind() == std::io::ErrorKind::BrokenPipe {
-                        return Ok(());
-                    }
-                    return Err(e.into());
-                }
-                if o.count.is_some_and(|c| seen >= c) {
-                    break;
-                }
-            }
-            out.flush().ok();
-            if format == Format::Table && last_draw.elapsed() >= Duration::from_millis(500) {
-                draw_table(&latest, &o.algos, &drops_at_start)?;
-                last_draw = Instant::now();
-            }
-            if o.count.is_some_and(|c| seen >= c)
+            if pr.push_all(batch, &o, &drops_at_start)?
                 || o.duration.is_some_and(|d| start.elapsed() >= d)
             {
                 break;
@@ -223,9 +179,8 @@ pub fn run(o: WatchOpts) -> Result<()> {
         Ok(())
     });
     result?;
-    if format == Format::Table {
-        draw_table(&latest, &o.algos, &drops_at_start)?;
-    }
+    pr.finish(&o, &drops_at_start)?;
+    let seen = pr.seen;
     for (algo, d0) in o.algos.iter().zip(&drops_at_start) {
         let d = bpf::read_stats(*algo)?[intf::CCL_STAT_RB_RESERVE_FAIL as usize] - d0;
         eprintln!(
@@ -299,4 +254,162 @@ fn truncate(s: &str, n: usize) -> &str {
     } else {
         s
     }
+}
+
+/// Renders events as table, JSON lines or CSV.
+struct Printer {
+    format: Format,
+    seen: u64,
+    latest: BTreeMap<(String, String, String), Event>,
+    csv_done: std::collections::HashSet<Algo>,
+    last_draw: Instant,
+    stopped: bool,
+}
+
+impl Printer {
+    fn new(o: &WatchOpts) -> Printer {
+        let format = o.format.unwrap_or_else(|| {
+            // SAFETY: isatty has no preconditions.
+            if unsafe { libc::isatty(1) } == 1 {
+                Format::Table
+            } else {
+                Format::Json
+            }
+        });
+        Printer {
+            format,
+            seen: 0,
+            latest: BTreeMap::new(),
+            csv_done: Default::default(),
+            last_draw: Instant::now() - Duration::from_secs(1),
+            stopped: false,
+        }
+    }
+
+    /// Print a batch; true when the run should end (count reached, or the
+    /// reader went away).
+    fn push_all(&mut self, batch: Vec<Event>, o: &WatchOpts, drops0: &[u64]) -> Result<bool> {
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        for ev in batch {
+            if !o.algos.contains(&ev.algo) || !matches(&ev, o) {
+                continue;
+            }
+            self.seen += 1;
+            let res = match self.format {
+                Format::Json => writeln!(out, "{}", ev.to_json()),
+                Format::Csv => {
+                    if self.csv_done.insert(ev.algo) {
+                        writeln!(out, "{}", Event::csv_header(ev.algo))?;
+                    }
+                    writeln!(out, "{}", ev.to_csv())
+                }
+                Format::Table => {
+                    self.latest.insert(
+                        (
+                            ev.algo.name().into(),
+                            ev.local().to_string(),
+                            ev.remote().to_string(),
+                        ),
+                        ev,
+                    );
+                    Ok(())
+                }
+            };
+            if let Err(e) = res {
+                if e.kind() == std::io::ErrorKind::BrokenPipe {
+                    self.stopped = true;
+                    return Ok(true);
+                }
+                return Err(e.into());
+            }
+            if o.count.is_some_and(|c| self.seen >= c) {
+                break;
+            }
+        }
+        out.flush().ok();
+        drop(out);
+        if self.format == Format::Table && self.last_draw.elapsed() >= Duration::from_millis(500) {
+            draw_table(&self.latest, &o.algos, drops0)?;
+            self.last_draw = Instant::now();
+        }
+        Ok(o.count.is_some_and(|c| self.seen >= c))
+    }
+
+    fn finish(&mut self, o: &WatchOpts, drops0: &[u64]) -> Result<()> {
+        if self.format == Format::Table && !self.stopped {
+            draw_table(&self.latest, &o.algos, drops0)?;
+        }
+        Ok(())
+    }
+}
+
+/// `watch` while `ccload serve` owns the ring buffers: the daemon sends
+/// every record as a little-endian u32 length and the raw bytes.
+fn run_from_daemon(o: WatchOpts, sock: std::os::unix::net::UnixStream) -> Result<()> {
+    use std::io::Read;
+    eprintln!("ccload: reading telemetry from the ccload daemon (/run/ccload/telemetry.sock)");
+    let drops0: Vec<u64> = o
+        .algos
+        .iter()
+        .map(|a| bpf::read_stats(*a).map(|s| s[intf::CCL_STAT_RB_RESERVE_FAIL as usize]))
+        .collect::<Result<_>>()?;
+    let mut pr = Printer::new(&o);
+    let start = Instant::now();
+    let mut sock = sock;
+    sock.set_read_timeout(Some(Duration::from_millis(200)))?;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let st = stop.clone();
+    // SIGINT ends the loop (checked between reads).
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build();
+        if let Ok(rt) = rt {
+            rt.block_on(async {
+                let _ = tokio::signal::ctrl_c().await;
+            });
+            st.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    let mut buf: Vec<u8> = Vec::new();
+    let mut chunk = [0u8; 65536];
+    loop {
+        if stop.load(std::sync::atomic::Ordering::SeqCst)
+            || o.duration.is_some_and(|d| start.elapsed() >= d)
+        {
+            break;
+        }
+        match sock.read(&mut chunk) {
+            Ok(0) => {
+                eprintln!("ccload: the daemon closed the telemetry stream");
+                break;
+            }
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut
+                    || e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+        let mut batch = Vec::new();
+        let mut off = 0;
+        while buf.len() - off >= 4 {
+            let len = u32::from_le_bytes(buf[off..off + 4].try_into().unwrap()) as usize;
+            if buf.len() - off - 4 < len {
+                break;
+            }
+            if let Some(ev) = Event::decode(&buf[off + 4..off + 4 + len]) {
+                batch.push(ev);
+            }
+            off += 4 + len;
+        }
+        buf.drain(..off);
+        if pr.push_all(batch, &o, &drops0)? {
+            break;
+        }
+    }
+    pr.finish(&o, &drops0)?;
+    eprintln!("ccload: {} records shown (from the daemon)", pr.seen);
+    Ok(())
 }
