@@ -78,7 +78,7 @@ struct Metrics {
 
 impl Metrics {
     fn record(&mut self, ev: &Event) {
-        let key = (ev.algo, ev.hdr.profile as u32 % intf::CCL_NR_PROFILES);
+        let key = (ev.algo, ev.hdr.profile % intf::CCL_NR_PROFILES);
         *self.records.entry(key).or_default() += 1;
         self.rtt
             .entry(key)
