@@ -285,6 +285,9 @@ void BPF_PROG(ccpd_cong_control, struct sock *sk, u32 ack, int flag, const struc
 			ca->losses_held += rs->losses;
 		stat_add(CCL_STAT_LOSS_HELD, rs->losses > 0 ? rs->losses : 0);
 		tp->snd_cwnd = ca->cwnd_hold > p.cwnd_min ? ca->cwnd_hold : p.cwnd_min;
+		/* Telemetry every round in every state: law fields are 0 here. */
+		if (round_start && ccl_trace_due(ca->round_cnt, p.trace_every))
+			ccpd_emit(sk, ca, &p, &l, ccpd_capacity(ca), 0, infl, profile);
 		return;
 	}
 
@@ -300,6 +303,8 @@ void BPF_PROG(ccpd_cong_control, struct sock *sk, u32 ack, int flag, const struc
 			ca->w_q10 = tp->snd_cwnd << 10;
 			ca->e_valid = 0;
 		}
+		if (round_start && ccl_trace_due(ca->round_cnt, p.trace_every))
+			ccpd_emit(sk, ca, &p, &l, ccpd_capacity(ca), 0, infl, profile);
 		return;
 	}
 

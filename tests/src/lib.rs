@@ -502,3 +502,45 @@ impl Drop for Watch {
 pub fn i(v: &serde_json::Value, k: &str) -> i64 {
     v[k].as_i64().unwrap_or_else(|| panic!("no {k} in {v}"))
 }
+
+/// Kp the ccpd kernel law used in a controlled round of a telemetry record,
+/// for Kp in `kps` (Q10).  With Kd = 0 (D = 0), delta + d = Kp * E >> 10
+/// exactly, so every controlled record tells which Kp the kernel used.
+pub fn ccpd_kp_used(rec: &serde_json::Value, kps: &[i64]) -> Option<i64> {
+    let (e, d, delta) = (i(rec, "e_q10"), i(rec, "d_q10"), i(rec, "delta_q10"));
+    if rec["phase"] != "CA" || i(rec, "c_sps") == 0 || e.abs() < 4096 {
+        return None;
+    }
+    kps.iter().copied().find(|kp| (kp * e) >> 10 == delta + d)
+}
+
+/// A cgroup v2 directory `ccl-t<pid>-<tag>` for a test; its binding is
+/// removed and the directory deleted on drop.
+pub struct TestCgroup(pub PathBuf);
+
+impl TestCgroup {
+    pub fn new(tag: &str) -> TestCgroup {
+        let root = ccload::cgroup::cgroup2_mount().expect("cgroup2 mounted");
+        let p = root.join(format!("ccl-t{}-{tag}", std::process::id()));
+        std::fs::create_dir(&p).unwrap();
+        TestCgroup(p)
+    }
+
+    pub fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        let _ = ccload(&["cgroup", "unset", self.path()]);
+        // Helper processes have exited; retry briefly while the kernel
+        // finishes moving them out.
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.0).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}

@@ -163,11 +163,16 @@ impl Bottleneck {
             ns_sysctl(ns, "net.ipv4.tcp_wmem", "4096 131072 67108864");
         }
         // Drop-tail bottleneck: TBF shapes, its pfifo child holds N packets.
+        // The bucket holds one packet (plus slack for the timer): with the
+        // usual 2-MTU burst, two packets reaching an idle link leave back to
+        // back, which a real serialising link never does and which turns
+        // packet-pair capacity probes (CCPD) into 10x overestimates.
         in_ns(
             &r,
             &format!(
-                "tc qdisc add dev tr root handle 1: tbf rate {}kbit burst 3028 latency 10s",
-                (cfg.rate_mbit * 1000.0).round() as u64
+                "tc qdisc add dev tr root handle 1: tbf rate {}kbit burst {} latency 10s",
+                (cfg.rate_mbit * 1000.0).round() as u64,
+                cfg.mtu + cfg.mtu / 4
             ),
         );
         in_ns(

@@ -6,25 +6,6 @@ use std::path::PathBuf;
 
 use ccload_itests::*;
 
-struct Cg(PathBuf);
-impl Cg {
-    fn new(tag: &str) -> Cg {
-        let root = ccload::cgroup::cgroup2_mount().expect("cgroup2");
-        let p = root.join(format!("ccl-t{}-{tag}", std::process::id()));
-        std::fs::create_dir(&p).unwrap();
-        Cg(p)
-    }
-    fn s(&self) -> &str {
-        self.0.to_str().unwrap()
-    }
-}
-impl Drop for Cg {
-    fn drop(&mut self) {
-        let _ = ccload(&["cgroup", "unset", self.s()]);
-        let _ = std::fs::remove_dir(&self.0);
-    }
-}
-
 /// Removes everything the test applied, even on failure.
 struct Cleanup(PathBuf);
 impl Drop for Cleanup {
@@ -61,12 +42,12 @@ fn examples_apply_idempotently_and_bad_configs_change_nothing() {
     let dir = std::env::temp_dir().join(format!("ccl-apply-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let _c = Cleanup(dir.clone());
-    let (web, backup) = (Cg::new("web"), Cg::new("backup"));
+    let (web, backup) = (TestCgroup::new("web"), TestCgroup::new("backup"));
     let f = example(
         "web-server.toml",
         &[
-            ("/sys/fs/cgroup/system.slice/nginx.service", web.s()),
-            ("/sys/fs/cgroup/system.slice/backup.service", backup.s()),
+            ("/sys/fs/cgroup/system.slice/nginx.service", web.path()),
+            ("/sys/fs/cgroup/system.slice/backup.service", backup.path()),
         ],
         &dir,
     );
@@ -98,12 +79,12 @@ fn examples_apply_idempotently_and_bad_configs_change_nothing() {
             .find(|e| e["cgroup"] == p)
             .cloned()
     };
-    let w = find(web.s()).expect("web bound");
+    let w = find(web.path()).expect("web bound");
     assert_eq!(
         (w["algo"].as_str(), w["profile"].as_u64()),
         (Some("ccpd"), Some(1))
     );
-    let b = find(backup.s()).expect("backup bound");
+    let b = find(backup.path()).expect("backup bound");
     assert_eq!(
         (b["algo"].as_str(), b["profile"].as_u64()),
         (Some("cubic"), Some(0))
@@ -129,12 +110,15 @@ fn examples_apply_idempotently_and_bad_configs_change_nothing() {
     assert_eq!(snapshot(), snap, "a rejected config changed the kernel");
     // The bulk-host example replaces it: ccpd detached, hetcp and ub_reno
     // attached, bindings moved.
-    let (xfer, repl) = (Cg::new("xfer"), Cg::new("repl"));
+    let (xfer, repl) = (TestCgroup::new("xfer"), TestCgroup::new("repl"));
     let g = example(
         "bulk-host.toml",
         &[
-            ("/sys/fs/cgroup/system.slice/transfer.service", xfer.s()),
-            ("/sys/fs/cgroup/system.slice/replication.service", repl.s()),
+            ("/sys/fs/cgroup/system.slice/transfer.service", xfer.path()),
+            (
+                "/sys/fs/cgroup/system.slice/replication.service",
+                repl.path(),
+            ),
         ],
         &dir,
     );

@@ -4,7 +4,6 @@
 //! the sockets bound to it; sockets outside bound cgroups are untouched.
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -13,35 +12,6 @@ use ccload_itests::link::{Bottleneck, LinkCfg};
 use ccload_itests::*;
 
 const MB: u64 = 1 << 20;
-
-/// A cgroup v2 directory made for the test; unbound and removed on drop.
-struct Cgroup(PathBuf);
-
-impl Cgroup {
-    fn new(tag: &str) -> Cgroup {
-        let root = ccload::cgroup::cgroup2_mount().expect("cgroup2 mounted");
-        let p = root.join(format!("ccl-t{}-{tag}", std::process::id()));
-        std::fs::create_dir(&p).unwrap();
-        Cgroup(p)
-    }
-    fn path(&self) -> &str {
-        self.0.to_str().unwrap()
-    }
-}
-
-impl Drop for Cgroup {
-    fn drop(&mut self) {
-        let _ = ccload(&["cgroup", "unset", self.path()]);
-        // Helper processes have exited; retry briefly while the kernel
-        // finishes moving them out.
-        for _ in 0..50 {
-            if std::fs::remove_dir(&self.0).is_ok() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
 
 /// A helper process: its "KEY value" lines arrive on a channel.
 struct Helper {
@@ -126,7 +96,11 @@ fn cgroups_get_their_own_controller_and_profile_on_both_ends() {
         "--set",
         "kd=0",
     ]);
-    let (a, b, c) = (Cgroup::new("A"), Cgroup::new("B"), Cgroup::new("C"));
+    let (a, b, c) = (
+        TestCgroup::new("A"),
+        TestCgroup::new("B"),
+        TestCgroup::new("C"),
+    );
     ccload_ok(&[
         "cgroup",
         "set",
@@ -189,7 +163,11 @@ fn cgroups_get_their_own_controller_and_profile_on_both_ends() {
         c_recs.iter().all(|r| i(r, "profile") == 0),
         "C's records carry profile 0"
     );
-    let kps = |v: &[serde_json::Value]| -> Vec<i64> { v.iter().filter_map(kp_used).collect() };
+    let kps = |v: &[serde_json::Value]| -> Vec<i64> {
+        v.iter()
+            .filter_map(|r| ccpd_kp_used(r, &[2048, 8192]))
+            .collect()
+    };
     let (ka, kc) = (kps(&a_recs), kps(&c_recs));
     eprintln!(
         "controlled rounds: A {} (kp {:?}), C {} (kp {:?})",
@@ -235,22 +213,10 @@ fn cgroups_get_their_own_controller_and_profile_on_both_ends() {
     ccload_ok(&["tune", "--algo", "ccpd", "--profile", "3", "--reset"]);
 }
 
-/// Kp the kernel's L1 law used in a controlled round (Kd = 0: delta + d =
-/// Kp * E >> 10 exactly), as in the tune test.
-fn kp_used(rec: &serde_json::Value) -> Option<i64> {
-    let (e, d, delta) = (i(rec, "e_q10"), i(rec, "d_q10"), i(rec, "delta_q10"));
-    if rec["phase"] != "CA" || i(rec, "c_sps") == 0 || e.abs() < 4096 {
-        return None;
-    }
-    [2048i64, 8192]
-        .into_iter()
-        .find(|kp| (kp * e) >> 10 == delta + d)
-}
-
 #[test]
 fn bad_cgroup_requests_are_rejected_and_change_nothing() {
     let _s = privileged!();
-    let a = Cgroup::new("bad");
+    let a = TestCgroup::new("bad");
     let before = ccload_ok(&["cgroup", "list", "--json"]);
     // Missing cgroup, not a cgroup v2 directory, ours not attached, unknown
     // CC, profile out of range.

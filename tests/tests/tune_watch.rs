@@ -7,17 +7,9 @@ use ccload_itests::*;
 
 const MB: u64 = 1 << 20;
 
-/// The L1 law's P term as the kernel computed it: with Kd = 0 (D = 0),
-/// delta + d = Kp * E >> 10 exactly, so every controlled record tells which
-/// Kp the kernel used for that round.
+/// The Kp of the kernel's L1 law in a controlled record (Kd = 0 here).
 fn kp_used(rec: &serde_json::Value) -> Option<i64> {
-    let (e, d, delta) = (i(rec, "e_q10"), i(rec, "d_q10"), i(rec, "delta_q10"));
-    if rec["phase"] != "CA" || i(rec, "c_sps") == 0 || e.abs() < 4096 {
-        return None;
-    }
-    [2048i64, 8192]
-        .into_iter()
-        .find(|kp| (kp * e) >> 10 == delta + d)
+    ccpd_kp_used(rec, &[2048, 8192])
 }
 
 #[test]
