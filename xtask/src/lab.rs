@@ -216,7 +216,7 @@ pub fn run(root: &Path, name: &str, quick: bool, out: Option<PathBuf>) -> Result
                     )?;
                 }
                 let s = &r.summary;
-                bar.println(format!(
+                let line = format!(
                     "{:<28} {:<18} rep {}: {:7.2} Mbit/s util {:.3} rtt {:6.1} ms q {:5.1} retx {:5} jain {:.3}{}",
                     s.case,
                     s.cc,
@@ -228,7 +228,13 @@ pub fn run(root: &Path, name: &str, quick: bool, out: Option<PathBuf>) -> Result
                     s.retransmits,
                     s.jain_bins,
                     if s.valid { String::new() } else { format!("  INVALID (delay line p99 {} us)", s.lateness_p99_us) }
-                ));
+                );
+                // A hidden bar (not a terminal: CI, logs) prints nothing.
+                if bar.is_hidden() {
+                    eprintln!("{line}");
+                } else {
+                    bar.println(line);
+                }
                 results.push(r);
                 k += 1;
             }
@@ -672,13 +678,10 @@ fn plots(dir: &Path, sc: &Scenario, results: &[RunResult], agg: &[Agg]) -> Resul
     register_font()?;
     let pd = dir.join("plots");
     for r in results.iter().filter(|r| r.summary.rep == 0) {
-        let base = pd.join(format!(
-            "ts_{}_{}",
-            safe(&r.summary.case),
-            safe(&r.summary.cc)
-        ));
-        let png = base.with_extension("png");
-        let svg = base.with_extension("svg");
+        // Names carry dots (0.125bdp): append the extension, never replace.
+        let base = format!("ts_{}_{}", safe(&r.summary.case), safe(&r.summary.cc));
+        let png = pd.join(format!("{base}.png"));
+        let svg = pd.join(format!("{base}.svg"));
         timeseries(
             BitMapBackend::new(&png, (1000, 1000)).into_drawing_area(),
             r,
