@@ -70,9 +70,10 @@ pub enum Cmd {
         /// Tunable NAME=VALUE in user units; repeatable.
         #[arg(long = "set", value_parser = parse_assignment)]
         sets: Vec<(String, String)>,
-        /// Params profile id (0 = the default profile).
-        #[arg(long, default_value_t = 0)]
-        profile: u32,
+        /// Params profile: id 0..15 (0 = the default profile) or a name
+        /// from the last `ccload apply` / `serve` config.
+        #[arg(long, default_value = "0")]
+        profile: String,
         /// Print current values with units, ranges and defaults.
         #[arg(long, conflicts_with_all = ["sets", "reset"])]
         show: bool,
@@ -140,9 +141,10 @@ pub enum CgroupCmd {
         /// kernel's (reno, cubic, bbr, ...).
         #[arg(long)]
         algo: String,
-        /// Tunable profile id (0 = the algorithm's defaults; see `tune --profile`).
-        #[arg(long, default_value_t = 0)]
-        profile: u32,
+        /// Tunable profile: id 0..15 (0 = the algorithm's defaults; see
+        /// `tune --profile`) or a name from the last applied config.
+        #[arg(long, default_value = "0")]
+        profile: String,
     },
     /// Remove a cgroup's binding (its sockets keep their current CC).
     Unset { path: std::path::PathBuf },
@@ -235,6 +237,7 @@ pub fn run(cli: Cli) -> Result<i32> {
                 println!("(dry run: nothing changed)");
             } else {
                 crate::config::execute(&plan, cli.verbose)?;
+                crate::config::save_profile_names(&d)?;
                 println!("{}: applied {} change(s)", file.display(), plan.len());
             }
             Ok(0)
@@ -261,7 +264,10 @@ pub fn run(cli: Cli) -> Result<i32> {
             profile,
             show,
             reset,
-        } => tune(algo, &sets, profile, show, reset),
+        } => {
+            let profile = crate::config::resolve_profile(algo.name(), &profile)?;
+            tune(algo, &sets, profile, show, reset)
+        }
         Cmd::Watch {
             algo,
             flow,
@@ -487,6 +493,7 @@ fn cgroup_cmd(cmd: CgroupCmd) -> Result<i32> {
             algo,
             profile,
         } => {
+            let profile = crate::config::resolve_profile(&algo, &profile)?;
             let b = cgroup::set(&path, &algo, profile)?;
             println!(
                 "bound cgroup {} (id {}) to {} profile {}",

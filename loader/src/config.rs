@@ -515,6 +515,44 @@ pub fn execute(changes: &[Change], verbose: bool) -> Result<()> {
     Ok(())
 }
 
+/// Where `apply` and `serve` record the profile names of the applied config,
+/// so `tune --profile NAME` and `cgroup set --profile NAME` can use them.
+pub const PROFILE_NAMES: &str = "/run/ccload/profiles.json";
+
+/// Record `d`'s profile names (algorithm -> name -> id).
+pub fn save_profile_names(d: &Desired) -> Result<()> {
+    let mut m: BTreeMap<&str, BTreeMap<&str, u32>> = BTreeMap::new();
+    for ((algo, id), name) in &d.profile_names {
+        m.entry(algo.name()).or_default().insert(name, *id);
+    }
+    std::fs::create_dir_all("/run/ccload")?;
+    std::fs::write(PROFILE_NAMES, serde_json::to_string_pretty(&m)?)?;
+    Ok(())
+}
+
+/// A profile given as an id, or as a name of the last applied config.
+pub fn resolve_profile(algo: &str, text: &str) -> Result<u32> {
+    if let Ok(id) = text.parse::<u32>() {
+        return Ok(id);
+    }
+    let m: BTreeMap<String, BTreeMap<String, u32>> = std::fs::read_to_string(PROFILE_NAMES)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    let known = m.get(algo).cloned().unwrap_or_default();
+    match known.get(text) {
+        Some(id) => Ok(*id),
+        None => bail!(
+            "unknown profile `{text}` for {algo} (named profiles come from `ccload apply`; known: {})",
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.keys().cloned().collect::<Vec<_>>().join(", ")
+            }
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -218,7 +218,8 @@ fn apply(d: &Desired, verbose: bool) -> Result<()> {
     for c in &plan {
         log(6, format!("config: {c}"));
     }
-    config::execute(&plan, verbose)
+    config::execute(&plan, verbose)?;
+    config::save_profile_names(d)
 }
 
 struct Fd(i32);

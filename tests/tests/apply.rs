@@ -89,6 +89,15 @@ fn examples_apply_idempotently_and_bad_configs_change_nothing() {
         (b["algo"].as_str(), b["profile"].as_u64()),
         (Some("cubic"), Some(0))
     );
+    // Named profiles of the applied config work on the command line.
+    let byname = ccload_ok(&["tune", "--algo", "ccpd", "--show", "--profile", "web"]);
+    assert!(byname.starts_with("ccpd profile 1:"), "{byname}");
+    let o = ccload(&["tune", "--algo", "ccpd", "--show", "--profile", "nosuch"]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.code() == Some(2) && e.contains("known: web"),
+        "{e}"
+    );
     // Idempotent.
     let again = ccload_ok(&["apply", fs]);
     assert!(again.trim_end().ends_with("no changes"), "{again}");
