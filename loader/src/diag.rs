@@ -4,13 +4,11 @@
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
+use crate::netlink;
+
 const NETLINK_SOCK_DIAG: i32 = 4;
 const SOCK_DIAG_BY_FAMILY: u16 = 20;
 const INET_DIAG_CONG: u16 = 4;
-const NLMSG_DONE: u16 = 3;
-const NLMSG_ERROR: u16 = 2;
-const NLM_F_REQUEST: u16 = 1;
-const NLM_F_DUMP: u16 = 0x300;
 const TCP_STATES_ALL: u32 = 0xfff;
 const INET_DIAG_MSG_LEN: usize = 72;
 
@@ -24,12 +22,8 @@ pub struct TcpSock {
     pub cong: String,
 }
 
-fn nla_align(n: usize) -> usize {
-    (n + 3) & !3
-}
-
+/// struct inet_diag_req_v2: family, protocol, ext, pad, states, sockid (48).
 fn request(family: u8) -> Vec<u8> {
-    // struct inet_diag_req_v2: family, protocol, ext, pad, states, sockid (48)
     let mut req = vec![
         family,
         libc::IPPROTO_TCP as u8,
@@ -38,15 +32,7 @@ fn request(family: u8) -> Vec<u8> {
     ];
     req.extend_from_slice(&TCP_STATES_ALL.to_ne_bytes());
     req.extend_from_slice(&[0u8; 48]);
-    let len = 16 + req.len();
-    let mut msg = Vec::with_capacity(len);
-    msg.extend_from_slice(&(len as u32).to_ne_bytes());
-    msg.extend_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
-    msg.extend_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
-    msg.extend_from_slice(&1u32.to_ne_bytes()); // seq
-    msg.extend_from_slice(&0u32.to_ne_bytes()); // pid
-    msg.extend_from_slice(&req);
-    msg
+    req
 }
 
 fn addr(family: u8, raw: &[u8], port_be: &[u8]) -> SocketAddr {
@@ -74,20 +60,10 @@ fn parse_msg(body: &[u8]) -> Option<TcpSock> {
     let remote = addr(family, &id[20..36], &id[2..4]);
     let cookie = u32::from_ne_bytes(id[40..44].try_into().ok()?) as u64
         | (u32::from_ne_bytes(id[44..48].try_into().ok()?) as u64) << 32;
-    let mut cong = String::new();
-    let mut off = INET_DIAG_MSG_LEN;
-    while off + 4 <= body.len() {
-        let len = u16::from_ne_bytes([body[off], body[off + 1]]) as usize;
-        let ty = u16::from_ne_bytes([body[off + 2], body[off + 3]]);
-        if len < 4 || off + len > body.len() {
-            break;
-        }
-        if ty == INET_DIAG_CONG {
-            let v = &body[off + 4..off + len];
-            cong = String::from_utf8_lossy(v.split(|b| *b == 0).next().unwrap_or(&[])).into();
-        }
-        off += nla_align(len);
-    }
+    let cong = netlink::attrs(&body[INET_DIAG_MSG_LEN..])
+        .find(|(ty, _)| *ty == INET_DIAG_CONG)
+        .map(|(_, v)| String::from_utf8_lossy(v.split(|b| *b == 0).next().unwrap_or(&[])).into())
+        .unwrap_or_default();
     Some(TcpSock {
         local,
         remote,
@@ -98,68 +74,12 @@ fn parse_msg(body: &[u8]) -> Option<TcpSock> {
 }
 
 fn dump(family: u8) -> io::Result<Vec<TcpSock>> {
-    // SAFETY: plain socket syscalls on an fd we own and close.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
-            NETLINK_SOCK_DIAG,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let close = scopeguard(fd);
-    let msg = request(family);
-    // SAFETY: msg is a valid buffer of msg.len() bytes.
-    if unsafe { libc::send(fd, msg.as_ptr().cast(), msg.len(), 0) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let fd = netlink::socket(NETLINK_SOCK_DIAG)?;
     let mut out = Vec::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    'recv: loop {
-        // SAFETY: buf is valid for buf.len() bytes.
-        let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let data = &buf[..n as usize];
-        let mut off = 0;
-        while off + 16 <= data.len() {
-            let len = u32::from_ne_bytes(data[off..off + 4].try_into().unwrap()) as usize;
-            let ty = u16::from_ne_bytes(data[off + 4..off + 6].try_into().unwrap());
-            if len < 16 || off + len > data.len() {
-                break;
-            }
-            match ty {
-                NLMSG_DONE => break 'recv,
-                NLMSG_ERROR => {
-                    let err = i32::from_ne_bytes(data[off + 16..off + 20].try_into().unwrap());
-                    if err != 0 {
-                        return Err(io::Error::from_raw_os_error(-err));
-                    }
-                }
-                _ => out.extend(parse_msg(&data[off + 16..off + len])),
-            }
-            off += (len + 3) & !3;
-        }
-        if n == 0 {
-            break;
-        }
-    }
-    drop(close);
+    netlink::dump(&fd, SOCK_DIAG_BY_FAMILY, 1, &request(family), |_, body| {
+        out.extend(parse_msg(body))
+    })?;
     Ok(out)
-}
-
-struct FdGuard(i32);
-impl Drop for FdGuard {
-    fn drop(&mut self) {
-        // SAFETY: we own the fd.
-        unsafe { libc::close(self.0) };
-    }
-}
-fn scopeguard(fd: i32) -> FdGuard {
-    FdGuard(fd)
 }
 
 /// All TCP sockets (v4 and v6) of this network namespace.
@@ -180,7 +100,7 @@ mod tests {
 
     #[test]
     fn request_layout() {
-        let r = request(libc::AF_INET as u8);
+        let r = netlink::request(SOCK_DIAG_BY_FAMILY, 1, &request(libc::AF_INET as u8));
         assert_eq!(r.len(), 16 + 56);
         assert_eq!(u32::from_ne_bytes(r[0..4].try_into().unwrap()), 72);
         assert_eq!(r[16], libc::AF_INET as u8);

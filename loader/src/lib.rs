@@ -8,6 +8,7 @@ pub mod config;
 pub mod diag;
 pub mod doctor;
 pub mod error;
+pub mod netlink;
 pub mod serve;
 pub mod stats;
 pub mod sysctl;

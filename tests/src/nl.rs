@@ -1,12 +1,12 @@
 //! Queue statistics of a qdisc over rtnetlink (RTM_GETQDISC), so the lab can
 //! sample the bottleneck every few milliseconds without spawning `tc`.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
+
+use ccload::netlink::{self, attrs};
 
 const RTM_GETQDISC: u16 = 38;
 const RTM_NEWQDISC: u16 = 36;
-const NLMSG_ERROR: u16 = 2;
-const NLMSG_DONE: u16 = 3;
 const TCA_KIND: u16 = 1;
 const TCA_STATS2: u16 = 7;
 const TCA_STATS_BASIC: u16 = 1;
@@ -34,52 +34,15 @@ pub struct QdiscProbe {
     seq: u32,
 }
 
-fn align4(n: usize) -> usize {
-    (n + 3) & !3
-}
-
-fn u16_at(b: &[u8], o: usize) -> u16 {
-    u16::from_ne_bytes([b[o], b[o + 1]])
-}
-
 fn u32_at(b: &[u8], o: usize) -> u32 {
     u32::from_ne_bytes(b[o..o + 4].try_into().unwrap())
-}
-
-/// Iterate netlink attributes in `b`: (type, payload).
-fn attrs(b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
-    let mut o = 0;
-    std::iter::from_fn(move || {
-        if o + 4 > b.len() {
-            return None;
-        }
-        let len = u16_at(b, o) as usize;
-        if len < 4 || o + len > b.len() {
-            return None;
-        }
-        let item = (u16_at(b, o + 2) & 0x3fff, &b[o + 4..o + len]);
-        o += align4(len);
-        Some(item)
-    })
 }
 
 impl QdiscProbe {
     /// A probe for device `ifindex` of the calling thread's namespace.
     pub fn new(ifindex: i32) -> std::io::Result<QdiscProbe> {
-        // SAFETY: socket(2); the fd is owned below.
-        let fd = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                libc::NETLINK_ROUTE,
-            )
-        };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
         Ok(QdiscProbe {
-            // SAFETY: fresh fd we own.
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            fd: netlink::socket(libc::NETLINK_ROUTE)?,
             ifindex,
             seq: 0,
         })
@@ -88,55 +51,16 @@ impl QdiscProbe {
     /// All qdiscs of the device, root first as the kernel lists them.
     pub fn sample(&mut self) -> std::io::Result<Vec<QdiscStats>> {
         self.seq += 1;
-        // nlmsghdr (16) + tcmsg (20)
-        let mut req = [0u8; 36];
-        req[0..4].copy_from_slice(&36u32.to_ne_bytes());
-        req[4..6].copy_from_slice(&RTM_GETQDISC.to_ne_bytes());
-        let flags = (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16;
-        req[6..8].copy_from_slice(&flags.to_ne_bytes());
-        req[8..12].copy_from_slice(&self.seq.to_ne_bytes());
-        req[20..24].copy_from_slice(&self.ifindex.to_ne_bytes());
-        // SAFETY: sending our buffer on our socket (to the kernel, pid 0).
-        let n = unsafe { libc::send(self.fd.as_raw_fd(), req.as_ptr().cast(), req.len(), 0) };
-        if n < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+        // struct tcmsg (20 bytes); the kernel dumps every device, filtered here.
+        let mut tcmsg = [0u8; 20];
+        tcmsg[4..8].copy_from_slice(&self.ifindex.to_ne_bytes());
         let mut out = Vec::new();
-        let mut buf = vec![0u8; 65536];
-        loop {
-            // SAFETY: receiving into our buffer.
-            let n =
-                unsafe { libc::recv(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-            if n < 0 {
-                return Err(std::io::Error::last_os_error());
+        netlink::dump(&self.fd, RTM_GETQDISC, self.seq, &tcmsg, |ty, m| {
+            if ty == RTM_NEWQDISC && m.len() >= 20 && u32_at(m, 4) as i32 == self.ifindex {
+                out.push(parse_qdisc(m));
             }
-            let b = &buf[..n as usize];
-            let mut o = 0;
-            while o + 16 <= b.len() {
-                let len = u32_at(b, o) as usize;
-                let ty = u16_at(b, o + 4);
-                if len < 16 || o + len > b.len() {
-                    break;
-                }
-                match ty {
-                    NLMSG_DONE => return Ok(out),
-                    NLMSG_ERROR => {
-                        let err = u32_at(b, o + 16) as i32;
-                        if err != 0 {
-                            return Err(std::io::Error::from_raw_os_error(-err));
-                        }
-                    }
-                    RTM_NEWQDISC if len >= 36 => {
-                        let m = &b[o + 16..o + len];
-                        if u32_at(m, 4) as i32 == self.ifindex {
-                            out.push(parse_qdisc(m));
-                        }
-                    }
-                    _ => {}
-                }
-                o += align4(len);
-            }
-        }
+        })?;
+        Ok(out)
     }
 
     /// The qdisc with `handle` (e.g. 0x0010_0000 for "10:", handles are hex).
