@@ -73,11 +73,9 @@ fn check_algo(name: &str) -> Result<()> {
     if let Ok(a) = name.parse::<Algo>() {
         bail!("{a} is not attached: run `ccload attach --algo {a}` first");
     }
-    let avail = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
-        .unwrap_or_default();
     bail!(
         "unknown congestion control `{name}` (available: {})",
-        avail.trim()
+        bpf::available_ccs().unwrap_or_default().join(" ")
     )
 }
 

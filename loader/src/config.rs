@@ -93,8 +93,11 @@ fn default_metrics() -> String {
 fn default_on_exit() -> OnExit {
     OnExit::Keep
 }
+/// Where `serve` fans telemetry out and `watch` looks for it.
+pub const DEFAULT_SOCKET: &str = "/run/ccload/telemetry.sock";
+
 fn default_socket() -> PathBuf {
-    "/run/ccload/telemetry.sock".into()
+    DEFAULT_SOCKET.into()
 }
 
 impl Default for ServeCfg {
@@ -326,10 +329,9 @@ pub fn parse(file: &Path, text: &str) -> Result<Desired> {
     Ok(d)
 }
 
+/// A registered congestion control that is not one of ours.
 fn kernel_cc_available(name: &str) -> bool {
-    let avail = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
-        .unwrap_or_default();
-    avail.split_whitespace().any(|n| n == name) && name.parse::<Algo>().is_err()
+    bpf::is_registered(name) && name.parse::<Algo>().is_err()
 }
 
 /// One change `apply` makes.

@@ -17,7 +17,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -222,13 +221,6 @@ fn apply(d: &Desired, verbose: bool) -> Result<()> {
     config::save_profile_names(d)
 }
 
-struct Fd(i32);
-impl AsRawFd for Fd {
-    fn as_raw_fd(&self) -> i32 {
-        self.0
-    }
-}
-
 type Queue = std::rc::Rc<std::cell::RefCell<Vec<Vec<u8>>>>;
 
 /// Ring buffers of every attached controller, with their consumer locks.
@@ -370,7 +362,8 @@ async fn main_loop(
             // SAFETY: the epoll fd belongs to `rings.rb`, which outlives
             // `afd` (dropped before `rings` is replaced on reload).
             Some(rb) => Some(
-                unsafe { AsyncFd::register(Fd(rb.epoll_fd())) }.map_err(|e| e.into_parts().1)?,
+                unsafe { AsyncFd::register(watch::FdWrap(rb.epoll_fd())) }
+                    .map_err(|e| e.into_parts().1)?,
             ),
             None => None,
         };
@@ -464,5 +457,5 @@ async fn main_loop(
 
 /// Connect to a running daemon's telemetry socket, if there is one.
 pub fn daemon_socket() -> Option<std::os::unix::net::UnixStream> {
-    std::os::unix::net::UnixStream::connect("/run/ccload/telemetry.sock").ok()
+    std::os::unix::net::UnixStream::connect(config::DEFAULT_SOCKET).ok()
 }

@@ -62,7 +62,8 @@ pub fn lock_consumer(algo: Algo) -> Result<ConsumerLock> {
     Ok(ConsumerLock(f))
 }
 
-struct FdWrap(i32);
+/// A borrowed raw fd for tokio's AsyncFd (the owner outlives the wrapper).
+pub(crate) struct FdWrap(pub(crate) i32);
 impl AsRawFd for FdWrap {
     fn as_raw_fd(&self) -> i32 {
         self.0
@@ -127,11 +128,7 @@ pub fn run(o: WatchOpts) -> Result<()> {
         }
     }
     let _every = EveryGuard(restore);
-    let drops_at_start: Vec<u64> = o
-        .algos
-        .iter()
-        .map(|a| bpf::read_stats(*a).map(|s| s[intf::CCL_STAT_RB_RESERVE_FAIL as usize]))
-        .collect::<Result<_>>()?;
+    let drops_at_start = ring_drops(&o.algos)?;
 
     let queue = std::rc::Rc::new(std::cell::RefCell::new(Vec::<Event>::new()));
     let mut builder = RingBufferBuilder::new();
@@ -256,6 +253,14 @@ fn truncate(s: &str, n: usize) -> &str {
     }
 }
 
+/// Records each algorithm's kernel dropped so far (ring buffer full).
+fn ring_drops(algos: &[Algo]) -> Result<Vec<u64>> {
+    algos
+        .iter()
+        .map(|a| bpf::read_stats(*a).map(|s| s[intf::CCL_STAT_RB_RESERVE_FAIL as usize]))
+        .collect()
+}
+
 /// Renders events as table, JSON lines or CSV.
 struct Printer {
     format: Format,
@@ -348,12 +353,11 @@ impl Printer {
 /// every record as a little-endian u32 length and the raw bytes.
 fn run_from_daemon(o: WatchOpts, sock: std::os::unix::net::UnixStream) -> Result<()> {
     use std::io::Read;
-    eprintln!("ccload: reading telemetry from the ccload daemon (/run/ccload/telemetry.sock)");
-    let drops0: Vec<u64> = o
-        .algos
-        .iter()
-        .map(|a| bpf::read_stats(*a).map(|s| s[intf::CCL_STAT_RB_RESERVE_FAIL as usize]))
-        .collect::<Result<_>>()?;
+    eprintln!(
+        "ccload: reading telemetry from the ccload daemon ({})",
+        crate::config::DEFAULT_SOCKET
+    );
+    let drops0 = ring_drops(&o.algos)?;
     let mut pr = Printer::new(&o);
     let start = Instant::now();
     let mut sock = sock;

@@ -137,10 +137,7 @@ impl Drop for Attached {
 }
 
 pub fn registered(name: &str) -> bool {
-    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
-        .unwrap()
-        .split_whitespace()
-        .any(|n| n == name)
+    ccload::bpf::is_registered(name)
 }
 
 /// Wait (bounded) until `f` holds; returns whether it did.

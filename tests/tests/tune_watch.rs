@@ -108,7 +108,7 @@ fn watch_json_is_well_formed_and_plausible_and_every_restores() {
                 "rtt_max {mx} us beyond queue + 20 ms"
             );
         }
-        assert!((i(&r, "srtt_us") as f64) < qmax_us + 20_000.0);
+        assert!((i(&r, "srtt_us") as f64) < qmax_us + 20_000.0, "{r}");
     }
     assert!(n >= 20, "only {n} records for a 20 MB transfer");
     let err = w.stop();

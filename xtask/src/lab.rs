@@ -78,13 +78,6 @@ fn ccload(args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&o.stdout).into_owned())
 }
 
-fn registered(name: &str) -> bool {
-    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
-        .unwrap_or_default()
-        .split_whitespace()
-        .any(|n| n == name)
-}
-
 /// Our controllers this run attached (detached again on drop) and the
 /// tunables it changed (reset on drop).
 struct KernelState {
@@ -99,7 +92,7 @@ impl KernelState {
             if KERNEL_CCS.contains(&name.as_str()) || st.attached.contains(&name) {
                 continue;
             }
-            if !registered(&name) {
+            if !ccload_itests::registered(&name) {
                 ccload(&["attach", "--algo", &name])?;
                 st.attached.push(name);
             }
