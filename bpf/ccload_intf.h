@@ -64,6 +64,8 @@ enum ccl_stat_idx {
 	CCL_STAT_EST_SAMPLES,	    /* hetcp: GTSW bandwidth samples */
 	CCL_STAT_EARLY_CUTS,	    /* ctcp_plus: rule (2) 2/3 cuts; ub_reno: W_full found */
 	CCL_STAT_EARLY_DECS,	    /* ctcp_plus: rule (3) -1/2 steps; ub_reno: LSRTT changes */
+	CCL_STAT_LOSS_CONGESTIVE,   /* ccpd: loss events classified congestive (hold at target) */
+	CCL_STAT_LOSS_RANDOM,	    /* ccpd: loss events classified random (window held) */
 	CCL_NR_STATS,
 };
 
@@ -97,15 +99,16 @@ enum ccl_phase {
 	X(kp_q10, "kp", 1024, 2048, 256, 16384, "", "Kp, window segments per segment of free storage") \
 	X(kd_ms, "kd", 1, 100, 0, 10000, "ms", "Kd, derivative gain time constant; 0 disables D")  \
 	X(g_max_q10, "g_max", 1024, 256, 0, 1024, "", "clamp of Kd/dt (stability margin)")          \
-	X(gamma_q10, "gamma", 1024, 0, 0, 1024, "", "L1 smoothing gain; 0 = auto 1.5/(1+2Kp)")     \
+	X(gamma_q10, "gamma", 1024, 0, 0, 1024, "", "L1 smoothing gain; 0 = auto 1/(1+2Kp)")     \
 	X(b_min, "b_min", 1, 4, 0, 1000, "segments", "floor of the buffer estimate B")              \
 	X(cwnd_min, "cwnd_min", 1, 2, 2, 64, "segments", "smallest window")                         \
-	X(probe_segs, "probe_segs", 1, 1, 1, 8, "segments", "packet-pair unit")                    \
+	X(probe_segs, "probe_segs", 1, 2, 1, 8, "segments", "packet-pair unit")                    \
 	X(probe_every, "probe_every", 1, 1, 1, 64, "rounds", "rounds between pair attempts")       \
 	X(cap_epoch, "cap_epoch", 1, 8, 1, 64, "rounds", "CapProbe min-RTT-sum filter epoch")      \
 	X(cap_max_mbps, "cap_max", 1, 0, 0, 400000, "Mbit/s", "reject faster pair samples; 0 = off") \
-	X(pair_min_ns, "pair_min", 1, 1000, 0, 1000000, "ns", "reject smaller ACK dispersions")    \
+	X(pair_min_ns, "pair_min", 1, 10000, 0, 1000000, "ns", "reject smaller ACK dispersions")    \
 	X(bmax_on_loss, "bmax_on_loss", 1, 0, 0, 1, "", "on loss in CA reset rtt_max to rtts")     \
+	X(ss_exit, "ss_exit", 1, 1, 0, 1, "", "1 = slow start ends when the RTT shows a queue; 0 = at the first loss (paper)") \
 	X(trace_every, "trace_every", 1, 1, 0, 1000, "rounds", "telemetry every N rounds; 0 = off")
 
 /* HE-TCP, ALGORITHMS.md 2.4 */
@@ -115,7 +118,7 @@ enum ccl_phase {
 	X(si_div, "si_div", 1, 10, 1, 100, "", "SampleInterval = cwnd / si_div")                  \
 	X(si_small, "si_small", 1, 10, 1, 1000, "segments", "below this cwnd SampleInterval = 1") \
 	X(low_wnd, "low_wnd", 1, 0, 0, 10000, "segments", "below it ssthresh is not written (Reno)") \
-	X(ss_mode, "ss_mode", 1, 0, 0, 1, "", "1 = slow start exits at max(GTSW, burst estimate)") \
+	X(ss_mode, "ss_mode", 1, 0, 0, 2, "", "slow start: 0 = ends when a sample sees a queue, 1 = max(GTSW, burst), 2 = literal Fig. 2") \
 	X(rto_reset, "rto_reset", 1, 0, 0, 1, "", "1 = reset the estimator on RTO too")           \
 	X(ssth_floor, "ssth_floor", 1, 2, 2, 100, "segments", "floor of the written ssthresh")     \
 	X(trace_every, "trace_every", 1, 1, 0, 1000, "samples", "telemetry every N samples; 0 = off")
@@ -145,6 +148,7 @@ enum ccl_phase {
 	X(extra_enable, "extra", 1, 1, 0, 1, "", "0 = plain Reno")                                 \
 	X(md_base, "md_base", 1, 0, 0, 1, "", "loss halves: 0 = Reno window, 1 = cwnd_p")          \
 	X(rto_keep_wfull, "rto_keep_wfull", 1, 1, 0, 1, "", "keep W_full across an RTO")           \
+	X(zero_on_c, "zero_on_c", 1, 0, 0, 1, "", "1 = literal: C > alpha zeroes the extra window; 0 = lower W_full by beta") \
 	X(ls_shift, "ls_shift", 1, 4, 1, 8, "", "LSRTT EWMA gain 2^-n between level shifts")       \
 	X(ls_nu_shift, "ls_nu_shift", 1, 6, 3, 10, "", "CUSUM drift = mean / 2^n")                 \
 	X(ls_nu_min_us, "ls_nu_min", 1, 20, 0, 10000, "us", "CUSUM drift floor")                   \
@@ -207,8 +211,9 @@ struct ccl_param_desc {
 	X(s32, delta_q10, "seg/1024", "L1 window change before gamma")          \
 	X(u32, w_q10, "seg/1024", "CCPD window")                                \
 	X(u32, cwnd_hold, "seg", "window held in recovery")                     \
-	X(u32, losses_held, "pkts", "cumulative packets lost while holding")    \
-	X(u32, mode, "", "law in force (0 = L0, 1 = L1)")
+	X(u32, mode, "", "law in force (0 = L0, 1 = L1)")                       \
+	X(u32, cwnd_max, "seg", "clamp P + B - margin (0 = no estimate)")        \
+	X(u32, loss_class, "", "last loss: 1 = congestive, 2 = random")
 
 #define CCL_TEL_HETCP(X)                                                         \
 	X(u64, cur_bw_q8, "seg/s/256", "CurBW")                                 \

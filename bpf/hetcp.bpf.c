@@ -13,7 +13,8 @@
  *   on triple dupack: cwnd /= 2, BW = 0, ssthresh = 0
  *
  * Park, Lee, Kim, Kang: "HE-TCP: a high efficient TCP for high
- * bandwidth-delay product networks", ICCS 2007.  Spec: ALGORITHMS.md 2.
+ * bandwidth-delay product networks", ICCS 2007.  How it works and why it
+ * deviates: docs/hetcp.md.
  *
  * Deviations (spec 2.2, interpretation register 10-13):
  *  1. PacketCnt counts acknowledged segments (Linux receivers delay ACKs);
@@ -23,8 +24,14 @@
  *     ssthresh = ssth_floor (CA until the next estimate).
  *  3. RTO (not in the paper): kernel RTO behaviour with the estimator kept
  *     (rto_reset = 0), so the window regrows by RI to the last BDP estimate.
- *  4. Initial slow start and the small-window threshold are tunables
- *     (ss_mode, low_wnd), defaults as Fig. 2.
+ *  4. Initial slow start (ss_mode 0, default): before the first loss a GTSW
+ *     sample ends slow start only when its RTT shows a queue (rtt >= BaseRTT
+ *     + max(2 ms, BaseRTT/8)) and the estimator has 2 samples; ssthresh is
+ *     then min(cwnd, max(GTSW, burst estimate)).  Read literally (ss_mode 2),
+ *     Fig. 2 writes ssthresh from the first sample, which measures the flow's
+ *     own slow-start rate: measured at 100 Mbit/s, 80 ms, ssthresh 2 at round
+ *     0 and 11.6 Mbit/s over 10 s.  ss_mode 1 keeps max(GTSW, burst).
+ *     low_wnd (default 0) as Fig. 2.
  *
  *   phases:   SS --loss--> (PRR halving) --> CA <--> RI
  *             RI: cwnd < ssthresh after a loss (+1 per segment toward the BDP)
@@ -40,6 +47,7 @@ CCL_DEFINE_PARAMS_READER(hetcp_params, struct ccl_hetcp_params, CCL_HETCP_PARAMS
 enum hetcp_flags {
 	F_FIRST_LOSS = 1, /* a loss has been seen: RI instead of SS */
 	F_PENDING_CA = 2, /* write ssthresh = floor at the next cong_avoid */
+	F_SS_DONE = 4,	  /* ss_mode 0: a queueing sample has ended slow start */
 };
 
 /* Per-flow state (64 bytes of icsk_ca_priv). */
@@ -55,6 +63,7 @@ struct hetcp {
 	u32 round_cnt;	  /* rounds since init */
 	u32 samples;	  /* GTSW samples since init */
 	u32 losses;	  /* loss events */
+	u32 last_rtt_us;  /* last RTT sample, us */
 	u8 flags;	  /* enum hetcp_flags */
 };
 
@@ -91,7 +100,10 @@ void BPF_PROG(hetcp_pkts_acked, struct sock *sk, const struct ack_sample *sample
 {
 	struct hetcp *ca = inet_csk_ca(sk);
 
-	if (sample->rtt_us > 0 && (u32)sample->rtt_us < ca->base_rtt_us)
+	if (sample->rtt_us <= 0)
+		return;
+	ca->last_rtt_us = sample->rtt_us;
+	if ((u32)sample->rtt_us < ca->base_rtt_us)
 		ca->base_rtt_us = sample->rtt_us;
 }
 
@@ -163,7 +175,7 @@ void BPF_PROG(hetcp_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 		s.pre_bw_q8 = ca->pre_bw_q8;
 		hetcp_gtsw(&s);
 		ca->gtsw_ssth = s.ssth;
-		if (p.ss_mode && !(ca->flags & F_FIRST_LOSS)) {
+		if (!(ca->flags & F_FIRST_LOSS)) {
 			u32 burst = ccl_sat32(s.cur_q8 * ca->base_rtt_us / (CCL_USEC_PER_SEC << 8));
 
 			if (burst > ca->ss_burst)
@@ -172,9 +184,21 @@ void BPF_PROG(hetcp_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 		if (tp->snd_cwnd >= p.low_wnd) {
 			u32 ssth = s.ssth;
 
-			if (p.ss_mode && !(ca->flags & F_FIRST_LOSS) && ca->ss_burst > ssth)
-				ssth = ca->ss_burst;
-			tp->snd_ssthresh = ssth > p.ssth_floor ? ssth : p.ssth_floor;
+			if (!(ca->flags & (F_FIRST_LOSS | F_SS_DONE)) && p.ss_mode == HETCP_SS_QUEUE) {
+				/* v2: slow start ends only on a sample that sees a queue */
+				ssth = hetcp_ss_exit(ca->samples + 1, ca->last_rtt_us, ca->base_rtt_us,
+						     tp->snd_cwnd, s.ssth, ca->ss_burst,
+						     p.ssth_floor);
+				if (ssth) {
+					tp->snd_ssthresh = ssth;
+					ca->flags |= F_SS_DONE;
+				}
+			} else {
+				if (p.ss_mode == HETCP_SS_BURST && !(ca->flags & F_FIRST_LOSS) &&
+				    ca->ss_burst > ssth)
+					ssth = ca->ss_burst;
+				tp->snd_ssthresh = ssth > p.ssth_floor ? ssth : p.ssth_floor;
+			}
 		}
 		ca->pre_bw_q8 = s.bw_q8;
 		ca->pre_time_us = now;

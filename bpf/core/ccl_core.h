@@ -22,9 +22,22 @@
 #define CCL_CORE
 #endif
 
+#ifndef __bpf__
+#include <stdbool.h>
+#endif
+
 #define CCL_U32_MAX 0xffffffffU
 #define CCL_USEC_PER_SEC 1000000ULL
 #define CCL_NSEC_PER_SEC 1000000000ULL
+
+/* enum tcp_ca_state values (kernel ABI), for cores that take a state. */
+enum ccl_ca_state {
+	CCL_CA_OPEN = 0,
+	CCL_CA_DISORDER = 1,
+	CCL_CA_CWR = 2,
+	CCL_CA_RECOVERY = 3,
+	CCL_CA_LOSS = 4,
+};
 
 CCL_CORE u64 ccl_min64(u64 a, u64 b)
 {

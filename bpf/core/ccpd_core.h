@@ -59,10 +59,15 @@ CCL_CORE void ccpd_estimate(u32 c_sps, u32 rtt_min_us, u32 rtt_max_us, u32 rtts_
 	e->x_q10 = ccl_sat32(ccl_segs_q10(c_sps, qnow));
 }
 
-/* gamma = 1.5 / (1 + 2 Kp): 3/4 of the per-round stability bound 2/(1+2Kp). */
+/*
+ * gamma = 1 / (1 + 2 Kp).  The RTT read at a round start measures the window
+ * of the round before, and with that one-round delay the linearised loop is
+ * stable for gamma (1 + 2 Kp) below about 1.05..1.35 (buffers 0.25..2 BDP),
+ * not 2: 1.5/(1+2Kp) swings the queue between empty and full (docs/ccpd.md).
+ */
 CCL_CORE u32 ccpd_gamma_auto_q10(u32 kp_q10)
 {
-	return (u32)(1536ULL * 1024 / (1024 + 2 * (u64)kp_q10));
+	return (u32)(1024ULL * 1024 / (1024 + 2 * (u64)kp_q10));
 }
 
 /* g = Kd / (t_k - t_{k-1}) with Kd in ms and dt the round duration, clamped. */
@@ -142,6 +147,553 @@ CCL_CORE void ccpd_law_l0(struct ccpd_law *l, u32 round_start)
 	l->e_q10 = (s32)e;
 	l->delta_q10 = 0;
 	l->w_out_q10 = ccpd_clamp_w_q10(w, l->cwnd_min, l->cwnd_max);
+}
+
+
+/* ---------------------------------------------------------------------------
+ * The hooks, as pure functions on the per-flow state below.  bpf/ccpd.bpf.c
+ * copies kernel fields into a `struct ccpd_ack` and writes back what these
+ * return; the host closed-loop model (loader/src/ccpd_loop_tests.rs) drives
+ * the same functions in the kernel's hook order.
+ * ------------------------------------------------------------------------- */
+
+enum ccpd_pair_state { CCPD_PAIR_IDLE = 0, CCPD_PAIR_ARMED = 1, CCPD_PAIR_HALF = 2 };
+
+/* Loss classes (docs/ccpd.md, "Loss"). */
+enum ccpd_loss_class { CCPD_LOSS_NONE = 0, CCPD_LOSS_CONGESTIVE = 1, CCPD_LOSS_RANDOM = 2 };
+
+/* Event bits returned to the caller, which counts them. */
+enum ccpd_ev { CCPD_EV_PAIR_OK = 1, CCPD_EV_PAIR_REJECT = 2, CCPD_EV_ROUND = 4 };
+
+#define CCPD_FB_EPOCH_ROUNDS 10 /* delivery-rate max window (E2), rounds */
+#define CCPD_CAP_EXPIRY_EPOCHS 4 /* a pair sample older than this expires */
+#define CCPD_CAP_OVER_FB_Q10 1280 /* C <= 1.25 x max delivery rate */
+
+/* Per-flow state: exactly the 104 bytes of icsk_ca_priv. */
+struct ccpd {
+	u64 pair_t1_ns;		  /* ns time of the ACK covering the first pair unit */
+	u32 cap_sps;		  /* C-hat from packet pairs, segments/s (0 = none) */
+	u32 fb_cur;		  /* delivery-rate max, current epoch, seg/s */
+	u32 fb_prev;		  /* ... previous epoch, seg/s */
+	u32 rtt_min_us;		  /* own min of RTT samples, us */
+	u32 rtt_max_us;		  /* max of own smoothed RTT, us */
+	u32 rtts_q3;		  /* own smoothed RTT x 8 (gain 1/8), us */
+	u32 next_round_delivered; /* round tracker: delivered count ending the round */
+	u32 round_start_us;	  /* (u32) time of the last round start, us */
+	u32 round_cnt;		  /* rounds since init */
+	u32 w_q10;		  /* CCPD window, segments x 1024 */
+	s32 e_prev_q10;		  /* last error (derivative memory), segments x 1024 */
+	s32 d_q10;		  /* derivative term in force, segments x 1024 */
+	u32 cwnd_hold;		  /* window held in recovery, segments */
+	u32 ss_target;		  /* slow-start target after RTO, segments */
+	u32 pair_seq;		  /* snd_nxt when the pair was armed */
+	u32 pair_rtt1_us;	  /* RTT sample of the first unit's ACK, us */
+	u32 round_min_us;	  /* smallest of the round's first RTT samples, us */
+	u32 best_dsum_us;	  /* CapProbe filter: min RTT sum this epoch, us */
+	u32 best_c_sps;		  /* ... and its capacity sample, segments/s */
+	u32 last_ack_us;	  /* (u32) time of the last ACK in Open (ACK-train check) */
+	u32 recov_exit_us;	  /* (u32) time Recovery/Loss was last left; 0 = never */
+	u16 fb_epoch_round;	  /* low 16 bits of round_cnt at the fb epoch start */
+	u16 cap_epoch_round;	  /* ... at the CapProbe epoch start */
+	u16 pair_round;		  /* low 16 bits of round_cnt at the last pair attempt */
+	u8 pair_state;		  /* enum ccpd_pair_state */
+	u8 phase;		  /* CCL_PHASE_SS / _CA / _SS_RTO */
+	u8 e_valid;		  /* e_prev_q10 is from the previous round */
+	u8 cap_age;		  /* CapProbe epochs since cap_sps was last refreshed */
+	u8 last_loss;		  /* enum ccpd_loss_class of the last loss event */
+	u8 round_samples;	  /* RTT samples of this round (low bits), train broken (high bit) */
+};
+
+/* What one ACK tells the controller (copied from tcp_sock and rate_sample). */
+struct ccpd_ack {
+	u64 now_ns;	     /* ktime, ns: packet-pair dispersion only */
+	u32 now_us;	     /* (u32) tcp_mstamp */
+	u32 ca_state;	     /* CCL_CA_* in force for this ACK */
+	u32 snd_cwnd;	     /* segments */
+	u32 cwnd_clamp;	     /* snd_cwnd_clamp */
+	u32 in_flight;	     /* packets in flight */
+	u32 mss;	     /* bytes */
+	u32 acked;	     /* rs->acked_sacked */
+	s32 rtt_us;	     /* rs->rtt_us, < 0 = no sample */
+	u32 delivered;	     /* rs->delivered */
+	s32 interval_us;     /* rs->interval_us */
+	s32 losses;	     /* rs->losses */
+	u32 app_limited;     /* rs->is_app_limited */
+	u32 cwnd_limited;    /* tcp_is_cwnd_limited() */
+	u32 has_prior;	     /* rs->prior_mstamp != 0 */
+	u32 prior_delivered; /* rs->prior_delivered */
+	u32 tp_delivered;    /* tp->delivered */
+	u32 snd_una;
+	u32 snd_nxt;
+};
+
+struct ccpd_out {
+	u32 snd_cwnd;	/* the window to write */
+	u32 reno_ai;	/* caller runs tcp_cong_avoid_ai(acked) on snd_cwnd instead */
+	u32 round_start;
+	u32 controlled; /* the law produced this window */
+	u32 c_sps;	/* capacity used */
+	u32 g_q10;	/* derivative gain of this round */
+	u32 ev;		/* enum ccpd_ev bits */
+	s32 losses;	/* packets lost while holding (for the stats) */
+	struct ccpd_law l;
+};
+
+CCL_CORE void ccpd_on_init(struct ccpd *ca, u32 delivered, u32 now_us)
+{
+	__builtin_memset(ca, 0, sizeof(*ca));
+	ca->rtt_min_us = CCL_U32_MAX;
+	ca->best_dsum_us = CCL_U32_MAX;
+	ca->round_min_us = CCL_U32_MAX;
+	ca->phase = CCL_PHASE_SS;
+	ca->next_round_delivered = delivered;
+	ca->round_start_us = now_us;
+}
+
+CCL_CORE u32 ccpd_rtts(const struct ccpd *ca)
+{
+	return ca->rtts_q3 >> 3;
+}
+
+CCL_CORE u32 ccpd_fb(const struct ccpd *ca)
+{
+	return ca->fb_cur > ca->fb_prev ? ca->fb_cur : ca->fb_prev;
+}
+
+/*
+ * E4 with the v2 cap: C = cap ? max(cap, fb) : fb, and C <= 1.25 fb.  A
+ * capacity below a measured delivery rate is impossible; one far above it is
+ * a compressed pair (token-bucket burst at an idle start, ACK batching), and
+ * an overestimate lifts the clamp above the path storage.
+ */
+CCL_CORE u32 ccpd_capacity(const struct ccpd *ca)
+{
+	u32 fb = ccpd_fb(ca);
+	u64 c = ca->cap_sps > fb ? ca->cap_sps : fb;
+
+	if (fb)
+		c = ccl_min64(c, (u64)fb * CCPD_CAP_OVER_FB_Q10 >> 10);
+	return (u32)c;
+}
+
+/*
+ * Clamp (v2): cwnd_max = min(snd_cwnd_clamp, P + B - margin), margin =
+ * max(2, B/8): below the path storage, so the law's own window never
+ * overflows the buffer.  Never below cwnd_min.
+ */
+CCL_CORE u32 ccpd_cwnd_max(const struct ccpd_est *e, u32 cwnd_min, u32 cwnd_clamp)
+{
+	u64 b = e->b_q10 >> 10, margin = ccl_max64(2, b / 8);
+	u64 store = ((u64)e->p_q10 + e->b_q10) >> 10;
+	u64 m = store > margin ? store - margin : 0;
+
+	m = ccl_min64(ccl_min64(m, cwnd_clamp), CCL_U32_MAX);
+	return (u32)ccl_max64(m, cwnd_min);
+}
+
+/* The estimates of E4 for the flow's current state and capacity c. */
+CCL_CORE void ccpd_estimate_of(const struct ccpd *ca, u32 c, u32 b_min, struct ccpd_est *e)
+{
+	u32 m = ca->rtt_min_us != CCL_U32_MAX ? ca->rtt_min_us : 0;
+
+	ccpd_estimate(c, m, ca->rtt_max_us, ccpd_rtts(ca), b_min, e);
+}
+
+/*
+ * The L1 equilibrium window, in segments:
+ *   target = w m / s + Kp B / (1 + 2 Kp)
+ * (the flow's pipe share plus the equilibrium queue x* = Kp B / (1 + 2 Kp)),
+ * with the pipe share also bounded by P = C m, and the whole at most cwnd_max.
+ */
+CCL_CORE u32 ccpd_law_target(const struct ccpd *ca, u32 w, const struct ccpd_est *e, u32 kp_q10,
+			     u32 cwnd_max)
+{
+	u32 m = ca->rtt_min_us != CCL_U32_MAX ? ca->rtt_min_us : 0;
+	u32 s = ccpd_rtts(ca) > m ? ccpd_rtts(ca) : m;
+	u64 share = s ? (u64)w * m / s : w;
+	u64 q = (u64)e->b_q10 * kp_q10 / (CCL_Q10 + 2 * (u64)kp_q10) >> 10;
+
+	share = ccl_min64(share, e->p_q10 >> 10);
+	return (u32)ccl_min64(share + q, cwnd_max);
+}
+
+/* E1: rtt_min, smoothed RTT (gain 1/8), rtt_max of the smoothed RTT. */
+CCL_CORE void ccpd_rtt_sample(struct ccpd *ca, s32 rtt)
+{
+	u32 r;
+
+	if (rtt <= 0)
+		return;
+	r = (u32)ccl_min64(rtt, 10000000);
+	if (r < ca->rtt_min_us)
+		ca->rtt_min_us = r;
+	if (!ca->rtts_q3)
+		ca->rtts_q3 = r << 3;
+	else
+		ca->rtts_q3 += r - (ca->rtts_q3 >> 3);
+	if (ccpd_rtts(ca) > ca->rtt_max_us)
+		ca->rtt_max_us = ccpd_rtts(ca);
+}
+
+/* E3b: packet-pair probe; adv = bytes acked beyond the pair's start. */
+CCL_CORE u32 ccpd_pair_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
+			   const struct ccpd_ack *a)
+{
+	u32 u = p->probe_segs * a->mss, ev = 0;
+	s32 adv = (s32)(a->snd_una - ca->pair_seq);
+
+	if (ca->pair_state == CCPD_PAIR_IDLE)
+		return 0;
+	if ((u16)(ca->round_cnt - ca->pair_round) > 2) {
+		ca->pair_state = CCPD_PAIR_IDLE;
+	} else if (ca->pair_state == CCPD_PAIR_ARMED) {
+		if (adv >= (s32)(2 * u)) {
+			ca->pair_state = CCPD_PAIR_IDLE; /* one ACK covered both */
+		} else if (adv >= (s32)u) {
+			ca->pair_t1_ns = a->now_ns;
+			ca->pair_rtt1_us = a->rtt_us > 0 ? (u32)a->rtt_us : 0;
+			ca->pair_state = CCPD_PAIR_HALF;
+		}
+	} else if (adv >= (s32)(2 * u)) { /* CCPD_PAIR_HALF */
+		u64 d = a->now_ns - ca->pair_t1_ns;
+
+		ev = CCPD_EV_PAIR_REJECT;
+		if (adv < (s32)(3 * u) && d >= p->pair_min_ns && d > 0 && a->rtt_us > 0 &&
+		    ca->pair_rtt1_us) {
+			/* Eq. 4: C = MSS / d, in segments/s. */
+			u64 c = (u64)p->probe_segs * CCL_NSEC_PER_SEC / d;
+			u64 cmax = p->cap_max_mbps ? (u64)p->cap_max_mbps * 125000 / (a->mss ?: 1)
+						   : ~0ULL;
+			u32 dsum = ca->pair_rtt1_us + (u32)a->rtt_us;
+
+			if (c <= cmax) {
+				ev = CCPD_EV_PAIR_OK;
+				/* CapProbe: keep the sample whose RTT sum is minimal. */
+				if (dsum < ca->best_dsum_us) {
+					ca->best_dsum_us = dsum;
+					ca->best_c_sps = ccl_sat32(c);
+				}
+			}
+		}
+		ca->pair_state = CCPD_PAIR_IDLE;
+	}
+	return ev;
+}
+
+/*
+ * E2, E3c at a round start in Open: epochs are counted in rounds since the
+ * epoch began, so a boundary that fell in Recovery/Loss is taken now.
+ */
+CCL_CORE void ccpd_epochs(struct ccpd *ca, const struct ccl_ccpd_params *p)
+{
+	if ((u16)(ca->round_cnt - ca->fb_epoch_round) >= CCPD_FB_EPOCH_ROUNDS) {
+		ca->fb_prev = ca->fb_cur;
+		ca->fb_cur = 0;
+		ca->fb_epoch_round = (u16)ca->round_cnt;
+	}
+	if ((u16)(ca->round_cnt - ca->cap_epoch_round) >= p->cap_epoch) {
+		if (ca->best_dsum_us != CCL_U32_MAX) {
+			ca->cap_sps = ca->best_c_sps;
+			ca->cap_age = 0;
+		} else if (ca->cap_sps && ++ca->cap_age >= CCPD_CAP_EXPIRY_EPOCHS) {
+			ca->cap_sps = 0; /* stale: the path may have changed */
+			ca->cap_age = 0;
+		}
+		ca->best_dsum_us = CCL_U32_MAX;
+		ca->cap_epoch_round = (u16)ca->round_cnt;
+	}
+}
+
+#define CCPD_SS_EXIT_MIN_US 4000   /* queueing-delay threshold bounds (as HyStart) */
+#define CCPD_SS_EXIT_MAX_US 16000
+#define CCPD_SS_EXIT_MIN_CWND 16
+#define CCPD_SS_EXIT_SAMPLES 8
+#define CCPD_TRAIN_GAP_US 2000 /* ACKs closer than this continue a train */
+#define CCPD_TRAIN_BROKEN 0x80
+
+/*
+ * Slow-start exit on delay (ss_exit = 1), HyStart's signal: the smallest of
+ * the first CCPD_SS_EXIT_SAMPLES RTT samples of the current round has risen
+ * by clamp(rtt_min / 8, 4 ms, 16 ms) over rtt_min, i.e. the window passed the
+ * pipe in the previous round and a queue stands between rounds.  The first
+ * samples of a round, not a smoothed RTT: unpaced slow-start trains leave at
+ * twice the bottleneck rate and queue half the window inside every round even
+ * far below the pipe, while the head of a train sees only a standing queue;
+ * and checked at the start of the round, not at its end, because the window
+ * doubles within the round.  Even so the delay signal lags (an RTT sample
+ * reports the queue when its packet was sent), so HyStart's second signal
+ * ends slow start too: the ACKs of the round have arrived as one train
+ * (gaps under 2 ms) for rtt_min / 2, so the window has reached the pipe.  Growth stops there and the law takes
+ * over; waiting for the first loss instead (the paper) doubles the window
+ * past the path storage and retransmits the overshoot (330 segments against
+ * cubic's 31 at 100 Mbit/s, 20 ms, 1 BDP).
+ */
+CCL_CORE bool ccpd_ss_queue_seen(u32 m, u32 s, u32 cwnd)
+{
+	u32 thr = m / 8;
+
+	if (!m || cwnd < CCPD_SS_EXIT_MIN_CWND)
+		return false;
+	thr = thr < CCPD_SS_EXIT_MIN_US ? CCPD_SS_EXIT_MIN_US : thr;
+	thr = thr > CCPD_SS_EXIT_MAX_US ? CCPD_SS_EXIT_MAX_US : thr;
+	return (u64)s >= (u64)m + thr;
+}
+
+/* gamma auto (v2): 1 / (1 + 2 Kp), inside the one-round-delay stability bound. */
+CCL_CORE u32 ccpd_gamma_of(const struct ccl_ccpd_params *p)
+{
+	return p->gamma_q10 ? p->gamma_q10 : ccpd_gamma_auto_q10(p->kp_q10);
+}
+
+/*
+ * pkts_acked, on every ACK just before cong_control: E1 (the RTT estimator)
+ * and the slow-start exit, in Open/Disorder/CWR only.  A hook of its own so
+ * that the verifier walks it apart from cong_control.
+ */
+CCL_CORE void ccpd_on_rtt(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 ca_state,
+			  s32 rtt_us, u32 now_us, u32 snd_cwnd)
+{
+	u32 m, n, round_min = CCL_U32_MAX;
+	bool train;
+
+	if (ca_state == CCL_CA_RECOVERY || ca_state == CCL_CA_LOSS)
+		return;
+	ccpd_rtt_sample(ca, rtt_us);
+	if (now_us - ca->last_ack_us > CCPD_TRAIN_GAP_US)
+		ca->round_samples |= CCPD_TRAIN_BROKEN;
+	ca->last_ack_us = now_us;
+	n = ca->round_samples & ~CCPD_TRAIN_BROKEN;
+	if (rtt_us > 0 && n < CCPD_SS_EXIT_SAMPLES) {
+		if ((u32)rtt_us < ca->round_min_us)
+			ca->round_min_us = (u32)rtt_us;
+		ca->round_samples++;
+		if (n + 1 == CCPD_SS_EXIT_SAMPLES)
+			round_min = ca->round_min_us;
+	}
+	if (ca->phase != CCL_PHASE_SS || !p->ss_exit || snd_cwnd < CCPD_SS_EXIT_MIN_CWND)
+		return;
+	m = ca->rtt_min_us != CCL_U32_MAX ? ca->rtt_min_us : 0;
+	train = !(ca->round_samples & CCPD_TRAIN_BROKEN) && m &&
+		now_us - ca->round_start_us >= m / 2;
+	if (train || (round_min != CCL_U32_MAX && ccpd_ss_queue_seen(m, round_min, snd_cwnd))) {
+		ca->phase = CCL_PHASE_CA;
+		ca->e_valid = 0;
+		ca->w_q10 = (u32)ccl_min64((u64)snd_cwnd << 10, CCL_U32_MAX);
+	}
+}
+
+/* cong_control: C1-C9 of every ACK. */
+CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
+			  const struct ccpd_ack *a, struct ccpd_out *o)
+{
+	struct ccpd_law *l = &o->l;
+	u32 dt_round = 0, cw;
+
+	__builtin_memset(o, 0, sizeof(*o));
+	o->snd_cwnd = a->snd_cwnd;
+
+	/* C1: round tracker (delivered-count rounds, ALGORITHMS 0.3). */
+	if (a->has_prior && (s32)(a->prior_delivered - ca->next_round_delivered) >= 0) {
+		ca->next_round_delivered = a->tp_delivered;
+		ca->round_cnt++;
+		dt_round = a->now_us - ca->round_start_us;
+		ca->round_start_us = a->now_us;
+		o->round_start = 1;
+		o->ev |= CCPD_EV_ROUND;
+	}
+
+	/* C2: fast recovery: hold the window; dupacks feed nothing. */
+	if (a->ca_state == CCL_CA_RECOVERY) {
+		if (a->losses > 0)
+			o->losses = a->losses;
+		o->snd_cwnd = ca->cwnd_hold > p->cwnd_min ? ca->cwnd_hold : p->cwnd_min;
+		o->c_sps = ccpd_capacity(ca);
+		return;
+	}
+
+	/* C3: after an RTO, slow start back to the last CCPD window. */
+	if (a->ca_state == CCL_CA_LOSS || ca->phase == CCL_PHASE_SS_RTO) {
+		u32 target = ca->ss_target > p->cwnd_min ? ca->ss_target : p->cwnd_min;
+
+		cw = (u32)ccl_min64((u64)a->snd_cwnd + a->acked, target);
+		cw = cw < a->cwnd_clamp ? cw : a->cwnd_clamp;
+		o->snd_cwnd = cw > p->cwnd_min ? cw : p->cwnd_min;
+		if (o->snd_cwnd >= target && a->ca_state == CCL_CA_OPEN) {
+			ca->phase = CCL_PHASE_CA;
+			ca->w_q10 = (u32)ccl_min64((u64)o->snd_cwnd << 10, CCL_U32_MAX);
+			ca->e_valid = 0;
+		}
+		o->c_sps = ccpd_capacity(ca);
+		return;
+	}
+
+	/* C4: estimators (Open, Disorder, CWR); E1 ran in ccpd_on_rtt. */
+	if (o->round_start) {
+		ca->round_min_us = CCL_U32_MAX;
+		ca->round_samples = 0;
+	}
+	if (a->interval_us > 0 && a->delivered > 0 && !a->app_limited) {
+		u64 dr = (u64)a->delivered * CCL_USEC_PER_SEC / (u64)a->interval_us;
+
+		if (dr > ca->fb_cur)
+			ca->fb_cur = ccl_sat32(dr);
+	}
+	o->ev |= ccpd_pair_ack(ca, p, a);
+	if (o->round_start)
+		ccpd_epochs(ca, p);
+	o->c_sps = ccpd_capacity(ca);
+
+	l->rtt_min_us = ca->rtt_min_us != CCL_U32_MAX ? ca->rtt_min_us : 0;
+	l->rtts_us = ccpd_rtts(ca);
+	l->in_flight = a->in_flight;
+	l->kp_q10 = p->kp_q10;
+	l->cwnd_min = p->cwnd_min;
+	ccpd_estimate(o->c_sps, l->rtt_min_us, ca->rtt_max_us, l->rtts_us, p->b_min, &l->est);
+
+	if (ca->phase == CCL_PHASE_SS) {
+		/* C5: slow start, estimators running; ends at the first loss or,
+		 * with ss_exit, in ccpd_on_rtt. */
+		if (a->cwnd_limited) {
+			cw = (u32)ccl_min64((u64)a->snd_cwnd + a->acked, a->cwnd_clamp);
+			o->snd_cwnd = cw;
+		}
+		ca->w_q10 = (u32)ccl_min64((u64)o->snd_cwnd << 10, CCL_U32_MAX);
+	} else if (!o->c_sps || l->rtt_min_us == 0) {
+		/* C6: CA before any capacity estimate: Reno AI (by the caller). */
+		o->reno_ai = a->cwnd_limited;
+		ca->w_q10 = (u32)ccl_min64((u64)o->snd_cwnd << 10, CCL_U32_MAX);
+	} else {
+		o->controlled = 1;
+		l->cwnd_max = ccpd_cwnd_max(&l->est, p->cwnd_min, a->cwnd_clamp);
+		l->w_q10 = ca->w_q10;
+		l->e_valid = ca->e_valid;
+		l->e_prev_q10 = ca->e_prev_q10;
+		l->dterm_in_q10 = ca->d_q10;
+		if (o->round_start)
+			o->g_q10 = ccpd_gain_q10(p->kd_ms, dt_round, p->g_max_q10);
+		l->g_q10 = o->g_q10;
+
+		if (p->mode == 0) {
+			/* C8: literal Eq. 3, every ACK. */
+			ccpd_law_l0(l, o->round_start);
+			if (o->round_start) {
+				ca->e_prev_q10 = l->e_q10;
+				ca->e_valid = 1;
+			}
+			ca->d_q10 = l->dterm_q10;
+			ca->w_q10 = l->w_out_q10;
+		} else if (o->round_start) {
+			/* C7: L1, once per round. */
+			l->gamma_q10 = ccpd_gamma_of(p);
+			ccpd_law_l1(l);
+			ca->e_prev_q10 = l->e_q10;
+			ca->e_valid = 1;
+			ca->d_q10 = l->dterm_q10;
+			ca->w_q10 = l->w_out_q10;
+		}
+		o->snd_cwnd = ca->w_q10 >> 10;
+		if (o->snd_cwnd < p->cwnd_min)
+			o->snd_cwnd = p->cwnd_min;
+	}
+
+	/* E3a: arm a packet pair when the window frees >= 2 units now; the
+	 * kernel sends the freed quota back to back right after this hook. */
+	if (ca->pair_state == CCPD_PAIR_IDLE &&
+	    (u16)(ca->round_cnt - ca->pair_round) >= p->probe_every &&
+	    !a->app_limited && o->snd_cwnd > a->in_flight &&
+	    o->snd_cwnd - a->in_flight >= 2 * p->probe_segs) {
+		ca->pair_seq = a->snd_nxt;
+		ca->pair_round = (u16)ca->round_cnt;
+		ca->pair_state = CCPD_PAIR_ARMED;
+	}
+}
+
+/*
+ * ssthresh (Recovery/CWR entry, RTO from Open): the window to hold.
+ *
+ * v2 loss classification.  A loss is congestive when
+ *   - the smoothed RTT shows a nearly full buffer: s >= m + 3/4 (rtt_max - m), or
+ *   - Recovery is re-entered within one RTT of leaving it, or
+ *   - the window is at the clamp: W >= cwnd_max - margin, or
+ *   - it ends slow start;
+ * then the hold is min(W, target) with target the L1 equilibrium window
+ * (below the path storage).  Otherwise it is random and W is held [P].
+ * Returns the hold (>= 2); the class is left in ca->last_loss.
+ */
+CCL_CORE u32 ccpd_on_ssthresh(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 snd_cwnd,
+			      u32 cwnd_clamp, u32 now_us)
+{
+	u32 c = ccpd_capacity(ca), m = ca->rtt_min_us, s = ccpd_rtts(ca);
+	u32 hold = snd_cwnd, cmax, target;
+	struct ccpd_est e;
+	bool cong = ca->phase == CCL_PHASE_SS;
+
+	if (m == CCL_U32_MAX || !c) {
+		/* No estimate yet: Reno's halving is the only safe choice. */
+		hold = snd_cwnd / 2;
+		ca->last_loss = CCPD_LOSS_CONGESTIVE;
+	} else {
+		ccpd_estimate_of(ca, c, p->b_min, &e);
+		cmax = ccpd_cwnd_max(&e, p->cwnd_min, cwnd_clamp);
+		if (ca->rtt_max_us > m && s >= m + (ca->rtt_max_us - m) / 4 * 3)
+			cong = true;
+		if (ca->recov_exit_us && now_us - ca->recov_exit_us < (s > m ? s : m))
+			cong = true;
+		if ((u64)snd_cwnd + ccl_max64(2, (e.b_q10 >> 10) / 8) >= cmax)
+			cong = true;
+		if (cong) {
+			target = ccpd_law_target(ca, snd_cwnd, &e, p->kp_q10, cmax);
+			hold = snd_cwnd < target ? snd_cwnd : target;
+		}
+		ca->last_loss = cong ? CCPD_LOSS_CONGESTIVE : CCPD_LOSS_RANDOM;
+	}
+	if (hold < p->cwnd_min)
+		hold = p->cwnd_min;
+	if (hold < 2)
+		hold = 2;
+	ca->cwnd_hold = hold;
+	if (ca->phase == CCL_PHASE_SS || ca->last_loss == CCPD_LOSS_CONGESTIVE)
+		ca->w_q10 = hold << 10;
+	if (ca->phase == CCL_PHASE_SS)
+		ca->phase = CCL_PHASE_CA;
+	if (p->bmax_on_loss && m != CCL_U32_MAX)
+		ca->rtt_max_us = s > m ? s : m;
+	return hold;
+}
+
+/*
+ * set_state(new), called before icsk_ca_state changes (old = current).
+ * Entry to Loss is handled here, not in cwnd_event(CA_EVENT_LOSS): an RTO in
+ * Recovery skips ssthresh() and CA_EVENT_LOSS and only calls set_state.
+ * Returns the slow-start target to write as snd_ssthresh on Loss entry, else 0.
+ */
+CCL_CORE u32 ccpd_on_set_state(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 old_state,
+			       u32 new_state, u32 snd_cwnd, u32 now_us)
+{
+	u32 w = ca->w_q10 >> 10;
+
+	if (new_state == CCL_CA_RECOVERY || new_state == CCL_CA_LOSS)
+		ca->pair_state = CCPD_PAIR_IDLE;
+	if (new_state == CCL_CA_LOSS && old_state != CCL_CA_LOSS) {
+		/* RTO: slow start from 1 back to the last CCPD window. */
+		ca->ss_target = w > p->cwnd_min ? w : p->cwnd_min;
+		ca->phase = CCL_PHASE_SS_RTO;
+		ca->e_valid = 0;
+		return ca->ss_target;
+	}
+	if ((old_state == CCL_CA_RECOVERY || old_state == CCL_CA_LOSS) &&
+	    (new_state == CCL_CA_OPEN || new_state == CCL_CA_DISORDER)) {
+		ca->w_q10 = (u32)ccl_min64((u64)ccl_max64(snd_cwnd, p->cwnd_min) << 10, CCL_U32_MAX);
+		ca->e_valid = 0;
+		ca->recov_exit_us = now_us ? now_us : 1;
+	}
+	return 0;
+}
+
+/* undo_cwnd: after a spurious loss or RTO the kernel's collapse is undone. */
+CCL_CORE u32 ccpd_on_undo(u32 snd_cwnd, u32 prior_cwnd)
+{
+	return snd_cwnd > prior_cwnd ? snd_cwnd : prior_cwnd;
 }
 
 #endif /* __CCPD_CORE_H */

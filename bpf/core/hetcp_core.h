@@ -60,6 +60,38 @@ CCL_CORE void hetcp_gtsw(struct hetcp_sample *s)
 	s->ssth = ccl_sat32(s->bw_q8 * s->base_rtt_us / (CCL_USEC_PER_SEC << 8));
 }
 
+/* Slow-start modes (tunable ss_mode). */
+enum hetcp_ss_mode {
+	HETCP_SS_QUEUE = 0,   /* v2 default: a sample ends slow start once it sees a queue */
+	HETCP_SS_BURST = 1,   /* until the first loss ssthresh = max(GTSW, burst estimate) */
+	HETCP_SS_LITERAL = 2, /* Fig. 2 literally: every sample writes ssthresh */
+};
+
+/*
+ * Default slow start (ALGORITHMS 6.2.1).  During slow start the ACK rate is
+ * the flow's own sending rate, about half the next round's window, so a GTSW
+ * sample measures the flow, not the path, and ending slow start on it (Fig. 2
+ * literally) leaves the flow at a fraction of the BDP.  A sample may end slow
+ * start only when it measures the path: its RTT shows a queue,
+ *   rtt >= BaseRTT + max(2 ms, BaseRTT / 8),
+ * and the estimator has at least 2 samples.  The window then already exceeds
+ * the BDP, so slow start ends at once:
+ *   ssthresh = min(cwnd, max(GTSW, burst estimate, floor)).
+ * Returns the ssthresh to write, or 0 while slow start continues (Reno's).
+ */
+CCL_CORE u32 hetcp_ss_exit(u32 samples, u32 rtt_us, u32 base_rtt_us, u32 snd_cwnd, u32 gtsw,
+			   u32 burst, u32 floor)
+{
+	u32 q = base_rtt_us / 8 > 2000 ? base_rtt_us / 8 : 2000, v;
+
+	if (samples < 2 || base_rtt_us == CCL_U32_MAX || (u64)rtt_us < (u64)base_rtt_us + q)
+		return 0;
+	v = gtsw > burst ? gtsw : burst;
+	v = v > floor ? v : floor;
+	v = v < snd_cwnd ? v : snd_cwnd;
+	return v > floor ? v : floor;
+}
+
 /* BW in Mbit/s for a segment size of mss bytes. */
 CCL_CORE u32 hetcp_bw_mbps(u64 bw_q8, u32 mss)
 {

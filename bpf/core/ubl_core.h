@@ -119,6 +119,7 @@ struct ubl_win {
 /* The extra-window tunables (clamped by the caller). */
 struct ubl_cfg {
 	u32 alpha_q16, beta_q16, a_q16, extra_enable, md_base, rto_keep_wfull;
+	u32 zero_on_c; /* 1 = literal U3: C > alpha zeroes the extra window */
 };
 
 /*
@@ -171,6 +172,15 @@ CCL_CORE void ubl_ack(struct ubl_win *w, u32 acked, u32 ssthresh, const struct u
  * Phases only move RAMP -> HOLD -> ZERO within a cycle.  Returns whether a t*
  * was found in this round.
  *
+ * v2 (ALGORITHMS 6.3, default): in RAMP/HOLD, C > alpha does not zero the
+ * extra window; it re-estimates the target lower,
+ *   W_full := beta * cwnd_p(t),  extra = max(0, W_full - cwnd_r),  HOLD,
+ * and again on every further round with C > alpha, so a real standing queue
+ * is backed off geometrically (3 % a round) while ACK-clock noise that
+ * lifts C a hair over alpha costs 3 % instead of the whole extra window.
+ * ZERO then only when cwnd_r >= W_full.  The last re-estimate is the W_full
+ * carried to the next cycle.  zero_on_c = 1 restores the literal rule.
+ *
  * The first round after recovery is not judged (settle): its RTT samples
  * belong to packets sent during recovery behind the queue that caused the
  * loss, so C(t) there is the old cycle's congestion, not the new one's.
@@ -183,6 +193,23 @@ CCL_CORE u32 ubl_round(struct ubl_win *w, u32 c_q16, u32 ssthresh, const struct 
 	if (w->settle) {
 		w->settle = 0;
 		return 0;
+	}
+	if (!p->zero_on_c && c_q16 > p->alpha_q16 && p->extra_enable && w->wfull_prev &&
+	    (w->phase == CCL_PHASE_RAMP || w->phase == CCL_PHASE_HOLD) && w->cwnd_r >= ssthresh) {
+		u32 wf = ccl_sat32((prop * p->beta_q16) >> 16);
+
+		found_now = !w->found;
+		w->wfull_prev = wf;
+		w->wfull_cur = wf;
+		w->found = 1;
+		if (w->cwnd_r >= wf) {
+			w->phase = CCL_PHASE_ZERO;
+			w->extra = 0;
+		} else {
+			w->phase = CCL_PHASE_HOLD;
+			w->extra = wf - w->cwnd_r;
+		}
+		return found_now;
 	}
 	if (c_q16 > p->alpha_q16 && !w->found && w->cwnd_r >= ssthresh) {
 		w->wfull_cur = ccl_sat32((prop * p->beta_q16) >> 16);

@@ -5,7 +5,7 @@
 use crate::intf;
 
 /// Deterministic xorshift so the grids are reproducible without a rand crate.
-pub(crate) struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 impl Rng {
     pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
@@ -118,10 +118,10 @@ fn ccpd_estimates_match_eq5_eq6() {
 
 #[test]
 fn ccpd_gains() {
-    // gamma = 1.5/(1+2Kp): 0.30 at Kp=2, 0.167 at Kp=4 (Q10 truncation <= 1/1024).
+    // gamma = 1/(1+2Kp) (ALGORITHMS 6.1.3): 0.20 at Kp=2, 0.11 at Kp=4 (Q10 truncation <= 1/1024).
     for kp in [256u32, 1024, 2048, 4096, 16384] {
         let got = unsafe { intf::ccpd_gamma_auto_q10(kp) } as f64 / 1024.0;
-        let want = 1.5 / (1.0 + 2.0 * kp as f64 / 1024.0);
+        let want = 1.0 / (1.0 + 2.0 * kp as f64 / 1024.0);
         assert!((got - want).abs() <= 1.0 / 1024.0, "kp={kp}");
     }
     // g = Kd/dt, Kd in ms, dt in us; clamped to g_max.
@@ -692,6 +692,7 @@ fn ubl_cfg(extra: u32) -> intf::ubl_cfg {
         extra_enable: extra,
         md_base: 0,
         rto_keep_wfull: 1,
+        zero_on_c: 0,
     }
 }
 
@@ -770,12 +771,38 @@ fn eq4_ramp_hold_zero_and_the_cycle_rule() {
         w.cwnd_r
     );
     assert_eq!(w.cwnd_r + w.extra, 970);
-    // Congestion: zero, W_full^1 from cwnd_p, and no re-arming.
-    unsafe { intf::ubl_round(&mut w, C_HIGH, new_ssth, &p) };
-    assert_eq!((w.extra, w.phase as u32), (0, intf::CCL_PHASE_ZERO));
-    assert_eq!(w.wfull_cur, ((970u64 * 63570) >> 16) as u32);
+    // v2 (ALGORITHMS 6.3): congestion in HOLD lowers W_full by beta and
+    // keeps holding; each further round with C > alpha lowers it again; the
+    // extra window never drops by more than 3 % of cwnd_p in one round.
+    let mut lit = w;
+    let mut wf = 970u64;
+    for _ in 0..3 {
+        let before = w.cwnd_r + w.extra;
+        unsafe { intf::ubl_round(&mut w, C_HIGH, new_ssth, &p) };
+        wf = (wf * 63570) >> 16;
+        assert_eq!(w.phase as u32, intf::CCL_PHASE_HOLD);
+        assert_eq!((w.wfull_prev, w.wfull_cur), (wf as u32, wf as u32));
+        assert_eq!(w.cwnd_r + w.extra, wf as u32);
+        assert!((before - (w.cwnd_r + w.extra)) * 100 <= 3 * before + 100);
+    }
     unsafe { intf::ubl_round(&mut w, C_LOW, new_ssth, &p) };
-    assert_eq!(w.extra, 0, "ZERO is final within a cycle");
+    assert_eq!(
+        w.cwnd_r + w.extra,
+        wf as u32,
+        "C below alpha: hold at the re-estimate"
+    );
+    // ... and ZERO once Reno has caught up with W_full.
+    w.cwnd_r = wf as u32;
+    unsafe { intf::ubl_ack(&mut w, 1, new_ssth, &p) }; // U2: extra = W_full - cwnd_r
+    unsafe { intf::ubl_round(&mut w, C_LOW, new_ssth, &p) };
+    assert_eq!((w.extra, w.phase as u32), (0, intf::CCL_PHASE_ZERO));
+    // Literal rule (zero_on_c = 1): zero, W_full^1 from cwnd_p, no re-arming.
+    let pl = intf::ubl_cfg { zero_on_c: 1, ..p };
+    unsafe { intf::ubl_round(&mut lit, C_HIGH, new_ssth, &pl) };
+    assert_eq!((lit.extra, lit.phase as u32), (0, intf::CCL_PHASE_ZERO));
+    assert_eq!(lit.wfull_cur, ((970u64 * 63570) >> 16) as u32);
+    unsafe { intf::ubl_round(&mut lit, C_LOW, new_ssth, &pl) };
+    assert_eq!(lit.extra, 0, "ZERO is final within a cycle");
     // A cycle without t* keeps the previous W_full.
     unsafe { intf::ubl_loss(&mut w, &p) };
     let kept = w.wfull_prev;
@@ -852,4 +879,21 @@ fn closed_loop_utilisation_follows_table_1() {
         assert!(ubl >= 0.97, "ub_reno {ubl} at k = {k}");
         assert!(ubl >= reno - 0.002, "ub_reno below reno at k = {k}");
     }
+}
+
+#[test]
+fn hetcp_slow_start_ends_only_on_a_queueing_sample() {
+    let f = |samples, rtt, base, cwnd, gtsw, burst| unsafe {
+        intf::hetcp_ss_exit(samples, rtt, base, cwnd, gtsw, burst, 2)
+    };
+    // 80 ms base: the queue threshold is max(2 ms, 10 ms) = 10 ms
+    assert_eq!(f(5, 89_000, 80_000, 400, 30, 60), 0, "no queue yet");
+    assert_eq!(f(1, 95_000, 80_000, 400, 30, 60), 0, "one sample only");
+    assert_eq!(f(5, 90_000, 80_000, 800, 600, 700), 700, "max(GTSW, burst)");
+    assert_eq!(f(5, 90_000, 80_000, 650, 600, 900), 650, "never above cwnd");
+    assert_eq!(f(5, 90_000, 80_000, 800, 0, 0), 2, "floor");
+    // 10 ms base: 2 ms floor of the threshold
+    assert_eq!(f(3, 11_900, 10_000, 100, 80, 0), 0);
+    assert_eq!(f(3, 12_000, 10_000, 100, 80, 0), 80);
+    assert_eq!(f(3, 12_000, u32::MAX, 100, 80, 0), 0, "no BaseRTT");
 }

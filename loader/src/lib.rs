@@ -16,6 +16,8 @@ pub mod telemetry;
 pub mod watch;
 
 #[cfg(test)]
+mod ccpd_loop_tests;
+#[cfg(test)]
 mod core_tests;
 
 /// The layouts of bpf/ccload_intf.h and the arithmetic cores (bindgen).

@@ -70,6 +70,16 @@ pub const STATS: &[(u32, &str, &str)] = &[
         "early_decs",
         "ctcp_plus: rule (3) steps; ub_reno: LSRTT shifts",
     ),
+    (
+        intf::CCL_STAT_LOSS_CONGESTIVE,
+        "loss_congestive",
+        "ccpd: loss events classified congestive (window held at the law target)",
+    ),
+    (
+        intf::CCL_STAT_LOSS_RANDOM,
+        "loss_random",
+        "ccpd: loss events classified random (window held)",
+    ),
 ];
 
 pub fn name(idx: usize) -> &'static str {

@@ -52,12 +52,78 @@ pub struct Scenario {
     /// The paper's numbers, shown beside the measured ones in report.md.
     #[serde(default)]
     pub paper_numbers: Vec<PaperRow>,
+    /// Thresholds that `cargo xtask lab check` enforces (acceptance).
+    #[serde(default)]
+    pub checks: Vec<Check>,
+    /// Only these (case, ccs) pairs run (empty = the whole grid x ccs).
+    #[serde(default)]
+    pub cells: Vec<Cell>,
+}
+
+/// One grid case and the CCs to run in it.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cell {
+    pub case: String,
+    pub ccs: Vec<String>,
+}
+
+/// One acceptance threshold: for every case matching the filters, the mean
+/// over repetitions of `cc`'s runs against `against`'s in the same cases.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Check {
+    /// The run's cc spec as listed in `ccs` (e.g. "ccpd" or "ccpd:kp=4").
+    pub cc: String,
+    /// Reference CC measured in the same run (a kernel CC).
+    #[serde(default)]
+    pub against: Option<String>,
+    /// Where the check applies (empty = every value).
+    #[serde(default)]
+    pub rate_mbit: Vec<f64>,
+    #[serde(default)]
+    pub rtt_ms: Vec<f64>,
+    #[serde(default)]
+    pub buffer_bdp: Vec<f64>,
+    #[serde(default)]
+    pub loss: Vec<f64>,
+    /// goodput(cc) >= x * goodput(against)
+    pub goodput_ratio_min: Option<f64>,
+    /// retransmitted segments: retx(cc) <= x * retx(against) + retrans_slack
+    pub retrans_ratio_max: Option<f64>,
+    #[serde(default)]
+    pub retrans_slack: f64,
+    /// p95 RTT inflation over the base RTT: (p95 - base)(cc) <= x * (p95 - base)(against)
+    pub rtt_inflation_ratio_max: Option<f64>,
+    /// absolute: utilisation(cc) >= x
+    pub utilisation_min: Option<f64>,
+    /// absolute: share of TCP_INFO samples in Recovery or Loss <= x
+    pub recovery_share_max: Option<f64>,
+    /// What the threshold stands for (ALGORITHMS 6.x "what must hold").
+    pub why: String,
+}
+
+/// One evaluated threshold of one case.
+#[derive(Clone, Debug, Serialize)]
+pub struct CheckOutcome {
+    pub case: String,
+    pub cc: String,
+    pub against: String,
+    pub metric: &'static str,
+    pub value: f64,
+    pub reference: f64,
+    pub bound: String,
+    pub pass: bool,
+    pub why: String,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Grid {
     pub rate_mbit: f64,
+    /// Several rates (overrides rate_mbit; cases are labelled `<rate>M_`).
+    #[serde(default)]
+    pub rates_mbit: Vec<f64>,
     pub rtt_ms: Vec<f64>,
     /// Buffer as a fraction of the BDP (packets), or ...
     #[serde(default)]
@@ -105,6 +171,7 @@ pub struct Quick {
     pub warmup_s: Option<f64>,
     pub repetitions: Option<u32>,
     pub rate_mbit: Option<f64>,
+    pub rates_mbit: Option<Vec<f64>>,
     pub rtt_ms: Option<Vec<f64>>,
     pub buffer_bdp: Option<Vec<f64>>,
     pub buffer_pkts: Option<Vec<u32>>,
@@ -112,6 +179,7 @@ pub struct Quick {
     pub n_flows: Option<Vec<u32>>,
     pub ccs: Option<Vec<String>>,
     pub flows: Option<Vec<FlowSpec>>,
+    pub cells: Option<Vec<Cell>>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -134,6 +202,31 @@ impl Scenario {
 
     pub fn validate(&self) -> anyhow::Result<()> {
         let g = &self.grid;
+        anyhow::ensure!(
+            g.rates_mbit.iter().all(|&r| r > 0.0 && r <= 300.0),
+            "rates_mbit must be in (0, 300]"
+        );
+        let labels: Vec<String> = self.cases().into_iter().map(|c| c.label).collect();
+        for c in &self.cells {
+            anyhow::ensure!(
+                labels.contains(&c.case),
+                "cell `{}` is not a case of the grid ({})",
+                c.case,
+                labels.join(", ")
+            );
+            anyhow::ensure!(
+                c.ccs.iter().all(|x| self.ccs.contains(x)),
+                "cell `{}`: its ccs must be listed in ccs",
+                c.case
+            );
+        }
+        for c in &self.checks {
+            anyhow::ensure!(
+                self.ccs.contains(&c.cc) && c.against.as_ref().is_none_or(|a| self.ccs.contains(a)),
+                "check on `{}`: cc and against must be listed in ccs",
+                c.cc
+            );
+        }
         anyhow::ensure!(
             g.rate_mbit > 0.0 && g.rate_mbit <= 300.0,
             "rate_mbit must be in (0, 300]: the delay line is measured up to 300 Mbit/s"
@@ -182,11 +275,13 @@ impl Scenario {
         ov!(s.warmup_s, q.warmup_s);
         ov!(s.repetitions, q.repetitions);
         ov!(s.grid.rate_mbit, q.rate_mbit);
+        ov!(s.grid.rates_mbit, q.rates_mbit);
         ov!(s.grid.rtt_ms, q.rtt_ms);
         ov!(s.grid.loss, q.loss);
         ov!(s.grid.n_flows, q.n_flows);
         ov!(s.ccs, q.ccs);
         ov!(s.flows, q.flows);
+        ov!(s.cells, q.cells);
         if let Some(v) = q.buffer_bdp.clone() {
             s.grid.buffer_bdp = v;
             s.grid.buffer_pkts.clear();
@@ -201,43 +296,169 @@ impl Scenario {
     /// Every grid point, in a stable order.
     pub fn cases(&self) -> Vec<Case> {
         let g = &self.grid;
+        let rates = if g.rates_mbit.is_empty() {
+            vec![g.rate_mbit]
+        } else {
+            g.rates_mbit.clone()
+        };
         let mut out = Vec::new();
-        for &rtt in &g.rtt_ms {
-            let bufs: Vec<(String, f64)> = if g.buffer_bdp.is_empty() {
-                g.buffer_pkts
-                    .iter()
-                    .map(|&b| (format!("{b}p"), b as f64))
-                    .collect()
-            } else {
-                let bdp = g.rate_mbit * 1e6 / 8.0 * rtt / 1e3 / g.mtu as f64;
-                g.buffer_bdp
-                    .iter()
-                    .map(|&k| (format!("{k}bdp"), (k * bdp).round().max(2.0)))
-                    .collect()
-            };
-            for (blabel, bpkts) in &bufs {
-                for &loss in &g.loss {
-                    for &n in &g.n_flows {
-                        let mut label = format!("{}ms_{blabel}", rtt);
-                        if g.loss.len() > 1 || loss > 0.0 {
-                            label += &format!("_loss{loss:e}");
+        for &rate in &rates {
+            for &rtt in &g.rtt_ms {
+                let bufs: Vec<(String, f64, f64)> = if g.buffer_bdp.is_empty() {
+                    g.buffer_pkts
+                        .iter()
+                        .map(|&b| (format!("{b}p"), b as f64, 0.0))
+                        .collect()
+                } else {
+                    let bdp = rate * 1e6 / 8.0 * rtt / 1e3 / g.mtu as f64;
+                    g.buffer_bdp
+                        .iter()
+                        .map(|&k| (format!("{k}bdp"), (k * bdp).round().max(2.0), k))
+                        .collect()
+                };
+                for (blabel, bpkts, k) in &bufs {
+                    for &loss in &g.loss {
+                        for &n in &g.n_flows {
+                            let mut label = if g.rates_mbit.is_empty() {
+                                String::new()
+                            } else {
+                                format!("{rate}M_")
+                            };
+                            label += &format!("{}ms_{blabel}", rtt);
+                            if g.loss.len() > 1 || loss > 0.0 {
+                                label += &format!("_loss{loss:e}");
+                            }
+                            if g.n_flows.len() > 1 || n > 1 {
+                                label += &format!("_n{n}");
+                            }
+                            out.push(Case {
+                                label,
+                                link: LinkCfg {
+                                    rate_mbit: rate,
+                                    buffer_pkts: *bpkts as u32,
+                                    loss,
+                                    mtu: g.mtu,
+                                    delay_ms: rtt / 2.0,
+                                    rev_delay_ms: None,
+                                },
+                                n_flows: n,
+                                buffer_bdp: *k,
+                                rtt_ms: rtt,
+                            });
                         }
-                        if g.n_flows.len() > 1 || n > 1 {
-                            label += &format!("_n{n}");
-                        }
-                        out.push(Case {
-                            label,
-                            link: LinkCfg {
-                                rate_mbit: g.rate_mbit,
-                                buffer_pkts: *bpkts as u32,
-                                loss,
-                                mtu: g.mtu,
-                                delay_ms: rtt / 2.0,
-                                rev_delay_ms: None,
-                            },
-                            n_flows: n,
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Does the (case, cc) pair run?  All pairs unless `cells` lists some.
+    pub fn wants(&self, case: &str, cc: &str) -> bool {
+        self.cells.is_empty()
+            || self
+                .cells
+                .iter()
+                .any(|c| c.case == case && c.ccs.iter().any(|x| x == cc))
+    }
+
+    /// Evaluate `checks` on finished runs (mean over repetitions per case
+    /// and cc).  Cases with no run of `cc` or `against` are skipped.
+    pub fn evaluate(&self, runs: &[RunSummary]) -> Vec<CheckOutcome> {
+        let mean = |case: &str, cc: &str, f: &dyn Fn(&RunSummary) -> f64| -> Option<f64> {
+            let v: Vec<f64> = runs
+                .iter()
+                .filter(|r| r.case == case && r.cc == cc)
+                .map(f)
+                .collect();
+            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        };
+        let within =
+            |set: &[f64], v: f64| set.is_empty() || set.iter().any(|x| (x - v).abs() < 1e-9);
+        let mut out = Vec::new();
+        for case in self.cases() {
+            for c in &self.checks {
+                if !(within(&c.rate_mbit, case.link.rate_mbit)
+                    && within(&c.rtt_ms, case.rtt_ms)
+                    && within(&c.buffer_bdp, case.buffer_bdp)
+                    && within(&c.loss, case.link.loss))
+                {
+                    continue;
+                }
+                let me = |f: &dyn Fn(&RunSummary) -> f64| mean(&case.label, &c.cc, f);
+                let other = |f: &dyn Fn(&RunSummary) -> f64| {
+                    c.against.as_ref().and_then(|a| mean(&case.label, a, f))
+                };
+                let against = c.against.clone().unwrap_or_default();
+                let mut push = |metric,
+                                value: Option<f64>,
+                                reference: f64,
+                                bound: String,
+                                pass: &dyn Fn(f64) -> bool| {
+                    if let Some(v) = value {
+                        out.push(CheckOutcome {
+                            case: case.label.clone(),
+                            cc: c.cc.clone(),
+                            against: against.clone(),
+                            metric,
+                            value: v,
+                            reference,
+                            bound,
+                            pass: pass(v),
+                            why: c.why.clone(),
                         });
                     }
+                };
+                let good = |r: &RunSummary| r.goodput_mbit;
+                let retx = |r: &RunSummary| r.retransmits as f64;
+                let infl = |r: &RunSummary| (r.rtt_p95_ms - r.rtt_base_ms).max(0.0);
+                if let (Some(x), Some(o)) = (c.goodput_ratio_min, other(&good)) {
+                    push(
+                        "goodput_mbit",
+                        me(&good),
+                        o,
+                        format!(">= {x} x {o:.2}"),
+                        &|v| v >= x * o,
+                    );
+                }
+                if let (Some(x), Some(o)) = (c.retrans_ratio_max, other(&retx)) {
+                    let lim = x * o + c.retrans_slack;
+                    push(
+                        "retransmits",
+                        me(&retx),
+                        o,
+                        format!("<= {x} x {o:.0} + {}", c.retrans_slack),
+                        &|v| v <= lim,
+                    );
+                }
+                if let (Some(x), Some(o)) = (c.rtt_inflation_ratio_max, other(&infl)) {
+                    // a reference that adds no delay leaves 1 ms of room
+                    let lim = (x * o).max(1.0);
+                    push(
+                        "rtt_p95_inflation_ms",
+                        me(&infl),
+                        o,
+                        format!("<= max({x} x {o:.1}, 1)"),
+                        &|v| v <= lim,
+                    );
+                }
+                if let Some(x) = c.utilisation_min {
+                    push(
+                        "utilisation",
+                        me(&|r| r.utilisation),
+                        0.0,
+                        format!(">= {x}"),
+                        &|v| v >= x,
+                    );
+                }
+                if let Some(x) = c.recovery_share_max {
+                    push(
+                        "recovery_share",
+                        me(&|r| r.recovery_share),
+                        0.0,
+                        format!("<= {x}"),
+                        &|v| v <= x,
+                    );
                 }
             }
         }
@@ -250,6 +471,9 @@ pub struct Case {
     pub label: String,
     pub link: LinkCfg,
     pub n_flows: u32,
+    /// Buffer as a BDP fraction (0 when given in packets).
+    pub buffer_bdp: f64,
+    pub rtt_ms: f64,
 }
 
 /// `name:key=value,...` -> (name, [(key, value)]).
@@ -354,6 +578,8 @@ pub struct FlowSample {
     pub pacing_rate: u64,
     pub delivery_rate: u64,
     pub rx_bytes: u64,
+    /// TCP_INFO tcpi_ca_state (3 = Recovery, 4 = Loss)
+    pub ca_state: u8,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -392,8 +618,15 @@ pub struct RunSummary {
     pub queue_drops: u64,
     pub random_drops: u64,
     pub rtt_mean_ms: f64,
+    pub rtt_p50_ms: f64,
     pub rtt_p95_ms: f64,
+    /// Smallest min_rtt seen (the path's base RTT as the flows saw it).
+    pub rtt_base_ms: f64,
     pub retransmits: u32,
+    /// Retransmitted segments per delivered segment.
+    pub retrans_per_seg: f64,
+    /// Share of the flows' TCP_INFO samples (after warm-up) in Recovery/Loss.
+    pub recovery_share: f64,
     pub lateness_p50_us: u64,
     pub lateness_p99_us: u64,
     pub lateness_max_us: u64,
@@ -501,6 +734,7 @@ pub fn run_case(
                     pacing_rate: ti.pacing_rate,
                     delivery_rate: ti.delivery_rate,
                     rx_bytes: flows[i].rx.load(Ordering::Relaxed),
+                    ca_state: ti.ca_state,
                 });
             }
         }
@@ -727,6 +961,22 @@ fn summarise(
         all_rtt.iter().sum::<f64>() / all_rtt.len() as f64
     };
     let goods: Vec<f64> = per_flow.iter().map(|f| f.goodput_mbit).collect();
+    let after: Vec<&FlowSample> = samples.iter().filter(|s| s.t >= w0).collect();
+    let recovery_share = if after.is_empty() {
+        0.0
+    } else {
+        after.iter().filter(|s| s.ca_state >= 3).count() as f64 / after.len() as f64
+    };
+    let rtt_base_ms = samples
+        .iter()
+        .filter(|s| s.min_rtt_us > 0)
+        .map(|s| s.min_rtt_us as f64 / 1e3)
+        .fold(f64::MAX, f64::min);
+    let delivered: u64 = by_flow
+        .values()
+        .map(|v| v.last().map(|s| s.delivered as u64).unwrap_or(0))
+        .sum();
+    let retx: u32 = per_flow.iter().map(|f| f.retransmits).sum();
     RunSummary {
         case: case.label.clone(),
         cc: cc.to_string(),
@@ -744,8 +994,16 @@ fn summarise(
         queue_drops,
         random_drops,
         rtt_mean_ms: rtt_mean,
+        rtt_p50_ms: quantile(&mut all_rtt.clone(), 0.5),
         rtt_p95_ms: quantile(&mut all_rtt, 0.95),
-        retransmits: per_flow.iter().map(|f| f.retransmits).sum(),
+        rtt_base_ms: if rtt_base_ms == f64::MAX {
+            0.0
+        } else {
+            rtt_base_ms
+        },
+        retransmits: retx,
+        retrans_per_seg: retx as f64 / delivered.max(1) as f64,
+        recovery_share,
         lateness_p50_us: 0,
         lateness_p99_us: 0,
         lateness_max_us: 0,
@@ -776,10 +1034,17 @@ mod tests {
                 let s = Scenario::load(&p).unwrap_or_else(|e| panic!("{e:#}"));
                 let q = s.quick();
                 q.validate().unwrap();
-                // Under 2 minutes: runs x duration plus ~1.5 s of setup each.
-                let runs = q.cases().len() * q.ccs.len() * q.repetitions as usize;
+                // Under 2 minutes: runs x duration plus ~1.5 s of setup each
+                // (the acceptance subset, run by scripts/test.sh: 5 minutes).
+                let runs = q
+                    .cases()
+                    .iter()
+                    .flat_map(|c| q.ccs.iter().filter(|cc| q.wants(&c.label, cc)))
+                    .count()
+                    * q.repetitions as usize;
                 let secs = runs as f64 * (q.duration_s + 1.5);
-                assert!(secs < 120.0, "{}: quick takes ~{secs:.0} s", p.display());
+                let limit = if q.checks.is_empty() { 120.0 } else { 300.0 };
+                assert!(secs < limit, "{}: quick takes ~{secs:.0} s", p.display());
                 assert!(!s.cases().is_empty());
                 n += 1;
             }

@@ -36,11 +36,16 @@ pub fn privileged_skip_reason() -> Option<String> {
 }
 
 /// Skip (with a printed reason) unless root on a BTF kernel; else take the
-/// serial lock (tests share the global CC namespace) and return it.
+/// serial lock (tests share the global CC namespace) and return it.  With
+/// CCLOAD_REQUIRE_PRIVILEGED=1 (set by .ci/run: CI is root on a BTF kernel)
+/// a skip is a failure, so a CI that cannot run them never passes silently.
 #[macro_export]
 macro_rules! privileged {
     () => {{
         if let Some(why) = $crate::privileged_skip_reason() {
+            if std::env::var_os("CCLOAD_REQUIRE_PRIVILEGED").is_some_and(|v| v == "1") {
+                panic!("privileged test cannot run ({why}) and CCLOAD_REQUIRE_PRIVILEGED=1");
+            }
             eprintln!("SKIPPED {}: {why}", module_path!());
             return;
         }

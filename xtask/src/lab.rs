@@ -130,7 +130,12 @@ impl Drop for KernelState {
     }
 }
 
-pub fn run(root: &Path, name: &str, quick: bool, out: Option<PathBuf>) -> Result<PathBuf> {
+pub fn run(
+    root: &Path,
+    name: &str,
+    quick: bool,
+    out: Option<PathBuf>,
+) -> Result<(PathBuf, Scenario, Vec<RunSummary>)> {
     let path = scenario_path(root, name);
     let full = Scenario::load(&path)?;
     let sc = if quick { full.quick() } else { full };
@@ -153,7 +158,11 @@ pub fn run(root: &Path, name: &str, quick: bool, out: Option<PathBuf>) -> Result
     });
     let kstate = KernelState::prepare(&sc.ccs)?;
     let cases = sc.cases();
-    let total = cases.len() * sc.ccs.len() * sc.repetitions as usize;
+    let pairs = cases
+        .iter()
+        .flat_map(|c| sc.ccs.iter().filter(|cc| sc.wants(&c.label, cc)))
+        .count();
+    let total = pairs * sc.repetitions as usize;
     let bar = indicatif::ProgressBar::new((total * 1000) as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template(
@@ -170,7 +179,7 @@ pub fn run(root: &Path, name: &str, quick: bool, out: Option<PathBuf>) -> Result
     let mut k = 0;
     'outer: for rep in 0..sc.repetitions {
         for case in &cases {
-            for cc in &sc.ccs {
+            for cc in sc.ccs.iter().filter(|cc| sc.wants(&case.label, cc)) {
                 if lab::STOP.load(Ordering::Relaxed) {
                     break 'outer;
                 }
@@ -210,15 +219,18 @@ pub fn run(root: &Path, name: &str, quick: bool, out: Option<PathBuf>) -> Result
                 }
                 let s = &r.summary;
                 let line = format!(
-                    "{:<28} {:<18} rep {}: {:7.2} Mbit/s util {:.3} rtt {:6.1} ms q {:5.1} retx {:5} jain {:.3}{}",
+                    "{:<28} {:<18} rep {}: {:7.2} Mbit/s util {:.3} rtt {:6.1} p95 {:6.1} ms q {:5.1} retx {:5} ({:.5}/seg) rec {:.3} jain {:.3}{}",
                     s.case,
                     s.cc,
                     rep + 1,
                     s.goodput_mbit,
                     s.utilisation,
                     s.rtt_mean_ms,
+                    s.rtt_p95_ms,
                     s.queue_mean_pkts,
                     s.retransmits,
+                    s.retrans_per_seg,
+                    s.recovery_share,
                     s.jain_bins,
                     if s.valid { String::new() } else { format!("  INVALID (delay line p99 {} us)", s.lateness_p99_us) }
                 );
@@ -259,7 +271,81 @@ pub fn run(root: &Path, name: &str, quick: bool, out: Option<PathBuf>) -> Result
         bail!("interrupted; partial results in {}", dir.display());
     }
     println!("results in {}", dir.display());
-    Ok(dir)
+    let runs = runs.into_iter().cloned().collect();
+    Ok((dir, sc, runs))
+}
+
+/// `lab check`: run the scenario, evaluate its `[[checks]]`, print every
+/// threshold with the failing ones marked, append them to report.md and
+/// checks.json, and fail when any threshold fails.
+pub fn check(root: &Path, name: &str, quick: bool, out: Option<PathBuf>) -> Result<()> {
+    let (dir, sc, runs) = run(root, name, quick, out)?;
+    anyhow::ensure!(
+        !sc.checks.is_empty(),
+        "{name}: the scenario has no [[checks]]"
+    );
+    let outcomes = sc.evaluate(&runs);
+    anyhow::ensure!(
+        !outcomes.is_empty(),
+        "{name}: no check matched a case that ran"
+    );
+    let invalid: Vec<&RunSummary> = runs.iter().filter(|r| !r.valid).collect();
+    let mut table = String::new();
+    let _ = writeln!(
+        table,
+        "| case | cc | against | metric | value | bound | |\n|---|---|---|---|---|---|---|"
+    );
+    for o in &outcomes {
+        let _ = writeln!(
+            table,
+            "| {} | {} | {} | {} | {:.4} | {} | {} |",
+            o.case,
+            o.cc,
+            o.against,
+            o.metric,
+            o.value,
+            o.bound,
+            if o.pass { "ok" } else { "**FAIL**" }
+        );
+    }
+    print!("{table}");
+    let failed = outcomes.iter().filter(|o| !o.pass).count();
+    let mut report = std::fs::read_to_string(dir.join("report.md")).unwrap_or_default();
+    let _ = writeln!(report, "\n## Acceptance checks\n\n{table}");
+    if !invalid.is_empty() {
+        let _ = writeln!(
+            report,
+            "\n{} run(s) had delay-line lateness above the limit: {}",
+            invalid.len(),
+            invalid
+                .iter()
+                .map(|r| format!("{} {}", r.case, r.cc))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    std::fs::write(dir.join("report.md"), report)?;
+    std::fs::write(
+        dir.join("checks.json"),
+        serde_json::to_string_pretty(&outcomes)?,
+    )?;
+    println!(
+        "checks: {} passed, {failed} failed ({} runs, {} with an invalid delay line); report {}",
+        outcomes.len() - failed,
+        runs.len(),
+        invalid.len(),
+        dir.join("report.md").display()
+    );
+    if failed > 0 {
+        bail!("{failed} acceptance threshold(s) failed");
+    }
+    if !invalid.is_empty() {
+        bail!(
+            "{} run(s) measured through an invalid delay line",
+            invalid.len()
+        );
+    }
+    Ok(())
 }
 
 /// Mean / min / max of a metric over repetitions, per (case, cc).

@@ -44,6 +44,16 @@ enum LabCmd {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Run a scenario and enforce its [[checks]] thresholds; exit 1 on a failure.
+    Check {
+        scenario: String,
+        /// The scenario's quick variant.
+        #[arg(long)]
+        quick: bool,
+        /// Results folder (default lab-results/<scenario>-<time>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 fn root() -> PathBuf {
@@ -103,6 +113,22 @@ fn main() -> Result<()> {
                 .current_dir(&root)
                 .args(["build", "--locked", "-q", "-p", "ccload"]))?;
             lab::run(&root, &scenario, quick, out)?;
+        }
+        Task::Lab {
+            cmd:
+                LabCmd::Check {
+                    scenario,
+                    quick,
+                    out,
+                },
+        } => {
+            run(Command::new(env!("CARGO"))
+                .current_dir(&root)
+                .args(["build", "--locked", "-q", "-p", "ccload"]))?;
+            if let Err(e) = lab::check(&root, &scenario, quick, out) {
+                eprintln!("lab check: {e:#}");
+                std::process::exit(1);
+            }
         }
     }
     Ok(())

@@ -1,0 +1,685 @@
+//! Closed-loop host test of CCPD: a packet-level single-bottleneck model that
+//! drives the real core hooks (`bpf/core/ccpd_core.h`: `ccpd_on_ack`,
+//! `ccpd_on_ssthresh`, `ccpd_on_set_state`, `ccpd_on_undo`) in the kernel's
+//! hook order, so the loss handling is tested as a feedback loop and not only
+//! as arithmetic.
+//!
+//! The model (one flow, one drop-tail bottleneck):
+//! - the sender is cwnd-limited and unpaced; every transmission enters a FIFO
+//!   of `buffer` packets served at `rate` packets/s, after an optional random
+//!   loss; its ACK comes back one base RTT after it leaves the queue, one ACK
+//!   per packet, with SACK (no reordering, no ACK loss);
+//! - loss detection is dupthresh-like: a transmission is lost once three later
+//!   transmissions have been delivered; lost segments are retransmitted first;
+//! - the kernel's state machine, in tcp_fastretrans_alert/tcp_enter_loss order:
+//!   Recovery ends on the ACK that passes high_seq (`set_state(Open)`), and if
+//!   losses are outstanding the same ACK re-enters it (`ssthresh()`, then
+//!   `set_state(Recovery)`); `cong_control` runs after that; an RTO calls
+//!   `ssthresh()` only from Open/Disorder (never from Recovery), collapses
+//!   cwnd to in_flight + 1 and calls `set_state(Loss)`.
+//!
+//! What a run reports: retransmissions, queue drops split into slow-start
+//! overshoot and later drops, random drops, the share of rounds after slow
+//! start in which the law set the window in Open, and the queue's time
+//! average over the last part of the run.
+
+use std::collections::{BTreeSet, BinaryHeap, VecDeque};
+
+use crate::algos::Algo;
+use crate::core_tests::Rng;
+use crate::intf;
+
+#[derive(Clone, Copy)]
+pub(crate) struct Link {
+    pub rate_pps: f64,
+    pub rtt_s: f64,
+    pub buffer: usize,
+    pub loss: f64,
+}
+
+#[derive(Default, Debug)]
+pub(crate) struct Report {
+    pub sent: u64,
+    pub retrans: u64,
+    pub delivered: u64,
+    pub random_drops: u64,
+    /// queue drops of packets sent before slow start's loss episode ended
+    pub ss_drops: u64,
+    /// queue drops after that
+    pub late_drops: u64,
+    pub rounds_after_ss: u64,
+    pub law_rounds_after_ss: u64,
+    pub rtos: u64,
+    pub recoveries: u64,
+    /// time-average queue (packets) over the last `tail` of the run
+    pub queue_tail: f64,
+    pub min_cwnd_after_ss: u32,
+    pub b_est: f64,
+}
+
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct Ack {
+    at_ns: std::cmp::Reverse<u64>,
+    tx: u64,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Tx {
+    seq: u64,
+    sent_ns: u64,
+    retrans: bool,
+    delivered: u64,
+    delivered_ns: u64,
+    first_tx_ns: u64,
+    dropped: bool,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Seg {
+    sacked: bool,
+    lost: bool,
+    retrans_out: bool,
+    last_tx: u64,
+}
+
+pub(crate) fn ccpd_params(sets: &[(&str, &str)]) -> intf::ccl_ccpd_params {
+    let mut p = Algo::Ccpd.defaults();
+    let sets: Vec<(String, String)> = sets
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    p.apply(&sets).expect("valid ccpd tunables");
+    let mut out = intf::ccl_ccpd_params::default();
+    assert_eq!(std::mem::size_of_val(&out), p.raw.len() * 4);
+    // SAFETY: ccl_ccpd_params is a C struct of u32 fields in table order.
+    unsafe {
+        std::ptr::copy_nonoverlapping(p.raw.as_ptr(), &mut out as *mut _ as *mut u32, p.raw.len())
+    };
+    out
+}
+
+const DUPTHRESH: u64 = 3;
+
+/// Run one flow for `secs` simulated seconds.
+pub(crate) fn run(link: Link, p: &intf::ccl_ccpd_params, secs: f64, seed: u64) -> Report {
+    let ns = |s: f64| (s * 1e9) as u64;
+    let service_ns = (1e9 / link.rate_pps) as u64;
+    let end_ns = ns(secs);
+    let tail_from = ns(secs * 0.6);
+    let mut rng = Rng(seed | 1);
+
+    let mut ca = intf::ccpd::default();
+    let mut r = Report {
+        min_cwnd_after_ss: u32::MAX,
+        ..Default::default()
+    };
+    let mut segs: Vec<Seg> = Vec::new();
+    let mut txs: Vec<Tx> = Vec::new();
+    let mut outstanding: VecDeque<u64> = VecDeque::new(); // tx ids, send order
+    let mut to_retransmit: BTreeSet<u64> = BTreeSet::new(); // lost, not yet resent
+    let mut acks: BinaryHeap<Ack> = BinaryHeap::new();
+    let mut queue: VecDeque<u64> = VecDeque::new(); // departure times
+    let mut link_free = 0u64;
+
+    let mut now = 0u64;
+    let mut cwnd: u32 = 10;
+    let mut cwnd_cnt: u32 = 0;
+    let mut ssthresh: u32 = u32::MAX;
+    let mut state = intf::CCL_CA_OPEN;
+    let mut snd_una = 0u64;
+    let mut snd_nxt = 0u64;
+    let mut high_seq = 0u64;
+    let mut sacked_out = 0u64;
+    let mut lost_out = 0u64;
+    let mut retrans_out = 0u64;
+    let mut delivered = 0u64;
+    let mut delivered_ns = 0u64;
+    let mut first_tx_ns = 0u64;
+    let mut prior_cwnd = cwnd;
+    let (mut srtt, mut rttvar) = (0f64, 0f64);
+    let mut rto_backoff = 1u32;
+    let mut rto_at = u64::MAX;
+    let mut ss_over_ns = u64::MAX; // end of slow start's loss episode
+    let mut last_q_ns = 0u64;
+    let mut q_area = 0f64;
+    let mut q_time = 0f64;
+    let mss = 1448u32;
+    let trace = std::env::var_os("CCPD_TRACE").is_some();
+
+    unsafe { intf::ccpd_on_init(&mut ca, 0, 0) };
+
+    let rto_ns = |srtt: f64, rttvar: f64, backoff: u32| -> u64 {
+        // Linux: srtt + max(4 mdev, tcp_rto_min), initial 1 s
+        let base = if srtt == 0.0 {
+            1.0
+        } else {
+            srtt + (4.0 * rttvar).max(0.2)
+        };
+        ns(base * backoff as f64)
+    };
+
+    // Send as the window allows: retransmissions of lost segments first.
+    macro_rules! in_flight {
+        () => {
+            (snd_nxt - snd_una) - (sacked_out + lost_out) + retrans_out
+        };
+    }
+    macro_rules! transmit {
+        () => {
+            while in_flight!() < cwnd as u64 {
+                let lost_seq = to_retransmit.pop_first();
+                let (seq, retrans) = match lost_seq {
+                    Some(s) => (s, true),
+                    None => {
+                        segs.push(Seg::default());
+                        snd_nxt += 1;
+                        (snd_nxt - 1, false)
+                    }
+                };
+                if in_flight!() == 0 || outstanding.is_empty() {
+                    first_tx_ns = now;
+                    delivered_ns = now;
+                }
+                let id = txs.len() as u64;
+                let mut tx = Tx {
+                    seq,
+                    sent_ns: now,
+                    retrans,
+                    delivered,
+                    delivered_ns,
+                    first_tx_ns,
+                    dropped: false,
+                };
+                first_tx_ns = now;
+                r.sent += 1;
+                if retrans && seq == snd_una {
+                    // the head's retransmission restarts the RTO timer
+                    rto_at = now + rto_ns(srtt, rttvar, rto_backoff);
+                }
+                if retrans {
+                    r.retrans += 1;
+                    segs[seq as usize].retrans_out = true;
+                    retrans_out += 1;
+                }
+                segs[seq as usize].last_tx = id;
+                // the bottleneck: random loss, then drop-tail FIFO
+                while queue.front().is_some_and(|&d| d <= now) {
+                    queue.pop_front();
+                }
+                if link.loss > 0.0 && (rng.next() % 1_000_000_000) as f64 / 1e9 < link.loss {
+                    tx.dropped = true;
+                    r.random_drops += 1;
+                } else if queue.len() > link.buffer {
+                    tx.dropped = true;
+                    if now <= ss_over_ns {
+                        r.ss_drops += 1;
+                    } else {
+                        r.late_drops += 1;
+                    }
+                } else {
+                    let dep = link_free.max(now) + service_ns;
+                    link_free = dep;
+                    queue.push_back(dep);
+                    acks.push(Ack {
+                        at_ns: std::cmp::Reverse(dep + ns(link.rtt_s)),
+                        tx: id,
+                    });
+                }
+                txs.push(tx);
+                outstanding.push_back(id);
+                if rto_at == u64::MAX {
+                    rto_at = now + rto_ns(srtt, rttvar, rto_backoff);
+                }
+            }
+        };
+    }
+
+    transmit!();
+    while now < end_ns {
+        let next_ack = acks.peek().map(|a| a.at_ns.0).unwrap_or(u64::MAX);
+        let t = next_ack.min(rto_at);
+        if t == u64::MAX || t >= end_ns {
+            break;
+        }
+        // queue time average
+        while queue.front().is_some_and(|&d| d <= t) {
+            queue.pop_front();
+        }
+        if t >= tail_from {
+            q_area += queue.len() as f64 * (t - last_q_ns.max(tail_from)) as f64;
+            q_time += (t - last_q_ns.max(tail_from)) as f64;
+        }
+        last_q_ns = t;
+        now = t;
+
+        if rto_at <= next_ack {
+            // RTO (tcp_enter_loss): ssthresh() only from Open/Disorder.
+            r.rtos += 1;
+            if state == intf::CCL_CA_OPEN || state == intf::CCL_CA_DISORDER {
+                prior_cwnd = cwnd;
+                ssthresh = unsafe {
+                    intf::ccpd_on_ssthresh(&mut ca, p, cwnd, u32::MAX, (now / 1000) as u32)
+                };
+            }
+            for s in snd_una..snd_nxt {
+                let g = &mut segs[s as usize];
+                if !g.sacked && !g.lost {
+                    g.lost = true;
+                    lost_out += 1;
+                }
+                if g.retrans_out {
+                    g.retrans_out = false;
+                    retrans_out -= 1;
+                }
+                if g.lost {
+                    to_retransmit.insert(s);
+                }
+            }
+            outstanding.clear();
+            cwnd = (in_flight!() + 1) as u32;
+            let t = unsafe {
+                intf::ccpd_on_set_state(
+                    &mut ca,
+                    p,
+                    state,
+                    intf::CCL_CA_LOSS,
+                    cwnd,
+                    (now / 1000) as u32,
+                )
+            };
+            if t != 0 {
+                ssthresh = t;
+            }
+            state = intf::CCL_CA_LOSS;
+            high_seq = snd_nxt;
+            rto_backoff = (rto_backoff * 2).min(64);
+            rto_at = now + rto_ns(srtt, rttvar, rto_backoff);
+            transmit!();
+            continue;
+        }
+
+        // An ACK (with SACK) for one transmission.
+        let a = acks.pop().unwrap();
+        let tx = txs[a.tx as usize];
+        let seg = tx.seq as usize;
+        let mut newly = 0u32;
+        if !segs[seg].sacked && seg as u64 >= snd_una {
+            let g = &mut segs[seg];
+            g.sacked = true;
+            if g.lost {
+                g.lost = false;
+                lost_out -= 1;
+                to_retransmit.remove(&(seg as u64));
+            }
+            if g.retrans_out {
+                g.retrans_out = false;
+                retrans_out -= 1;
+            }
+            sacked_out += 1;
+            newly = 1;
+            delivered += 1;
+            delivered_ns = now;
+            r.delivered += 1;
+        }
+        let una0 = snd_una;
+        while snd_una < snd_nxt && segs[snd_una as usize].sacked {
+            snd_una += 1;
+            sacked_out -= 1;
+        }
+        // RTT sample (Karn: not from a retransmission)
+        let rtt_us: i32 = if !tx.retrans && newly == 1 {
+            let rtt = (now - tx.sent_ns) as f64 / 1e9;
+            if srtt == 0.0 {
+                srtt = rtt;
+                rttvar = rtt / 2.0;
+            } else {
+                rttvar = 0.75 * rttvar + 0.25 * (srtt - rtt).abs();
+                srtt = 0.875 * srtt + 0.125 * rtt;
+            }
+            (rtt * 1e6) as i32
+        } else {
+            -1
+        };
+        if snd_una > una0 {
+            rto_backoff = 1;
+            rto_at = if snd_una < snd_nxt {
+                now + rto_ns(srtt, rttvar, rto_backoff)
+            } else {
+                u64::MAX
+            };
+        }
+        // tcp_clean_rtx_queue -> pkts_acked (E1, slow-start exit), before
+        // tcp_fastretrans_alert changes the state.
+        unsafe { intf::ccpd_on_rtt(&mut ca, p, state, rtt_us, (now / 1000) as u32, cwnd) };
+        // Loss detection: transmissions three or more before this one.
+        let mut losses = 0i32;
+        while let Some(&id) = outstanding.front() {
+            if id + DUPTHRESH > a.tx {
+                break;
+            }
+            outstanding.pop_front();
+            let t = txs[id as usize];
+            let g = &mut segs[t.seq as usize];
+            if g.sacked || g.last_tx != id || t.seq < snd_una {
+                continue;
+            }
+            if g.retrans_out {
+                g.retrans_out = false;
+                retrans_out -= 1;
+            }
+            if !g.lost {
+                g.lost = true;
+                lost_out += 1;
+                losses += 1;
+            }
+            to_retransmit.insert(t.seq);
+        }
+
+        // tcp_fastretrans_alert: leave Recovery/Loss at high_seq ...
+        let now_us = (now / 1000) as u32;
+        if (state == intf::CCL_CA_RECOVERY || state == intf::CCL_CA_LOSS) && snd_una >= high_seq {
+            if state == intf::CCL_CA_RECOVERY && ss_over_ns == u64::MAX {
+                ss_over_ns = now;
+            }
+            unsafe { intf::ccpd_on_set_state(&mut ca, p, state, intf::CCL_CA_OPEN, cwnd, now_us) };
+            state = intf::CCL_CA_OPEN;
+        }
+        // ... and (re-)enter Recovery on the same ACK when losses are marked.
+        if (state == intf::CCL_CA_OPEN || state == intf::CCL_CA_DISORDER) && lost_out > 0 {
+            prior_cwnd = cwnd;
+            ssthresh = unsafe { intf::ccpd_on_ssthresh(&mut ca, p, cwnd, u32::MAX, now_us) };
+            unsafe {
+                intf::ccpd_on_set_state(&mut ca, p, state, intf::CCL_CA_RECOVERY, cwnd, now_us)
+            };
+            state = intf::CCL_CA_RECOVERY;
+            high_seq = snd_nxt;
+            r.recoveries += 1;
+        }
+        let _ = (ssthresh, prior_cwnd);
+
+        // cong_control with this ACK's rate sample.
+        let in_ack = intf::ccpd_ack {
+            now_ns: now,
+            now_us,
+            ca_state: state,
+            snd_cwnd: cwnd,
+            cwnd_clamp: u32::MAX,
+            in_flight: in_flight!() as u32,
+            mss,
+            acked: newly,
+            rtt_us,
+            delivered: (delivered - tx.delivered) as u32,
+            interval_us: (((tx.sent_ns - tx.first_tx_ns).max(now - tx.delivered_ns)) / 1000) as i32,
+            losses,
+            app_limited: 0,
+            cwnd_limited: 1,
+            has_prior: 1,
+            prior_delivered: tx.delivered as u32,
+            tp_delivered: delivered as u32,
+            snd_una: (snd_una * mss as u64) as u32,
+            snd_nxt: (snd_nxt * mss as u64) as u32,
+        };
+        let mut o = intf::ccpd_out::default();
+        unsafe { intf::ccpd_on_ack(&mut ca, p, &in_ack, &mut o) };
+        if o.reno_ai != 0 {
+            // tcp_cong_avoid_ai(tp, cwnd, acked)
+            cwnd_cnt += newly;
+            if cwnd_cnt >= cwnd {
+                cwnd_cnt -= cwnd;
+                cwnd += 1;
+            }
+        } else {
+            cwnd = o.snd_cwnd;
+        }
+        assert!(cwnd > 0, "cwnd 0 at {now} ns in state {state}");
+        if o.round_start != 0 && ss_over_ns != u64::MAX && now > ss_over_ns {
+            r.rounds_after_ss += 1;
+            if o.controlled != 0 && state == intf::CCL_CA_OPEN {
+                r.law_rounds_after_ss += 1;
+            }
+        }
+        if ss_over_ns != u64::MAX && now > ss_over_ns {
+            r.min_cwnd_after_ss = r.min_cwnd_after_ss.min(cwnd);
+        }
+        if state == intf::CCL_CA_OPEN && sacked_out > 0 {
+            unsafe {
+                intf::ccpd_on_set_state(&mut ca, p, state, intf::CCL_CA_DISORDER, cwnd, now_us)
+            };
+            state = intf::CCL_CA_DISORDER;
+        } else if state == intf::CCL_CA_DISORDER && sacked_out == 0 {
+            unsafe { intf::ccpd_on_set_state(&mut ca, p, state, intf::CCL_CA_OPEN, cwnd, now_us) };
+            state = intf::CCL_CA_OPEN;
+        }
+        r.b_est = o.l.est.b_q10 as f64 / 1024.0;
+        if trace && o.round_start != 0 {
+            eprintln!(
+                "t {:.2} st {state} ph {} cwnd {cwnd} infl {} q {} w {} hold {} c {} B {:.0} x {:.0} class {} drops {}/{}",
+                now as f64 / 1e9,
+                ca.phase,
+                in_flight!(),
+                queue.len(),
+                ca.w_q10 >> 10,
+                ca.cwnd_hold,
+                o.c_sps,
+                o.l.est.b_q10 as f64 / 1024.0,
+                o.l.est.x_q10 as f64 / 1024.0,
+                ca.last_loss,
+                r.late_drops,
+                r.random_drops
+            );
+        }
+        transmit!();
+    }
+    r.queue_tail = if q_time > 0.0 { q_area / q_time } else { 0.0 };
+    r
+}
+
+fn path_100m(rtt_s: f64, buf_bdp: f64, loss: f64) -> Link {
+    let rate = 100e6 / (1500.0 * 8.0);
+    Link {
+        rate_pps: rate,
+        rtt_s,
+        buffer: (rate * rtt_s * buf_bdp).round() as usize,
+        loss,
+    }
+}
+
+fn check(name: &str, link: Link, r: &Report, kp: f64) {
+    let bdp = link.rate_pps * link.rtt_s;
+    let goodput = r.delivered as f64 / link.rate_pps;
+    eprintln!(
+        "{name}: {r:?}\n  law share {:.3}, retrans/delivered {:.5}, queue {:.1} pkts = {:.3} B, util ~{:.3}",
+        r.law_rounds_after_ss as f64 / r.rounds_after_ss.max(1) as f64,
+        r.retrans as f64 / r.delivered.max(1) as f64,
+        r.queue_tail,
+        r.queue_tail / link.buffer as f64,
+        goodput,
+    );
+    // No lock-in: retransmissions are the slow-start overshoot plus at most
+    // two per random drop (a drop and, rarely, its retransmission).
+    assert!(
+        r.retrans <= r.ss_drops + 2 * r.random_drops,
+        "{name}: {} retransmissions > overshoot {} + 2 x random {}",
+        r.retrans,
+        r.ss_drops,
+        r.random_drops
+    );
+    assert!(
+        r.law_rounds_after_ss * 100 >= 80 * r.rounds_after_ss,
+        "{name}: the law ran in {} of {} rounds after slow start",
+        r.law_rounds_after_ss,
+        r.rounds_after_ss
+    );
+    assert!(r.rounds_after_ss > 100, "{name}: too few rounds to judge");
+    let _ = (bdp, kp);
+}
+
+/// Lock-in, then equilibrium: 100 Mbit/s, 190 ms, 1 BDP, no random loss.
+/// With the paper's slow start (ss_exit = 0) the first loss fills the buffer,
+/// so B is estimated at the real buffer and the queue must settle at
+/// Kp B / (1 + 2 Kp) of the real B.
+#[test]
+fn ccpd_closed_loop_no_loss_settles_at_the_equilibrium_queue() {
+    for kp in ["2", "4"] {
+        let link = path_100m(0.19, 1.0, 0.0);
+        let p = ccpd_params(&[("kp", kp), ("ss_exit", "0")]);
+        let r = run(link, &p, 80.0, 1);
+        let name = format!("190 ms, 1 BDP, loss 0, Kp {kp}, ss_exit 0");
+        check(&name, link, &r, kp.parse().unwrap());
+        let k: f64 = kp.parse().unwrap();
+        let want = k * link.buffer as f64 / (1.0 + 2.0 * k);
+        assert!(
+            (r.queue_tail - want).abs() <= 0.25 * want,
+            "{name}: queue {:.1} packets, equilibrium Kp B/(1+2Kp) = {want:.1} (+-25 %)",
+            r.queue_tail
+        );
+        assert!(
+            (r.b_est - link.buffer as f64).abs() <= 0.1 * link.buffer as f64,
+            "{name}: B estimated {:.0}, real {}",
+            r.b_est,
+            link.buffer
+        );
+        assert_eq!(r.late_drops, 0, "{name}: drops after slow start");
+        assert_eq!(r.rtos, 0, "{name}: RTOs");
+    }
+}
+
+/// The default slow start ends on HyStart's signals (an ACK train of half
+/// the base RTT, or a queue in the round's first RTT samples): no overshoot.
+/// B is then learnt from the law's own transients (rtt_max only grows), which
+/// may touch the real buffer once; the queue settles at the equilibrium of
+/// the estimated B.
+#[test]
+fn ccpd_closed_loop_delay_exit_does_not_overshoot() {
+    for (rtt, buf) in [(0.19, 1.0), (0.02, 1.0), (0.08, 0.5)] {
+        let link = path_100m(rtt, buf, 0.0);
+        let p = ccpd_params(&[]);
+        let r = run(link, &p, 40.0, 3);
+        let name = format!("{} ms, {buf} BDP, loss 0, defaults", rtt * 1e3);
+        eprintln!("{name}: {r:?}");
+        assert!(r.ss_drops + r.late_drops <= 5, "{name}: drops");
+        assert!(r.retrans <= 5 && r.recoveries <= 2, "{name}");
+        assert_eq!(r.rtos, 0, "{name}: RTOs");
+        let util = r.delivered as f64 / (link.rate_pps * 40.0);
+        assert!(util > 0.9, "{name}: utilisation {util:.3}");
+        let want = 2.0 * r.b_est / 5.0;
+        assert!(
+            (r.queue_tail - want).abs() <= 0.25 * want + 2.0,
+            "{name}: queue {:.1}, Kp B/(1+2Kp) of the estimated B {:.0} = {want:.1}",
+            r.queue_tail,
+            r.b_est
+        );
+    }
+}
+
+/// Random loss 1e-4 must be held through, not turned into a storm.
+#[test]
+fn ccpd_closed_loop_random_loss_is_held_not_amplified() {
+    let link = path_100m(0.19, 1.0, 1e-4);
+    let p = ccpd_params(&[("kp", "4")]);
+    let r = run(link, &p, 80.0, 7);
+    check("190 ms, 1 BDP, loss 1e-4, Kp 4", link, &r, 4.0);
+    assert!(r.random_drops > 20, "the loss process must act");
+    // Goodput: the window is held on random loss, so the link stays busy.
+    let util = r.delivered as f64 / (link.rate_pps * 80.0);
+    assert!(util > 0.85, "utilisation {util:.3} with random loss 1e-4");
+}
+
+/// ALGORITHMS 6.1.4: a compressed pair 7.5x the link (measured in the kernel
+/// at an idle start) is capped at 1.25x the delivery rate, and a pair sample
+/// that is not refreshed expires after 4 epochs.
+#[test]
+fn ccpd_capacity_is_capped_by_the_delivery_rate_and_expires() {
+    let p = ccpd_params(&[]);
+    let mut ca = intf::ccpd::default();
+    unsafe { intf::ccpd_on_init(&mut ca, 0, 0) };
+    ca.cap_sps = 62_972;
+    ca.fb_cur = 6_427;
+    let c = unsafe { intf::ccpd_capacity(&ca) };
+    assert_eq!(c, 6_427 * 1280 / 1024, "C = min(max(cap, fb), 1.25 fb)");
+    ca.cap_sps = 7_000;
+    assert_eq!(
+        unsafe { intf::ccpd_capacity(&ca) },
+        7_000,
+        "a pair within 1.25 fb is used"
+    );
+    // epochs without a new best sample: the pair sample expires after 4
+    for epoch in 1..=4u32 {
+        ca.round_cnt += p.cap_epoch;
+        unsafe { intf::ccpd_epochs(&mut ca, &p) };
+        let want = if epoch < 4 { 7_000 } else { 0 };
+        assert_eq!(ca.cap_sps, want, "epoch {epoch}");
+    }
+    // an epoch boundary skipped in Recovery is taken at the next round
+    ca.best_dsum_us = 1000;
+    ca.best_c_sps = 8_000;
+    ca.round_cnt += 3 * p.cap_epoch;
+    unsafe { intf::ccpd_epochs(&mut ca, &p) };
+    assert_eq!(ca.cap_sps, 8_000);
+}
+
+/// ALGORITHMS 6.1.5/6.1.6: an RTO in Recovery (no ssthresh(), no
+/// CA_EVENT_LOSS) must not leave a window of 0; undo restores prior_cwnd.
+#[test]
+fn ccpd_rto_in_recovery_never_gives_a_zero_window() {
+    let p = ccpd_params(&[]);
+    let mut ca = intf::ccpd::default();
+    unsafe { intf::ccpd_on_init(&mut ca, 0, 0) };
+    // fresh flow: Recovery entry from slow start without estimates, then RTO
+    let hold = unsafe { intf::ccpd_on_ssthresh(&mut ca, &p, 20, u32::MAX, 1000) };
+    assert_eq!(hold, 10, "no estimate yet: halve");
+    unsafe {
+        intf::ccpd_on_set_state(
+            &mut ca,
+            &p,
+            intf::CCL_CA_OPEN,
+            intf::CCL_CA_RECOVERY,
+            20,
+            1000,
+        )
+    };
+    let tgt = unsafe {
+        intf::ccpd_on_set_state(
+            &mut ca,
+            &p,
+            intf::CCL_CA_RECOVERY,
+            intf::CCL_CA_LOSS,
+            1,
+            2000,
+        )
+    };
+    assert_eq!(tgt, 10, "RTO target is the last law window");
+    assert_eq!(ca.phase as u32, intf::CCL_PHASE_SS_RTO);
+    let mut o = intf::ccpd_out::default();
+    let a = intf::ccpd_ack {
+        ca_state: intf::CCL_CA_LOSS,
+        snd_cwnd: 1,
+        cwnd_clamp: u32::MAX,
+        mss: 1448,
+        acked: 1,
+        rtt_us: -1,
+        ..Default::default()
+    };
+    unsafe { intf::ccpd_on_ack(&mut ca, &p, &a, &mut o) };
+    assert_eq!(
+        o.snd_cwnd, 2,
+        "slow start from 1 + 1 acked, floored at cwnd_min"
+    );
+    // a state whose ss_target was never set still gets cwnd_min
+    let mut fresh = intf::ccpd::default();
+    unsafe { intf::ccpd_on_init(&mut fresh, 0, 0) };
+    fresh.phase = intf::CCL_PHASE_SS_RTO as u8;
+    let a0 = intf::ccpd_ack {
+        acked: 0,
+        snd_cwnd: 0,
+        ..a
+    };
+    unsafe { intf::ccpd_on_ack(&mut fresh, &p, &a0, &mut o) };
+    assert!(
+        o.snd_cwnd >= p.cwnd_min,
+        "cwnd {} below cwnd_min",
+        o.snd_cwnd
+    );
+    assert_eq!(unsafe { intf::ccpd_on_undo(3, 40) }, 40);
+    assert_eq!(unsafe { intf::ccpd_on_undo(50, 40) }, 50);
+}
