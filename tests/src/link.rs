@@ -247,6 +247,49 @@ impl Bottleneck {
             .sum()
     }
 
+    /// A loss episode that ends in an RTO during fast recovery: drop a
+    /// fraction `p` of the data for `holes` (the holes put the sender into
+    /// Recovery), then every data packet for `blackout` (the retransmissions
+    /// are lost and the ACK clock stops, so the retransmission timer fires
+    /// while the state is still Recovery).  Rules are removed before return.
+    pub fn recovery_blackout(&self, p: f64, holes: Duration, blackout: Duration) {
+        let rule = |op: &str, extra: &[&str]| {
+            let mut a = vec![op, "FORWARD", "-i", "r0", "-o", "tr"];
+            a.extend_from_slice(extra);
+            a.extend_from_slice(&["-j", "DROP"]);
+            let o = self.router.exec("iptables", &a);
+            assert!(
+                o.status.success(),
+                "iptables {a:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        };
+        let ps = p.to_string();
+        let stat = ["-m", "statistic", "--mode", "random", "--probability", &ps];
+        rule("-I", &stat);
+        std::thread::sleep(holes);
+        rule("-I", &[]);
+        rule("-D", &stat);
+        std::thread::sleep(blackout);
+        rule("-D", &[]);
+    }
+
+    /// A TcpExt counter of the sender's namespace (/proc/net/netstat), e.g.
+    /// `TCPSackRecoveryFail`: RTOs that fired in Recovery.
+    pub fn sender_tcpext(&self, name: &str) -> u64 {
+        let o = self.sender.exec("cat", &["/proc/net/netstat"]);
+        let text = String::from_utf8_lossy(&o.stdout);
+        let mut lines = text.lines().filter(|l| l.starts_with("TcpExt:"));
+        let (Some(keys), Some(vals)) = (lines.next(), lines.next()) else {
+            return 0;
+        };
+        keys.split_whitespace()
+            .zip(vals.split_whitespace())
+            .find(|(k, _)| *k == name)
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(0)
+    }
+
     /// Send `bytes` from sender to receiver with `cc` on both ends.
     pub fn transfer(&self, cc: &str, bytes: u64) -> std::io::Result<crate::Transfer> {
         let listen: SocketAddr = (self.receiver_ip, 0).into();
