@@ -493,12 +493,25 @@ pub fn read_stats(algo: Algo) -> Result<Vec<u64>> {
         let per_cpu = map
             .lookup_percpu(&(i as u32).to_ne_bytes(), MapFlags::ANY)?
             .unwrap_or_default();
-        *slot = per_cpu
-            .iter()
-            .map(|b| u64::from_ne_bytes(b[..8].try_into().unwrap()))
-            .sum();
+        *slot = sum_percpu_u64(&per_cpu)?;
     }
     Ok(out)
+}
+
+/// Sum of a per-CPU u64 counter's values; a value shorter than 8 bytes (a
+/// foreign map pinned under our name) is an error, not a panic.
+pub(crate) fn sum_percpu_u64(per_cpu: &[Vec<u8>]) -> Result<u64> {
+    let sum: std::result::Result<u64, CclError> = per_cpu
+        .iter()
+        .map(|b| {
+            b.get(..8)
+                .map(|v| u64::from_ne_bytes(v.try_into().unwrap()))
+                .ok_or_else(|| {
+                    CclError::Layout(format!("per-CPU counter of {} bytes, 8 expected", b.len()))
+                })
+        })
+        .sum();
+    Ok(sum?)
 }
 
 pub fn read_meta(algo: Algo) -> Result<intf::ccl_meta> {
@@ -554,6 +567,15 @@ pub fn ids(algo: Algo) -> Result<Ids> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn per_cpu_sums_reject_short_values() {
+        let ok = vec![5u64.to_ne_bytes().to_vec(), 7u64.to_ne_bytes().to_vec()];
+        assert_eq!(sum_percpu_u64(&ok).unwrap(), 12);
+        let short = vec![vec![1u8, 2, 3, 4]];
+        let e = sum_percpu_u64(&short).unwrap_err().to_string();
+        assert!(e.contains("4 bytes"), "{e}");
+    }
 
     #[test]
     fn skeleton_and_bindgen_agree_on_layouts() {

@@ -239,12 +239,10 @@ pub fn list() -> Result<Vec<Binding>> {
         let st = MapHandle::from_pinned_path(e.path().join("cg_stats"))?;
         let mut c = [0u64; intf::CCL_CG_NR_STATS as usize];
         for (i, slot) in c.iter_mut().enumerate() {
-            *slot = st
-                .lookup_percpu(&(i as u32).to_ne_bytes(), MapFlags::ANY)?
-                .unwrap_or_default()
-                .iter()
-                .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
-                .sum();
+            *slot = bpf::sum_percpu_u64(
+                &st.lookup_percpu(&(i as u32).to_ne_bytes(), MapFlags::ANY)?
+                    .unwrap_or_default(),
+            )?;
         }
         out.push(Binding {
             cgroup: find_path(id),

@@ -12,6 +12,18 @@ use crate::bpf::{self, AttachOpts, AttachOutcome};
 use crate::error::CclError;
 use crate::{diag, doctor, stats, sysctl, watch};
 
+/// `--duration`: seconds as a finite, positive number (no panic on -1, nan,
+/// inf or 1e300, which `Duration::from_secs_f64` rejects by panicking).
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !v.is_finite() || v <= 0.0 || v > 1e9 {
+        return Err(format!("`{s}`: seconds must be > 0 and at most 1e9"));
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
 fn parse_algo(s: &str) -> Result<Algo, String> {
     s.parse::<Algo>().map_err(|e| e.to_string())
 }
@@ -100,9 +112,9 @@ pub enum Cmd {
         /// Stop after N records.
         #[arg(long)]
         count: Option<u64>,
-        /// Stop after this many seconds.
-        #[arg(long)]
-        duration: Option<f64>,
+        /// Stop after this many seconds (a finite number > 0).
+        #[arg(long, value_parser = parse_seconds)]
+        duration: Option<Duration>,
     },
     /// TCP sockets of this network namespace that use ccload's controllers.
     Flows {
@@ -293,7 +305,7 @@ pub fn run(cli: Cli) -> Result<i32> {
                 format,
                 every,
                 count,
-                duration: duration.map(Duration::from_secs_f64),
+                duration,
             })?;
             Ok(0)
         }
@@ -597,5 +609,14 @@ mod tests {
         );
         assert!(Cli::try_parse_from(["ccload", "detach"]).is_err());
         assert!(Cli::try_parse_from(["ccload", "detach", "--all", "--algo", "ccpd"]).is_err());
+        for bad in ["-1", "nan", "inf", "0", "1e300", "x"] {
+            let arg = format!("--duration={bad}");
+            let e = Cli::try_parse_from(["ccload", "watch", arg.as_str()])
+                .err()
+                .unwrap_or_else(|| panic!("--duration {bad} accepted"))
+                .to_string();
+            assert!(e.contains("--duration"), "{bad}: {e}");
+        }
+        assert!(Cli::try_parse_from(["ccload", "watch", "--duration", "2.5"]).is_ok());
     }
 }

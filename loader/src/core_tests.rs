@@ -796,6 +796,10 @@ fn eq4_ramp_hold_zero_and_the_cycle_rule() {
     unsafe { intf::ubl_ack(&mut w, 1, new_ssth, &p) }; // U2: extra = W_full - cwnd_r
     unsafe { intf::ubl_round(&mut w, C_LOW, new_ssth, &p) };
     assert_eq!((w.extra, w.phase as u32), (0, intf::CCL_PHASE_ZERO));
+    // ... after which Reno's own crossing of alpha measures W_full afresh.
+    w.cwnd_r = wf as u32 + 20;
+    assert_eq!(unsafe { intf::ubl_round(&mut w, C_HIGH, new_ssth, &p) }, 1);
+    assert_eq!(w.wfull_cur, (((wf + 20) * 63570) >> 16) as u32);
     // Literal rule (zero_on_c = 1): zero, W_full^1 from cwnd_p, no re-arming.
     let pl = intf::ubl_cfg { zero_on_c: 1, ..p };
     unsafe { intf::ubl_round(&mut lit, C_HIGH, new_ssth, &pl) };

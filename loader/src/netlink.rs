@@ -71,27 +71,42 @@ pub fn dump(
         if n == 0 {
             return Ok(());
         }
-        let data = &buf[..n as usize];
-        let mut off = 0;
-        while off + 16 <= data.len() {
-            let len = u32::from_ne_bytes(data[off..off + 4].try_into().unwrap()) as usize;
-            let ty = u16::from_ne_bytes(data[off + 4..off + 6].try_into().unwrap());
-            if len < 16 || off + len > data.len() {
-                break;
-            }
-            match ty {
-                NLMSG_DONE => return Ok(()),
-                NLMSG_ERROR => {
-                    let err = i32::from_ne_bytes(data[off + 16..off + 20].try_into().unwrap());
-                    if err != 0 {
-                        return Err(io::Error::from_raw_os_error(-err));
-                    }
-                }
-                _ => on_msg(ty, &data[off + 16..off + len]),
-            }
-            off += align4(len);
+        if walk(&buf[..n as usize], &mut on_msg)? {
+            return Ok(());
         }
     }
+}
+
+/// The messages of one receive batch: `on_msg` for data messages; Ok(true)
+/// at NLMSG_DONE; an error for an NLMSG_ERROR with a code, or one too short
+/// to carry its code (16-byte header + 4-byte error).
+fn walk(data: &[u8], on_msg: &mut impl FnMut(u16, &[u8])) -> io::Result<bool> {
+    let mut off = 0;
+    while off + 16 <= data.len() {
+        let len = u32::from_ne_bytes(data[off..off + 4].try_into().unwrap()) as usize;
+        let ty = u16::from_ne_bytes(data[off + 4..off + 6].try_into().unwrap());
+        if len < 16 || off + len > data.len() {
+            break;
+        }
+        match ty {
+            NLMSG_DONE => return Ok(true),
+            NLMSG_ERROR => {
+                let Some(code) = data.get(off + 16..off + 20).filter(|_| len >= 20) else {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("netlink: NLMSG_ERROR of {len} bytes carries no error code"),
+                    ));
+                };
+                let err = i32::from_ne_bytes(code.try_into().unwrap());
+                if err != 0 {
+                    return Err(io::Error::from_raw_os_error(-err));
+                }
+            }
+            _ => on_msg(ty, &data[off + 16..off + len]),
+        }
+        off += align4(len);
+    }
+    Ok(false)
 }
 
 /// The attributes in `b`: (type without the nested/byte-order flags, payload).
@@ -129,5 +144,35 @@ mod tests {
             v,
             vec![(1, b"a".to_vec()), (2, 7u32.to_ne_bytes().to_vec())]
         );
+    }
+
+    fn hdr(len: u32, ty: u16) -> Vec<u8> {
+        let mut b = len.to_ne_bytes().to_vec();
+        b.extend_from_slice(&ty.to_ne_bytes());
+        b.extend_from_slice(&[0; 10]);
+        b
+    }
+
+    #[test]
+    fn walk_reports_short_and_real_errors_without_panicking() {
+        let mut seen = Vec::new();
+        let mut f = |t: u16, p: &[u8]| seen.push((t, p.len()));
+        // a 16-byte NLMSG_ERROR (no code): an error, not a panic
+        let e = walk(&hdr(16, NLMSG_ERROR), &mut f).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+        // NLMSG_ERROR with -EPERM
+        let mut b = hdr(20, NLMSG_ERROR);
+        b.extend_from_slice(&(-1i32).to_ne_bytes());
+        assert_eq!(walk(&b, &mut f).unwrap_err().raw_os_error(), Some(1));
+        // an ACK (code 0), a data message, then DONE
+        let mut b = hdr(20, NLMSG_ERROR);
+        b.extend_from_slice(&0i32.to_ne_bytes());
+        b.extend(hdr(24, 20));
+        b.extend_from_slice(&[1; 8]);
+        b.extend(hdr(16, NLMSG_DONE));
+        assert!(walk(&b, &mut f).unwrap());
+        // a length past the buffer ends the batch
+        assert!(!walk(&hdr(4096, 20), &mut f).unwrap());
+        assert_eq!(seen, vec![(20, 8)]);
     }
 }

@@ -179,7 +179,9 @@ pub fn run(o: WatchOpts) -> Result<()> {
     pr.finish(&o, &drops_at_start)?;
     let seen = pr.seen;
     for (algo, d0) in o.algos.iter().zip(&drops_at_start) {
-        let d = bpf::read_stats(*algo)?[intf::CCL_STAT_RB_RESERVE_FAIL as usize] - d0;
+        // A re-attach during the watch restarts the counters: saturate.
+        let d =
+            bpf::read_stats(*algo)?[intf::CCL_STAT_RB_RESERVE_FAIL as usize].saturating_sub(*d0);
         eprintln!(
             "ccload: {algo}: {seen} records shown, {d} dropped in the kernel (ring buffer full)"
         );
@@ -208,7 +210,7 @@ fn draw_table(
             out,
             "{algo}: {} flows, ring-buffer drops since start: {}",
             rows.len(),
-            drops - d0
+            drops.saturating_sub(d0)
         )?;
         let names: Vec<&str> = crate::telemetry::fields(*algo)
             .iter()

@@ -186,7 +186,7 @@ pub fn run(
                 bar.set_message(format!("{} {cc} rep {}", case.label, rep + 1));
                 KernelState::tune(cc)?;
                 let base = (k * 1000) as u64;
-                let r = lab::run_case(&sc, case, cc, rep, &mut |f| {
+                let r = lab::run_case(&sc.for_case(&case.label), case, cc, rep, &mut |f| {
                     bar.set_position(base + (f * 1000.0) as u64)
                 });
                 KernelState::untune(cc);

@@ -73,6 +73,14 @@ fn run(cmd: &mut Command) -> Result<()> {
     Ok(())
 }
 
+/// The lab attaches our controllers with the ccload binary next to this
+/// one: build it first.
+fn build_ccload(root: &Path) -> Result<()> {
+    run(Command::new(env!("CARGO"))
+        .current_dir(root)
+        .args(["build", "--locked", "-q", "-p", "ccload"]))
+}
+
 fn main() -> Result<()> {
     let root = root();
     match Args::parse().task {
@@ -107,11 +115,7 @@ fn main() -> Result<()> {
                     out,
                 },
         } => {
-            // The runner attaches our controllers with the ccload binary
-            // next to this one: build it first.
-            run(Command::new(env!("CARGO"))
-                .current_dir(&root)
-                .args(["build", "--locked", "-q", "-p", "ccload"]))?;
+            build_ccload(&root)?;
             lab::run(&root, &scenario, quick, out)?;
         }
         Task::Lab {
@@ -122,9 +126,7 @@ fn main() -> Result<()> {
                     out,
                 },
         } => {
-            run(Command::new(env!("CARGO"))
-                .current_dir(&root)
-                .args(["build", "--locked", "-q", "-p", "ccload"]))?;
+            build_ccload(&root)?;
             if let Err(e) = lab::check(&root, &scenario, quick, out) {
                 eprintln!("lab check: {e:#}");
                 std::process::exit(1);
