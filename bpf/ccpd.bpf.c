@@ -51,7 +51,14 @@
  *     and CA_EVENT_LOSS (a target of 0 there gave cwnd 0).  undo_cwnd
  *     returns max(cwnd, prior_cwnd).
  *  9. Slow start and Reno AI (before C is known) grow only while the flow is
- *     cwnd-limited, as every Linux CC does (RFC 7661).
+ *     cwnd-limited, as every Linux CC does (RFC 7661).  Slow start also ends
+ *     on HyStart's ACK-train and delay signals (ss_exit = 1, checked in
+ *     pkts_acked): waiting for the first loss retransmitted the overshoot.
+ * 10. The L1 law reads x and d from the smallest RTT of the round, not the
+ *     smoothed RTT: RTT noise read as queue held the window at 43 % of a
+ *     10-ms path with a 10-packet buffer.  A congestive loss in CA sets
+ *     rtt_max to the smoothed RTT at the loss (bmax_on_loss = 1), so a
+ *     noise-inflated B cannot keep the hold above the storage.
  *
  *   state diagram (phase):
  *

@@ -188,7 +188,7 @@ struct ccpd {
 	u32 ss_target;		  /* slow-start target after RTO, segments */
 	u32 pair_seq;		  /* snd_nxt when the pair was armed */
 	u32 pair_rtt1_us;	  /* RTT sample of the first unit's ACK, us */
-	u32 round_min_us;	  /* smallest of the round's first RTT samples, us */
+	u32 round_min_us;	  /* smallest RTT sample of the current round, us */
 	u32 best_dsum_us;	  /* CapProbe filter: min RTT sum this epoch, us */
 	u32 best_c_sps;		  /* ... and its capacity sample, segments/s */
 	u32 last_ack_us;	  /* (u32) time of the last ACK in Open (ACK-train check) */
@@ -317,7 +317,10 @@ CCL_CORE u32 ccpd_law_target(const struct ccpd *ca, u32 w, const struct ccpd_est
 	return (u32)ccl_min64(share + q, cwnd_max);
 }
 
-/* E1: rtt_min, smoothed RTT (gain 1/8), rtt_max of the smoothed RTT. */
+/* E1: rtt_min, smoothed RTT (gain 1/8), rtt_max of the smoothed RTT.
+ * (rtt_max from round minima, noise-free, was tried: after a slow-start exit
+ * without a standing queue B then stays at b_min and the law's growth,
+ * gamma Kp B per round, took 36 s to fill a 190-ms pipe.) */
 CCL_CORE void ccpd_rtt_sample(struct ccpd *ca, s32 rtt)
 {
 	u32 r;
@@ -463,12 +466,14 @@ CCL_CORE void ccpd_on_rtt(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 
 		ca->round_samples |= CCPD_TRAIN_BROKEN;
 	ca->last_ack_us = now_us;
 	n = ca->round_samples & ~CCPD_TRAIN_BROKEN;
-	if (rtt_us > 0 && n < CCPD_SS_EXIT_SAMPLES) {
+	if (rtt_us > 0) {
 		if ((u32)rtt_us < ca->round_min_us)
 			ca->round_min_us = (u32)rtt_us;
-		ca->round_samples++;
-		if (n + 1 == CCPD_SS_EXIT_SAMPLES)
-			round_min = ca->round_min_us;
+		if (n < CCPD_SS_EXIT_SAMPLES) {
+			ca->round_samples++;
+			if (n + 1 == CCPD_SS_EXIT_SAMPLES)
+				round_min = ca->round_min_us;
+		}
 	}
 	if (ca->phase != CCL_PHASE_SS || !p->ss_exit || snd_cwnd < CCPD_SS_EXIT_MIN_CWND)
 		return;
@@ -487,7 +492,7 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 			  const struct ccpd_ack *a, struct ccpd_out *o)
 {
 	struct ccpd_law *l = &o->l;
-	u32 dt_round = 0, cw;
+	u32 dt_round = 0, cw, prev_min = CCL_U32_MAX;
 
 	__builtin_memset(o, 0, sizeof(*o));
 	o->snd_cwnd = a->snd_cwnd;
@@ -529,6 +534,7 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 
 	/* C4: estimators (Open, Disorder, CWR); E1 ran in ccpd_on_rtt. */
 	if (o->round_start) {
+		prev_min = ca->round_min_us;
 		ca->round_min_us = CCL_U32_MAX;
 		ca->round_samples = 0;
 	}
@@ -544,7 +550,19 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 	o->c_sps = ccpd_capacity(ca);
 
 	l->rtt_min_us = ca->rtt_min_us != CCL_U32_MAX ? ca->rtt_min_us : 0;
-	l->rtts_us = ccpd_rtts(ca);
+	/*
+	 * The queue the L1 law regulates, x = C (s - m) and d = w (s - m) / s,
+	 * is read from the smallest RTT of the round just completed rather than
+	 * the smoothed RTT (as Vegas does): RTT noise (ACK batching, timer and
+	 * scheduling jitter) only adds delay, so the smoothed RTT sits above
+	 * rtt_min by the mean noise even with an empty queue, and with a buffer
+	 * of a few packets the law read that noise as its equilibrium queue and
+	 * held the window below the pipe (43 % of 100 Mbit/s at 10 ms with a
+	 * 10-packet buffer).  A standing queue is in every sample of the round,
+	 * so it is in the minimum too.  L0 (per ACK, literal) keeps the smoothed
+	 * RTT.
+	 */
+	l->rtts_us = p->mode != 0 && prev_min != CCL_U32_MAX ? prev_min : ccpd_rtts(ca);
 	l->in_flight = a->in_flight;
 	l->kp_q10 = p->kp_q10;
 	l->cwnd_min = p->cwnd_min;
@@ -641,6 +659,20 @@ CCL_CORE u32 ccpd_on_ssthresh(struct ccpd *ca, const struct ccl_ccpd_params *p, 
 			cong = true;
 		if ((u64)snd_cwnd + ccl_max64(2, (e.b_q10 >> 10) / 8) >= cmax)
 			cong = true;
+		/*
+		 * A loss in congestion avoidance says the storage is full at the
+		 * queueing delay seen now: B comes down to it (bmax_on_loss 1:
+		 * congestive losses, 2: every loss).  Otherwise an overestimated
+		 * B (RTT noise lifts the smoothed maximum) keeps the law target,
+		 * and so the hold, above the storage, and every round overflows:
+		 * 15,820 retransmissions in 20 s on a 10-packet buffer.
+		 */
+		if (ca->phase == CCL_PHASE_CA &&
+		    (p->bmax_on_loss == 2 || (p->bmax_on_loss == 1 && cong))) {
+			ca->rtt_max_us = s > m ? s : m;
+			ccpd_estimate_of(ca, c, p->b_min, &e);
+			cmax = ccpd_cwnd_max(&e, p->cwnd_min, cwnd_clamp);
+		}
 		if (cong) {
 			target = ccpd_law_target(ca, snd_cwnd, &e, p->kp_q10, cmax);
 			hold = snd_cwnd < target ? snd_cwnd : target;
@@ -656,8 +688,6 @@ CCL_CORE u32 ccpd_on_ssthresh(struct ccpd *ca, const struct ccl_ccpd_params *p, 
 		ca->w_q10 = hold << 10;
 	if (ca->phase == CCL_PHASE_SS)
 		ca->phase = CCL_PHASE_CA;
-	if (p->bmax_on_loss && m != CCL_U32_MAX)
-		ca->rtt_max_us = s > m ? s : m;
 	return hold;
 }
 

@@ -35,6 +35,9 @@ pub(crate) struct Link {
     pub rtt_s: f64,
     pub buffer: usize,
     pub loss: f64,
+    /// Extra delay on each ACK, uniform in [0, jitter_s] (host scheduling,
+    /// delayed ACKs); FIFO order is kept.
+    pub jitter_s: f64,
 }
 
 #[derive(Default, Debug)]
@@ -60,7 +63,7 @@ pub(crate) struct Report {
 #[derive(PartialEq, Eq, PartialOrd, Ord)]
 struct Ack {
     at_ns: std::cmp::Reverse<u64>,
-    tx: u64,
+    tx: std::cmp::Reverse<u64>, // equal times: the earlier transmission first
 }
 
 #[derive(Clone, Copy, Default)]
@@ -120,6 +123,7 @@ pub(crate) fn run(link: Link, p: &intf::ccl_ccpd_params, secs: f64, seed: u64) -
     let mut acks: BinaryHeap<Ack> = BinaryHeap::new();
     let mut queue: VecDeque<u64> = VecDeque::new(); // departure times
     let mut link_free = 0u64;
+    let mut last_ack_at = 0u64;
 
     let mut now = 0u64;
     let mut cwnd: u32 = 10;
@@ -220,9 +224,17 @@ pub(crate) fn run(link: Link, p: &intf::ccl_ccpd_params, secs: f64, seed: u64) -
                     let dep = link_free.max(now) + service_ns;
                     link_free = dep;
                     queue.push_back(dep);
+                    let j = if link.jitter_s > 0.0 {
+                        (rng.next() % 1_000_000) * ns(link.jitter_s) / 1_000_000
+                    } else {
+                        0
+                    };
+                    // jitter never reorders ACKs
+                    let at = (dep + ns(link.rtt_s) + j).max(last_ack_at);
+                    last_ack_at = at;
                     acks.push(Ack {
-                        at_ns: std::cmp::Reverse(dep + ns(link.rtt_s)),
-                        tx: id,
+                        at_ns: std::cmp::Reverse(at),
+                        tx: std::cmp::Reverse(id),
                     });
                 }
                 txs.push(tx);
@@ -300,7 +312,8 @@ pub(crate) fn run(link: Link, p: &intf::ccl_ccpd_params, secs: f64, seed: u64) -
 
         // An ACK (with SACK) for one transmission.
         let a = acks.pop().unwrap();
-        let tx = txs[a.tx as usize];
+        let a_tx = a.tx.0;
+        let tx = txs[a_tx as usize];
         let seg = tx.seq as usize;
         let mut newly = 0u32;
         if !segs[seg].sacked && seg as u64 >= snd_una {
@@ -354,7 +367,7 @@ pub(crate) fn run(link: Link, p: &intf::ccl_ccpd_params, secs: f64, seed: u64) -
         // Loss detection: transmissions three or more before this one.
         let mut losses = 0i32;
         while let Some(&id) = outstanding.front() {
-            if id + DUPTHRESH > a.tx {
+            if id + DUPTHRESH > a_tx {
                 break;
             }
             outstanding.pop_front();
@@ -481,6 +494,7 @@ fn path_100m(rtt_s: f64, buf_bdp: f64, loss: f64) -> Link {
         rtt_s,
         buffer: (rate * rtt_s * buf_bdp).round() as usize,
         loss,
+        jitter_s: 0.0,
     }
 }
 
@@ -682,4 +696,28 @@ fn ccpd_rto_in_recovery_never_gives_a_zero_window() {
     );
     assert_eq!(unsafe { intf::ccpd_on_undo(3, 40) }, 40);
     assert_eq!(unsafe { intf::ccpd_on_undo(50, 40) }, 50);
+}
+
+/// A buffer of a few packets on a short path, with ACK-time jitter of the
+/// order of the queueing delay the buffer can hold: the law must still fill
+/// the pipe (it regulates the measured queue, and noise is measured queue).
+#[test]
+fn ccpd_closed_loop_tiny_buffer_with_jitter_fills_the_pipe() {
+    for jitter_ms in [0.0, 0.3, 1.0] {
+        let mut link = path_100m(0.01, 0.125, 0.0);
+        link.jitter_s = jitter_ms / 1e3;
+        let p = ccpd_params(&[]);
+        let r = run(link, &p, 20.0, 5);
+        let util = r.delivered as f64 / (link.rate_pps * 20.0);
+        eprintln!(
+            "10 ms, {} pkts, jitter {jitter_ms} ms: util {util:.3} {r:?}",
+            link.buffer
+        );
+        assert!(util > 0.9, "jitter {jitter_ms} ms: utilisation {util:.3}");
+        assert!(
+            r.retrans * 100 < r.delivered,
+            "jitter {jitter_ms} ms: {} retransmits",
+            r.retrans
+        );
+    }
 }
