@@ -15,7 +15,8 @@
  *
  * Tan, Song, Zhang, Sridharan: "A Compound TCP approach for high-speed and
  * long distance networks", INFOCOM 2006; draft-sridharan-tcpm-ctcp; the
- * CTCP+ seed (Hisamatsu/Noborio group, IPSJ 2012).  Spec: ALGORITHMS.md 3.
+ * CTCP+ seed (Hisamatsu/Noborio group, IPSJ 2012).  How it works and why it
+ * deviates: docs/ctcp_plus.md.
  *
  * Deviations (spec 3.1 [S], 3.2 [I], register 14-15):
  *  1. Round RTT = minimum sample of the round, >= min_samples samples, delay

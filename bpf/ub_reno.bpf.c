@@ -17,7 +17,7 @@
  * where the RTT started to rise), and steps aside once the queue builds.
  *
  * Hyun & Jang: "A simple TCP modification for under-buffered links" (the
- * letter, seed 004).  Spec: ALGORITHMS.md 4.
+ * letter).  How it works and why it deviates: docs/ub_reno.md.
  *
  * Deviations (spec 4.2, interpretation register 16-17):
  *  1. Ramp: cwnd_p(t+1) = min(a cwnd_p(t), W_full^{i-1}) (the printed

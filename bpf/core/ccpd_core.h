@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * ccpd_core.h - CCPD arithmetic core (ALGORITHMS.md 1.4 E4, 1.5 C7/C8).
+ * ccpd_core.h - CCPD arithmetic core and hook logic (docs/ccpd.md).
  *
  * Pure functions on integers, shared by bpf/ccpd.bpf.c and the host unit tests
  * (loader/src/core_tests.rs), which compare them with an f64 model of the
