@@ -2,12 +2,9 @@
 /*
  * ccload.bpf.h - BPF-only helpers shared by the four controllers.
  *
- * Each controller object has the same four maps, so the loader treats them
- * uniformly and pins them under /sys/fs/bpf/ccload/<algo>/:
- *   params  ARRAY[CCL_NR_PROFILES] of struct ccl_<algo>_params (live tunables)
- *   stats   PERCPU_ARRAY[CCL_NR_STATS] of u64
- *   events  RINGBUF of struct ccl_event (per-round telemetry)
- *   meta    ARRAY[1] of struct ccl_meta (what detach must restore)
+ * Socket accessors and kfuncs.  The maps every controller has, and the
+ * helpers that use them, are in ccload_maps.bpf.h (included once per
+ * controller after it names its params).
  */
 #ifndef __CCLOAD_BPF_H
 #define __CCLOAD_BPF_H
@@ -41,101 +38,6 @@ extern void tcp_cong_avoid_ai(struct tcp_sock *tp, u32 w, u32 acked) __ksym;
 extern void tcp_reno_cong_avoid(struct sock *sk, u32 ack, u32 acked) __ksym;
 extern u32 tcp_reno_ssthresh(struct sock *sk) __ksym;
 extern u32 tcp_reno_undo_cwnd(struct sock *sk) __ksym;
-
-#define CCL_DEFINE_MAPS(params_type)                                      \
-	struct {                                                          \
-		__uint(type, BPF_MAP_TYPE_ARRAY);                         \
-		__uint(max_entries, CCL_NR_PROFILES);                     \
-		__type(key, u32);                                         \
-		__type(value, params_type);                               \
-	} params SEC(".maps");                                            \
-	struct {                                                          \
-		__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);                  \
-		__uint(max_entries, CCL_NR_STATS);                        \
-		__type(key, u32);                                         \
-		__type(value, u64);                                       \
-	} stats SEC(".maps");                                             \
-	struct {                                                          \
-		__uint(type, BPF_MAP_TYPE_RINGBUF);                       \
-		__uint(max_entries, CCL_RINGBUF_BYTES);                   \
-	} events SEC(".maps");                                            \
-	struct {                                                          \
-		__uint(type, BPF_MAP_TYPE_ARRAY);                         \
-		__uint(max_entries, 1);                                   \
-		__type(key, u32);                                         \
-		__type(value, struct ccl_meta);                           \
-	} meta SEC(".maps");                                              \
-	CCL_DEFINE_SK_PROFILE                                             \
-	static __always_inline void stat_add(u32 idx, u64 v)              \
-	{                                                                 \
-		u64 *c = bpf_map_lookup_elem(&stats, &idx);               \
-		if (c)                                                    \
-			*c += v;                                          \
-	}                                                                 \
-	static __always_inline void stat_inc(u32 idx)                     \
-	{                                                                 \
-		stat_add(idx, 1);                                         \
-	}                                                                 \
-	/* Profile bound to this socket by a cgroup binding; 0 = defaults. */ \
-	static __always_inline u32 ccl_profile_of(const struct sock *sk)  \
-	{                                                                 \
-		struct ccl_sk_binding *b;                                 \
-		b = bpf_sk_storage_get(&sk_profile, (void *)sk, 0, 0);    \
-		if (!b)                                                   \
-			return 0;                                         \
-		if (b->profile >= CCL_NR_PROFILES) {                      \
-			stat_inc(CCL_STAT_PROFILE_MISS);                \
-			return 0;                                         \
-		}                                                         \
-		return b->profile;                                        \
-	}                                                                 \
-	/* Reserve a record with its header filled and union zeroed; a full \
-	 * ring is counted, never silent.  Submit with ccl_event_submit(). */ \
-	static __always_inline struct ccl_event *ccl_event_reserve(       \
-		const struct sock *sk, u32 algo, u32 round, u8 phase, u32 profile) \
-	{                                                                 \
-		struct ccl_event *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0); \
-		if (!ev) {                                                \
-			stat_inc(CCL_STAT_RB_RESERVE_FAIL);               \
-			return NULL;                                      \
-		}                                                         \
-		ccl_event_fill(ev, sk, algo, round, phase, profile);      \
-		__builtin_memset(&ev->u, 0, sizeof(ev->u));               \
-		return ev;                                                \
-	}                                                                 \
-	static __always_inline void ccl_event_submit(struct ccl_event *ev) \
-	{                                                                 \
-		bpf_ringbuf_submit(ev, 0);                                \
-		stat_inc(CCL_STAT_EVENTS);                                \
-	}
-
-/*
- * params_type fn(profile, *p): copy the tunables of `profile` from the params
- * map and clamp every field to the range declared in ccload_intf.h (userspace
- * writes are not trusted).  A failed lookup falls back to the defaults.
- */
-#define CCL_PARAM_CLAMP(field, name, scale, def, lo, hi, unit, help) \
-	p->field = ccl_clamp_u32(p->field, lo, hi, &hit);
-#define CCL_PARAM_DEFAULT(field, name, scale, def, lo, hi, unit, help) .field = def,
-#define CCL_DEFINE_PARAMS_READER(fn, params_type, TABLE)                          \
-	static __always_inline void fn(u32 profile, params_type *p)               \
-	{                                                                         \
-		params_type *m;                                                   \
-		u32 hit = 0;                                                      \
-		if (profile >= CCL_NR_PROFILES)                                   \
-			profile = 0;                                              \
-		m = bpf_map_lookup_elem(&params, &profile);                       \
-		if (!m) {                                                         \
-			params_type d = { TABLE(CCL_PARAM_DEFAULT) };             \
-			*p = d;                                                   \
-			stat_inc(CCL_STAT_PROFILE_MISS);                          \
-			return;                                                   \
-		}                                                                 \
-		*p = *m;                                                          \
-		TABLE(CCL_PARAM_CLAMP)                                            \
-		if (hit)                                                          \
-			stat_inc(CCL_STAT_PARAM_CLAMPED);                         \
-	}
 
 static __always_inline struct tcp_sock *tcp_sk(const struct sock *sk)
 {

@@ -32,15 +32,26 @@ enum ccl_consts {
 	CCL_NAME_MAX = 16,	   /* TCP_CA_NAME_MAX including the NUL */
 	CCL_NR_PROFILES = 16,	   /* params map entries; 0 = the algorithm's defaults */
 	CCL_RINGBUF_BYTES = 1 << 20, /* per algorithm; ~9000 telemetry records */
+	CCL_CA_PRIV_SIZE = 104,	   /* ICSK_CA_PRIV_SIZE: per-flow controller state */
 	CCL_Q10 = 1024,
 	CCL_Q16 = 65536,
 };
 
+/* Every controller, one row each: X(name, NAME, tel).  `name` is the kernel
+ * name users type and the source bpf/<name>.bpf.c; NAME prefixes its tables
+ * (CCL_<NAME>_PARAMS, CCL_TEL_<NAME>); `tel` is its member of the telemetry
+ * union.  This is the only list of algorithms: loader/build.rs reads it to
+ * build one skeleton per row and to generate the Rust `Algo` enum, and the
+ * macros below generate the C enum and structs from it. */
+#define CCL_ALGOS(X)                  \
+	X(ccpd, CCPD, ccpd)           \
+	X(hetcp, HETCP, hetcp)        \
+	X(ctcp_plus, CTCP_PLUS, ctcp) \
+	X(ub_reno, UB_RENO, ubl)
+
+#define CCL_ALGO_ENUM(name, NAME, tel) CCL_ALGO_##NAME,
 enum ccl_algo {
-	CCL_ALGO_CCPD = 0,
-	CCL_ALGO_HETCP = 1,
-	CCL_ALGO_CTCP_PLUS = 2,
-	CCL_ALGO_UB_RENO = 3,
+	CCL_ALGOS(CCL_ALGO_ENUM)
 	CCL_NR_ALGOS,
 };
 
@@ -160,18 +171,12 @@ enum ccl_phase {
 
 #define CCL_PARAM_FIELD(field, name, scale, def, lo, hi, unit, help) u32 field;
 
-struct ccl_ccpd_params {
-	CCL_CCPD_PARAMS(CCL_PARAM_FIELD)
-};
-struct ccl_hetcp_params {
-	CCL_HETCP_PARAMS(CCL_PARAM_FIELD)
-};
-struct ccl_ctcp_plus_params {
-	CCL_CTCP_PLUS_PARAMS(CCL_PARAM_FIELD)
-};
-struct ccl_ub_reno_params {
-	CCL_UB_RENO_PARAMS(CCL_PARAM_FIELD)
-};
+/* struct ccl_<name>_params, one per CCL_ALGOS row. */
+#define CCL_PARAMS_STRUCT(name, NAME, tel) \
+	struct ccl_##name##_params {       \
+		CCL_##NAME##_PARAMS(CCL_PARAM_FIELD) \
+	};
+CCL_ALGOS(CCL_PARAMS_STRUCT)
 
 /* Host-side descriptor of one tunable (arrays in bpf/core/host_core.c). */
 struct ccl_param_desc {
@@ -228,7 +233,7 @@ struct ccl_param_desc {
 	X(u32, base_rtt_us, "us", "min RTT")                                    \
 	X(u32, losses, "", "loss events seen by this flow")
 
-#define CCL_TEL_CTCP(X)                                                          \
+#define CCL_TEL_CTCP_PLUS(X)                                                          \
 	X(u32, base_rtt_us, "us", "min RTT ever")                               \
 	X(u32, round_rtt_us, "us", "RTT used for Diff this round")              \
 	X(u32, cnt_rtt, "", "RTT samples this round")                           \
@@ -252,7 +257,7 @@ enum ccl_ctcp_rule {
 	CCL_CTCP_EXIT = 16,
 };
 
-#define CCL_TEL_UBL(X)                                                           \
+#define CCL_TEL_UB_RENO(X)                                                           \
 	X(u32, lsrtt_us, "us", "level-shift-aware smoothed RTT")                \
 	X(u32, rtt_us, "us", "last RTT sample")                                 \
 	X(u32, rtt_min_us, "us", "min RTT")                                     \
@@ -270,18 +275,12 @@ enum ccl_ctcp_rule {
 
 #define CCL_TEL_FIELD(type, field, unit, help) type field;
 
-struct ccl_tel_ccpd {
-	CCL_TEL_CCPD(CCL_TEL_FIELD)
-};
-struct ccl_tel_hetcp {
-	CCL_TEL_HETCP(CCL_TEL_FIELD)
-};
-struct ccl_tel_ctcp {
-	CCL_TEL_CTCP(CCL_TEL_FIELD)
-};
-struct ccl_tel_ubl {
-	CCL_TEL_UBL(CCL_TEL_FIELD)
-};
+/* struct ccl_tel_<tel>, one per CCL_ALGOS row. */
+#define CCL_TEL_STRUCT(name, NAME, tel) \
+	struct ccl_tel_##tel {          \
+		CCL_TEL_##NAME(CCL_TEL_FIELD) \
+	};
+CCL_ALGOS(CCL_TEL_STRUCT)
 
 /* Host-side descriptor of one telemetry field (bpf/core/host_core.c). */
 struct ccl_tel_desc {
@@ -312,10 +311,8 @@ struct ccl_event {
 	u8 saddr[16];	   /* IPv4 in the first 4 bytes */
 	u8 daddr[16];
 	union {
-		struct ccl_tel_ccpd ccpd;
-		struct ccl_tel_hetcp hetcp;
-		struct ccl_tel_ctcp ctcp;
-		struct ccl_tel_ubl ubl;
+#define CCL_TEL_MEMBER(name, NAME, tel) struct ccl_tel_##tel tel;
+		CCL_ALGOS(CCL_TEL_MEMBER)
 	} u;
 };
 

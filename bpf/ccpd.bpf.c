@@ -73,10 +73,11 @@
 
 char _license[] SEC("license") = "GPL";
 
-CCL_DEFINE_MAPS(struct ccl_ccpd_params)
-CCL_DEFINE_PARAMS_READER(ccpd_params, struct ccl_ccpd_params, CCL_CCPD_PARAMS)
+#define CCL_PARAMS struct ccl_ccpd_params
+#define CCL_PARAMS_TABLE CCL_CCPD_PARAMS
+#include "ccload_maps.bpf.h"
 
-_Static_assert(sizeof(struct ccpd) <= 104, "ccpd state must fit icsk_ca_priv");
+_Static_assert(sizeof(struct ccpd) <= CCL_CA_PRIV_SIZE, "ccpd state must fit icsk_ca_priv");
 
 SEC("struct_ops")
 void BPF_PROG(ccpd_init, struct sock *sk)
@@ -85,12 +86,6 @@ void BPF_PROG(ccpd_init, struct sock *sk)
 
 	ccpd_on_init(inet_csk_ca(sk), tp->delivered, (u32)tp->tcp_mstamp);
 	stat_inc(CCL_STAT_FLOW_INIT);
-}
-
-SEC("struct_ops")
-void BPF_PROG(ccpd_release, struct sock *sk)
-{
-	stat_inc(CCL_STAT_FLOW_RELEASE);
 }
 
 static __always_inline void ccpd_emit(struct sock *sk, struct ccpd *ca,
@@ -140,7 +135,7 @@ void BPF_PROG(ccpd_cong_control, struct sock *sk, u32 ack, int flag, const struc
 	struct ccpd_out o;
 	u32 profile = ccl_profile_of(sk);
 
-	ccpd_params(profile, &p);
+	ccl_params(profile, &p);
 	stat_inc(CCL_STAT_ACKS);
 
 	a.now_ns = bpf_ktime_get_ns();
@@ -192,7 +187,7 @@ void BPF_PROG(ccpd_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct ccl_ccpd_params p;
 
-	ccpd_params(ccl_profile_of(sk), &p);
+	ccl_params(ccl_profile_of(sk), &p);
 	ccpd_on_rtt(inet_csk_ca(sk), &p, ccl_ca_state(sk), sample->rtt_us, (u32)tp->tcp_mstamp,
 		    tp->snd_cwnd);
 }
@@ -205,7 +200,7 @@ __u32 BPF_PROG(ccpd_ssthresh, struct sock *sk)
 	struct ccl_ccpd_params p;
 	u32 hold;
 
-	ccpd_params(ccl_profile_of(sk), &p);
+	ccl_params(ccl_profile_of(sk), &p);
 	stat_inc(CCL_STAT_LOSS_EVENTS);
 	hold = ccpd_on_ssthresh(ca, &p, tp->snd_cwnd, tp->snd_cwnd_clamp, (u32)tp->tcp_mstamp);
 	stat_inc(ca->last_loss == CCPD_LOSS_RANDOM ? CCL_STAT_LOSS_RANDOM
@@ -231,7 +226,7 @@ void BPF_PROG(ccpd_set_state, struct sock *sk, __u8 new_state)
 	struct ccl_ccpd_params p;
 	u32 target;
 
-	ccpd_params(ccl_profile_of(sk), &p);
+	ccl_params(ccl_profile_of(sk), &p);
 	/* set_state runs before icsk_ca_state is overwritten. */
 	target = ccpd_on_set_state(inet_csk_ca(sk), &p, ccl_ca_state(sk), new_state,
 				   tp->snd_cwnd, (u32)tp->tcp_mstamp);
@@ -253,7 +248,7 @@ __u32 BPF_PROG(ccpd_undo_cwnd, struct sock *sk)
 SEC(".struct_ops.link")
 struct tcp_congestion_ops ccpd = {
 	.init = (void *)ccpd_init,
-	.release = (void *)ccpd_release,
+	.release = (void *)ccl_release,
 	.cong_control = (void *)ccpd_cong_control,
 	.pkts_acked = (void *)ccpd_pkts_acked,
 	.ssthresh = (void *)ccpd_ssthresh,

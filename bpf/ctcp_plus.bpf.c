@@ -33,8 +33,9 @@
 
 char _license[] SEC("license") = "GPL";
 
-CCL_DEFINE_MAPS(struct ccl_ctcp_plus_params)
-CCL_DEFINE_PARAMS_READER(ctcp_params, struct ccl_ctcp_plus_params, CCL_CTCP_PLUS_PARAMS)
+#define CCL_PARAMS struct ccl_ctcp_plus_params
+#define CCL_PARAMS_TABLE CCL_CTCP_PLUS_PARAMS
+#include "ccload_maps.bpf.h"
 
 /* Per-flow state (72 bytes of icsk_ca_priv). */
 struct ctcp {
@@ -55,7 +56,7 @@ struct ctcp {
 	u8 enabled, ep;
 };
 
-_Static_assert(sizeof(struct ctcp) <= 104, "ctcp state must fit icsk_ca_priv");
+_Static_assert(sizeof(struct ctcp) <= CCL_CA_PRIV_SIZE, "ctcp state must fit icsk_ca_priv");
 
 static __always_inline void ctcp_rearm(struct tcp_sock *tp, struct ctcp *ca)
 {
@@ -73,7 +74,7 @@ void BPF_PROG(ctcp_init, struct sock *sk)
 	struct ctcp *ca = inet_csk_ca(sk);
 	struct ccl_ctcp_plus_params p;
 
-	ctcp_params(ccl_profile_of(sk), &p);
+	ccl_params(ccl_profile_of(sk), &p);
 	__builtin_memset(ca, 0, sizeof(*ca));
 	ca->cwnd_l = tp->snd_cwnd;
 	ca->last_cwnd = tp->snd_cwnd;
@@ -83,12 +84,6 @@ void BPF_PROG(ctcp_init, struct sock *sk)
 	ca->enabled = 1;
 	ctcp_rearm(tp, ca);
 	stat_inc(CCL_STAT_FLOW_INIT);
-}
-
-SEC("struct_ops")
-void BPF_PROG(ctcp_release, struct sock *sk)
-{
-	stat_inc(CCL_STAT_FLOW_RELEASE);
 }
 
 SEC("struct_ops")
@@ -149,7 +144,7 @@ void BPF_PROG(ctcp_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 	u32 profile = ccl_profile_of(sk);
 	u32 swnd, cw;
 
-	ctcp_params(profile, &p);
+	ccl_params(profile, &p);
 	stat_inc(CCL_STAT_ACKS);
 
 	/* T1: the kernel changed cwnd (PRR end, RTO, undo, idle restart). */
@@ -246,7 +241,7 @@ __u32 BPF_PROG(ctcp_ssthresh, struct sock *sk)
 	struct ccl_ctcp_plus_params p;
 	u32 ssth;
 
-	ctcp_params(ccl_profile_of(sk), &p);
+	ccl_params(ccl_profile_of(sk), &p);
 	stat_inc(CCL_STAT_LOSS_EVENTS);
 	ca->losses++;
 	/* TUBE: gamma += (0.75 diff_reno - gamma) / 2, clipped to [5, 30]. */
@@ -300,7 +295,7 @@ __u32 BPF_PROG(ctcp_undo_cwnd, struct sock *sk)
 SEC(".struct_ops.link")
 struct tcp_congestion_ops ctcp_plus = {
 	.init = (void *)ctcp_init,
-	.release = (void *)ctcp_release,
+	.release = (void *)ccl_release,
 	.pkts_acked = (void *)ctcp_pkts_acked,
 	.cong_avoid = (void *)ctcp_cong_avoid,
 	.ssthresh = (void *)ctcp_ssthresh,

@@ -41,8 +41,9 @@
 
 char _license[] SEC("license") = "GPL";
 
-CCL_DEFINE_MAPS(struct ccl_hetcp_params)
-CCL_DEFINE_PARAMS_READER(hetcp_params, struct ccl_hetcp_params, CCL_HETCP_PARAMS)
+#define CCL_PARAMS struct ccl_hetcp_params
+#define CCL_PARAMS_TABLE CCL_HETCP_PARAMS
+#include "ccload_maps.bpf.h"
 
 enum hetcp_flags {
 	F_FIRST_LOSS = 1, /* a loss has been seen: RI instead of SS */
@@ -67,7 +68,7 @@ struct hetcp {
 	u8 flags;	  /* enum hetcp_flags */
 };
 
-_Static_assert(sizeof(struct hetcp) <= 104, "hetcp state must fit icsk_ca_priv");
+_Static_assert(sizeof(struct hetcp) <= CCL_CA_PRIV_SIZE, "hetcp state must fit icsk_ca_priv");
 
 static __always_inline u8 hetcp_phase(const struct tcp_sock *tp, const struct hetcp *ca)
 {
@@ -87,12 +88,6 @@ void BPF_PROG(hetcp_init, struct sock *sk)
 	ca->pre_time_us = tp->tcp_mstamp;
 	ca->beg_snd_nxt = tp->snd_nxt;
 	stat_inc(CCL_STAT_FLOW_INIT);
-}
-
-SEC("struct_ops")
-void BPF_PROG(hetcp_release, struct sock *sk)
-{
-	stat_inc(CCL_STAT_FLOW_RELEASE);
 }
 
 SEC("struct_ops")
@@ -142,7 +137,7 @@ void BPF_PROG(hetcp_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 	u64 now = tp->tcp_mstamp;
 	u32 si;
 
-	hetcp_params(profile, &p);
+	ccl_params(profile, &p);
 	stat_inc(CCL_STAT_ACKS);
 	if (after(ack, ca->beg_snd_nxt)) {
 		ca->beg_snd_nxt = tp->snd_nxt;
@@ -245,7 +240,7 @@ void BPF_PROG(hetcp_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 	if (ev != CA_EVENT_LOSS)
 		return;
 	/* RTO: keep the kernel's cwnd/2 ssthresh; keep the estimate unless told. */
-	hetcp_params(ccl_profile_of(sk), &p);
+	ccl_params(ccl_profile_of(sk), &p);
 	stat_inc(CCL_STAT_RTO);
 	ca->flags &= ~F_PENDING_CA;
 	if (!p.rto_reset)
@@ -267,7 +262,7 @@ __u32 BPF_PROG(hetcp_undo_cwnd, struct sock *sk)
 SEC(".struct_ops.link")
 struct tcp_congestion_ops hetcp = {
 	.init = (void *)hetcp_init,
-	.release = (void *)hetcp_release,
+	.release = (void *)ccl_release,
 	.pkts_acked = (void *)hetcp_pkts_acked,
 	.cong_avoid = (void *)hetcp_cong_avoid,
 	.ssthresh = (void *)hetcp_ssthresh,

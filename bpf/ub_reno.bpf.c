@@ -50,8 +50,9 @@
 
 char _license[] SEC("license") = "GPL";
 
-CCL_DEFINE_MAPS(struct ccl_ub_reno_params)
-CCL_DEFINE_PARAMS_READER(ubl_params, struct ccl_ub_reno_params, CCL_UB_RENO_PARAMS)
+#define CCL_PARAMS struct ccl_ub_reno_params
+#define CCL_PARAMS_TABLE CCL_UB_RENO_PARAMS
+#include "ccload_maps.bpf.h"
 
 /* Per-flow state (104 bytes of icsk_ca_priv; spec 4.4). */
 struct ubl {
@@ -65,7 +66,7 @@ struct ubl {
 	u32 round_cnt;	   /* rounds since init */
 };
 
-_Static_assert(sizeof(struct ubl) <= 104, "ub_reno state must fit icsk_ca_priv");
+_Static_assert(sizeof(struct ubl) <= CCL_CA_PRIV_SIZE, "ub_reno state must fit icsk_ca_priv");
 
 static __always_inline void ubl_cfg_of(const struct ccl_ub_reno_params *p, struct ubl_cfg *c)
 {
@@ -93,12 +94,6 @@ void BPF_PROG(ubl_init, struct sock *sk)
 	stat_inc(CCL_STAT_FLOW_INIT);
 }
 
-SEC("struct_ops")
-void BPF_PROG(ubl_release, struct sock *sk)
-{
-	stat_inc(CCL_STAT_FLOW_RELEASE);
-}
-
 /* 4.3: RTT samples feed rtt_min and LSRTT, only in Open/Disorder. */
 SEC("struct_ops")
 void BPF_PROG(ubl_pkts_acked, struct sock *sk, const struct ack_sample *sample)
@@ -112,7 +107,7 @@ void BPF_PROG(ubl_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 	if (sample->rtt_us <= 0 || ccl_ca_state(sk) > TCP_CA_Disorder)
 		return;
 	r = sample->rtt_us;
-	ubl_params(ccl_profile_of(sk), &p);
+	ccl_params(ccl_profile_of(sk), &p);
 	c.shift = p.ls_shift;
 	c.nu_shift = p.ls_nu_shift;
 	c.nu_min_us = p.ls_nu_min_us;
@@ -170,7 +165,7 @@ void BPF_PROG(ubl_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 	struct ubl_cfg cfg;
 	u32 cwnd;
 
-	ubl_params(profile, &p);
+	ccl_params(profile, &p);
 	ubl_cfg_of(&p, &cfg);
 	stat_inc(CCL_STAT_ACKS);
 
@@ -214,7 +209,7 @@ __u32 BPF_PROG(ubl_ssthresh, struct sock *sk)
 	struct ccl_ub_reno_params p;
 	struct ubl_cfg cfg;
 
-	ubl_params(ccl_profile_of(sk), &p);
+	ccl_params(ccl_profile_of(sk), &p);
 	ubl_cfg_of(&p, &cfg);
 	stat_inc(CCL_STAT_LOSS_EVENTS);
 	return ubl_loss(&ca->w, &cfg);
@@ -229,7 +224,7 @@ void BPF_PROG(ubl_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 
 	if (ev != CA_EVENT_LOSS)
 		return;
-	ubl_params(ccl_profile_of(sk), &p);
+	ccl_params(ccl_profile_of(sk), &p);
 	ubl_cfg_of(&p, &cfg);
 	stat_inc(CCL_STAT_RTO);
 	ubl_rto(&ca->w, &cfg);
@@ -246,7 +241,7 @@ __u32 BPF_PROG(ubl_undo_cwnd, struct sock *sk)
 SEC(".struct_ops.link")
 struct tcp_congestion_ops ub_reno = {
 	.init = (void *)ubl_init,
-	.release = (void *)ubl_release,
+	.release = (void *)ccl_release,
 	.pkts_acked = (void *)ubl_pkts_acked,
 	.cong_avoid = (void *)ubl_cong_avoid,
 	.ssthresh = (void *)ubl_ssthresh,

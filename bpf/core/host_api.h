@@ -8,20 +8,10 @@
 #include "ctcp_core.h"
 #include "ubl_core.h"
 
-extern const struct ccl_param_desc ccl_ccpd_param_desc[];
-extern const u32 ccl_ccpd_param_count;
-extern const struct ccl_param_desc ccl_hetcp_param_desc[];
-extern const u32 ccl_hetcp_param_count;
-extern const struct ccl_param_desc ccl_ctcp_plus_param_desc[];
-extern const u32 ccl_ctcp_plus_param_count;
-extern const struct ccl_param_desc ccl_ub_reno_param_desc[];
-extern const u32 ccl_ub_reno_param_count;
-
-extern const struct ccl_tel_desc ccl_ccpd_tel_desc[];
-extern const u32 ccl_ccpd_tel_count;
-extern const struct ccl_tel_desc ccl_hetcp_tel_desc[];
-extern const u32 ccl_hetcp_tel_count;
-extern const struct ccl_tel_desc ccl_ctcp_plus_tel_desc[];
-extern const u32 ccl_ctcp_plus_tel_count;
-extern const struct ccl_tel_desc ccl_ub_reno_tel_desc[];
-extern const u32 ccl_ub_reno_tel_count;
+/* Per CCL_ALGOS row: the tunable and telemetry descriptor tables. */
+#define CCL_HOST_DECLS(name, NAME, tel)                       \
+	extern const struct ccl_param_desc ccl_##name##_param_desc[]; \
+	extern const u32 ccl_##name##_param_count;                \
+	extern const struct ccl_tel_desc ccl_##name##_tel_desc[];     \
+	extern const u32 ccl_##name##_tel_count;
+CCL_ALGOS(CCL_HOST_DECLS)

@@ -18,10 +18,8 @@
 	const u32 ccl_##algo##_param_count =                                               \
 		sizeof(ccl_##algo##_param_desc) / sizeof(ccl_##algo##_param_desc[0]);
 
-CCL_DESC_TABLE(ccpd, CCL_CCPD_PARAMS)
-CCL_DESC_TABLE(hetcp, CCL_HETCP_PARAMS)
-CCL_DESC_TABLE(ctcp_plus, CCL_CTCP_PLUS_PARAMS)
-CCL_DESC_TABLE(ub_reno, CCL_UB_RENO_PARAMS)
+#define CCL_HOST_PARAM_TABLE(name, NAME, tel) CCL_DESC_TABLE(name, CCL_##NAME##_PARAMS)
+CCL_ALGOS(CCL_HOST_PARAM_TABLE)
 
 #include <stddef.h>
 
@@ -33,12 +31,12 @@ CCL_DESC_TABLE(ub_reno, CCL_UB_RENO_PARAMS)
 	const u32 ccl_##algo##_tel_count =                                            \
 		sizeof(ccl_##algo##_tel_desc) / sizeof(ccl_##algo##_tel_desc[0]);
 
+/* The row macro must bind the union member, which the preprocessor cannot
+ * do inside one expansion: each controller has one <tel>_DESC line. */
 #define ccpd_DESC(type, field, unit, help) CCL_TEL_DESC(ccpd, type, field, unit, help)
 #define hetcp_DESC(type, field, unit, help) CCL_TEL_DESC(hetcp, type, field, unit, help)
 #define ctcp_DESC(type, field, unit, help) CCL_TEL_DESC(ctcp, type, field, unit, help)
 #define ubl_DESC(type, field, unit, help) CCL_TEL_DESC(ubl, type, field, unit, help)
 
-CCL_TEL_TABLE(ccpd, ccpd, CCL_TEL_CCPD)
-CCL_TEL_TABLE(hetcp, hetcp, CCL_TEL_HETCP)
-CCL_TEL_TABLE(ctcp_plus, ctcp, CCL_TEL_CTCP)
-CCL_TEL_TABLE(ub_reno, ubl, CCL_TEL_UBL)
+#define CCL_HOST_TEL_TABLE(name, NAME, tel) CCL_TEL_TABLE(name, tel, CCL_TEL_##NAME)
+CCL_ALGOS(CCL_HOST_TEL_TABLE)

@@ -12,39 +12,11 @@ use std::str::FromStr;
 use crate::error::CclError;
 use crate::intf;
 
-/// A controller ccload can attach.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Algo {
-    Ccpd,
-    Hetcp,
-    CtcpPlus,
-    UbReno,
-}
+// `enum Algo`, `Algo::ALL`, `name`, `id`, `params_size`, the descriptor
+// tables and `with_skel!`, generated from `CCL_ALGOS` (bpf/ccload_intf.h).
+include!(concat!(env!("OUT_DIR"), "/algos_gen.rs"));
 
 impl Algo {
-    /// Every algorithm, in `enum ccl_algo` order.
-    pub const ALL: [Algo; 4] = [Algo::Ccpd, Algo::Hetcp, Algo::CtcpPlus, Algo::UbReno];
-
-    /// Kernel name: what `setsockopt(TCP_CONGESTION)` and `ss -i` show.
-    pub fn name(self) -> &'static str {
-        match self {
-            Algo::Ccpd => "ccpd",
-            Algo::Hetcp => "hetcp",
-            Algo::CtcpPlus => "ctcp_plus",
-            Algo::UbReno => "ub_reno",
-        }
-    }
-
-    /// `enum ccl_algo` value carried in telemetry records.
-    pub fn id(self) -> u32 {
-        match self {
-            Algo::Ccpd => intf::CCL_ALGO_CCPD,
-            Algo::Hetcp => intf::CCL_ALGO_HETCP,
-            Algo::CtcpPlus => intf::CCL_ALGO_CTCP_PLUS,
-            Algo::UbReno => intf::CCL_ALGO_UB_RENO,
-        }
-    }
-
     pub fn from_id(id: u32) -> Option<Algo> {
         Algo::ALL.into_iter().find(|a| a.id() == id)
     }
@@ -52,47 +24,12 @@ impl Algo {
     /// The tunables, from the shared descriptor table.
     pub fn params(self) -> &'static [ParamDesc] {
         use std::sync::OnceLock;
-        static TABLES: [OnceLock<Vec<ParamDesc>>; 4] = [
-            OnceLock::new(),
-            OnceLock::new(),
-            OnceLock::new(),
-            OnceLock::new(),
-        ];
+        static TABLES: [OnceLock<Vec<ParamDesc>>; Algo::ALL.len()] =
+            [const { OnceLock::new() }; Algo::ALL.len()];
         TABLES[self.id() as usize].get_or_init(|| {
-            // SAFETY: the arrays and counts are immutable C data defined in
-            // host_core.c; the count is the array's length.
-            let raw = unsafe {
-                match self {
-                    Algo::Ccpd => std::slice::from_raw_parts(
-                        intf::ccl_ccpd_param_desc.as_ptr(),
-                        intf::ccl_ccpd_param_count as usize,
-                    ),
-                    Algo::Hetcp => std::slice::from_raw_parts(
-                        intf::ccl_hetcp_param_desc.as_ptr(),
-                        intf::ccl_hetcp_param_count as usize,
-                    ),
-                    Algo::CtcpPlus => std::slice::from_raw_parts(
-                        intf::ccl_ctcp_plus_param_desc.as_ptr(),
-                        intf::ccl_ctcp_plus_param_count as usize,
-                    ),
-                    Algo::UbReno => std::slice::from_raw_parts(
-                        intf::ccl_ub_reno_param_desc.as_ptr(),
-                        intf::ccl_ub_reno_param_count as usize,
-                    ),
-                }
-            };
+            let raw = self.param_desc_raw();
             raw.iter().map(ParamDesc::from_c).collect()
         })
-    }
-
-    /// Size in bytes of this algorithm's params struct.
-    pub fn params_size(self) -> usize {
-        match self {
-            Algo::Ccpd => std::mem::size_of::<intf::ccl_ccpd_params>(),
-            Algo::Hetcp => std::mem::size_of::<intf::ccl_hetcp_params>(),
-            Algo::CtcpPlus => std::mem::size_of::<intf::ccl_ctcp_plus_params>(),
-            Algo::UbReno => std::mem::size_of::<intf::ccl_ub_reno_params>(),
-        }
     }
 
     /// Default tunables.

@@ -10,6 +10,10 @@
 //!                          /events   RINGBUF of struct ccl_event
 //!                          /meta     ARRAY[1] of struct ccl_meta
 //! ```
+//!
+//! Size: over 400 lines because load, pin, attach, replace, detach and map
+//! access share one pin layout and one error vocabulary; splitting them
+//! would spread the layout over files.
 
 use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
@@ -24,9 +28,6 @@ use crate::algos::{Algo, Params};
 use crate::error::CclError;
 use crate::intf;
 use crate::sysctl;
-
-/// Algorithms whose BPF object is compiled into this binary.
-pub const BUILT: &[Algo] = &[Algo::Ccpd, Algo::Hetcp, Algo::CtcpPlus, Algo::UbReno];
 
 /// Where ccload pins its objects.
 pub const PIN_ROOT: &str = "/sys/fs/bpf/ccload";
@@ -264,13 +265,12 @@ pub fn with_loaded<R>(
     verbose: bool,
     f: impl FnOnce(&mut Loaded<'_>) -> Result<R>,
 ) -> Result<R> {
-    use crate::skel::*;
-    match algo {
-        Algo::Ccpd => load_skel!(ccpd::CcpdSkelBuilder, algo, reuse, verbose, f),
-        Algo::Hetcp => load_skel!(hetcp::HetcpSkelBuilder, algo, reuse, verbose, f),
-        Algo::CtcpPlus => load_skel!(ctcp_plus::CtcpPlusSkelBuilder, algo, reuse, verbose, f),
-        Algo::UbReno => load_skel!(ub_reno::UbRenoSkelBuilder, algo, reuse, verbose, f),
+    macro_rules! load {
+        ($builder:ty) => {
+            load_skel!($builder, algo, reuse, verbose, f)
+        };
     }
+    crate::algos::with_skel!(algo, load)
 }
 
 // ---------------------------------------------------------------------------

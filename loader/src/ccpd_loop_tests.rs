@@ -22,6 +22,8 @@
 //! overshoot and later drops, random drops, the share of rounds after slow
 //! start in which the law set the window in Open, and the queue's time
 //! average over the last part of the run.
+//!
+//! Size: a test model (queue, SACK, RTO, hook order) and its scenarios.
 
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 

@@ -1,6 +1,8 @@
 //! Host tests of the controllers' arithmetic cores (bpf/core/*.h, compiled by
 //! build.rs from the same source the BPF objects inline), each against an f64
 //! model of the paper's equations.  Error bounds are stated per test.
+//!
+//! Size: one section of tests per controller core.
 
 use crate::intf;
 

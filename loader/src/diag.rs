@@ -89,11 +89,6 @@ pub fn tcp_sockets() -> io::Result<Vec<TcpSock>> {
     Ok(v)
 }
 
-/// How many sockets use congestion control `name` now.
-pub fn count_using(name: &str) -> io::Result<usize> {
-    Ok(tcp_sockets()?.iter().filter(|s| s.cong == name).count())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,7 @@
 use clap::Parser;
 
-use ccload::cli::{run, Cli};
+use ccload::cli::Cli;
+use ccload::cmd::run;
 use ccload::error::CclError;
 
 fn main() {

@@ -86,6 +86,16 @@ pub fn name(idx: usize) -> &'static str {
     STATS[idx].1
 }
 
+/// The description of counter `idx`, as a sentence (Prometheus HELP).
+pub fn help(idx: u32) -> String {
+    let d = STATS[idx as usize].2;
+    let mut c = d.chars();
+    match c.next() {
+        Some(f) => format!("{}{}.", f.to_uppercase(), c.as_str()),
+        None => String::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

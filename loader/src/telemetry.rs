@@ -27,34 +27,10 @@ fn cstr(p: *const std::os::raw::c_char) -> &'static str {
 
 pub fn fields(algo: Algo) -> &'static [TelDesc] {
     use std::sync::OnceLock;
-    static T: [OnceLock<Vec<TelDesc>>; 4] = [
-        OnceLock::new(),
-        OnceLock::new(),
-        OnceLock::new(),
-        OnceLock::new(),
-    ];
+    static T: [OnceLock<Vec<TelDesc>>; Algo::ALL.len()] =
+        [const { OnceLock::new() }; Algo::ALL.len()];
     T[algo.id() as usize].get_or_init(|| {
-        // SAFETY: immutable C arrays with their lengths.
-        let raw = unsafe {
-            match algo {
-                Algo::Ccpd => std::slice::from_raw_parts(
-                    intf::ccl_ccpd_tel_desc.as_ptr(),
-                    intf::ccl_ccpd_tel_count as usize,
-                ),
-                Algo::Hetcp => std::slice::from_raw_parts(
-                    intf::ccl_hetcp_tel_desc.as_ptr(),
-                    intf::ccl_hetcp_tel_count as usize,
-                ),
-                Algo::CtcpPlus => std::slice::from_raw_parts(
-                    intf::ccl_ctcp_plus_tel_desc.as_ptr(),
-                    intf::ccl_ctcp_plus_tel_count as usize,
-                ),
-                Algo::UbReno => std::slice::from_raw_parts(
-                    intf::ccl_ub_reno_tel_desc.as_ptr(),
-                    intf::ccl_ub_reno_tel_count as usize,
-                ),
-            }
-        };
+        let raw = algo.tel_desc_raw();
         raw.iter()
             .map(|d| TelDesc {
                 name: cstr(d.name),
@@ -119,6 +95,8 @@ impl Event {
         sockaddr(self.hdr.family, &self.hdr.daddr, self.hdr.dport)
     }
 
+    /// A law field by name (tests read records by name).
+    #[cfg(test)]
     pub fn get(&self, name: &str) -> Option<i64> {
         self.fields
             .iter()

@@ -5,16 +5,16 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use libbpf_rs::RingBufferBuilder;
 use tokio::io::unix::AsyncFd;
 
 use crate::algos::Algo;
 use crate::bpf;
 use crate::intf;
+use crate::stream::{daemon_socket, lock_consumer, Deframer, FdWrap};
 use crate::telemetry::Event;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -32,42 +32,6 @@ pub struct WatchOpts {
     pub every: Option<u32>,
     pub count: Option<u64>,
     pub duration: Option<Duration>,
-}
-
-/// Exclusive consumer lock, released when the process exits.
-pub struct ConsumerLock(#[allow(dead_code)] std::fs::File);
-
-pub fn lock_consumer(algo: Algo) -> Result<ConsumerLock> {
-    std::fs::create_dir_all("/run/ccload").context("failed to create /run/ccload")?;
-    let path = format!("/run/ccload/watch-{algo}.lock");
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(&path)
-        .with_context(|| format!("failed to open {path}"))?;
-    // SAFETY: flock on an fd we own.
-    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        let holder = std::fs::read_to_string(&path).unwrap_or_default();
-        bail!(
-            "{algo} telemetry is already being consumed (pid {}); a BPF ring buffer gives each \
-             record to one reader only, so a second `watch` would silently split the stream",
-            holder.trim()
-        );
-    }
-    let mut f = f;
-    let _ = f.set_len(0);
-    let _ = write!(f, "{}", std::process::id());
-    Ok(ConsumerLock(f))
-}
-
-/// A borrowed raw fd for tokio's AsyncFd (the owner outlives the wrapper).
-pub(crate) struct FdWrap(pub(crate) i32);
-impl AsRawFd for FdWrap {
-    fn as_raw_fd(&self) -> i32 {
-        self.0
-    }
 }
 
 fn matches(ev: &Event, o: &WatchOpts) -> bool {
@@ -111,7 +75,7 @@ pub fn run(o: WatchOpts) -> Result<()> {
             Ok(l) => locks.push(l),
             Err(e) => {
                 // `ccload serve` owns the ring buffers: read its fan-out.
-                if let Some(sock) = crate::serve::daemon_socket() {
+                if let Some(sock) = daemon_socket() {
                     drop(locks);
                     return run_from_daemon(o, sock);
                 }
@@ -378,7 +342,7 @@ fn run_from_daemon(o: WatchOpts, sock: std::os::unix::net::UnixStream) -> Result
             st.store(true, std::sync::atomic::Ordering::SeqCst);
         }
     });
-    let mut buf: Vec<u8> = Vec::new();
+    let mut frames = Deframer::default();
     let mut chunk = [0u8; 65536];
     loop {
         if stop.load(std::sync::atomic::Ordering::SeqCst)
@@ -391,7 +355,7 @@ fn run_from_daemon(o: WatchOpts, sock: std::os::unix::net::UnixStream) -> Result
                 eprintln!("ccload: the daemon closed the telemetry stream");
                 break;
             }
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Ok(n) => frames.push(&chunk[..n]),
             Err(e)
                 if e.kind() == std::io::ErrorKind::WouldBlock
                     || e.kind() == std::io::ErrorKind::TimedOut
@@ -399,18 +363,9 @@ fn run_from_daemon(o: WatchOpts, sock: std::os::unix::net::UnixStream) -> Result
             Err(e) => return Err(e.into()),
         }
         let mut batch = Vec::new();
-        let mut off = 0;
-        while buf.len() - off >= 4 {
-            let len = u32::from_le_bytes(buf[off..off + 4].try_into().unwrap()) as usize;
-            if buf.len() - off - 4 < len {
-                break;
-            }
-            if let Some(ev) = Event::decode(&buf[off + 4..off + 4 + len]) {
-                batch.push(ev);
-            }
-            off += 4 + len;
+        while let Some(rec) = frames.next_record() {
+            batch.extend(Event::decode(&rec));
         }
-        buf.drain(..off);
         if pr.push_all(batch, &o, &drops0)? {
             break;
         }

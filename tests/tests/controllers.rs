@@ -17,7 +17,7 @@ fn every_built_controller_runs_a_bottleneck_transfer() {
         buffer_pkts: 50,
         ..Default::default()
     });
-    for algo in ccload::bpf::BUILT {
+    for algo in Algo::ALL {
         let name = algo.name();
         let g = Attached::new(name, &[]);
         let t = link
@@ -56,5 +56,5 @@ fn every_built_controller_runs_a_bottleneck_transfer() {
             "{name} left registered"
         );
     }
-    assert!(ccload::bpf::BUILT.contains(&Algo::CtcpPlus));
+    assert!(Algo::ALL.contains(&Algo::CtcpPlus));
 }

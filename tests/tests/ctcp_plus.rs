@@ -3,8 +3,9 @@
 //! must anticipate losses, so CTCP+ sees fewer loss events at equal or
 //! better aggregate goodput, in the same run.
 
-use ccload_itests::lab::{run_case, Scenario};
 use ccload_itests::*;
+use ccload_lab::run::run_case;
+use ccload_lab::scenario::Scenario;
 
 fn loss_events() -> u64 {
     let st = status_json();

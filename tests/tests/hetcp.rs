@@ -67,7 +67,7 @@ fn hetcp_transfer_and_gtsw_converges_to_the_link_rate() {
 /// cwnd is back at `target` segments; and the number of episodes.  The first
 /// episode ends slow start (its overshoot can cost an RTO) and is not an RI
 /// episode: it is left out.
-fn recovery_secs(samples: &[ccload_itests::lab::FlowSample], target: u32) -> (f64, usize) {
+fn recovery_secs(samples: &[ccload_lab::summary::FlowSample], target: u32) -> (f64, usize) {
     let mut times = Vec::new();
     let mut peak = 0u32;
     let mut i = 0;
@@ -93,7 +93,7 @@ fn recovery_secs(samples: &[ccload_itests::lab::FlowSample], target: u32) -> (f6
 fn after_a_loss_hetcp_regains_the_bdp_through_ri_faster_than_reno() {
     let _s = privileged!();
     let _g = Attached::new("hetcp", &[]);
-    let sc: ccload_itests::lab::Scenario = toml::from_str(
+    let sc: ccload_lab::scenario::Scenario = toml::from_str(
         r#"
 title = "ri"
 paper = "2.7"
@@ -112,13 +112,13 @@ buffer_bdp = [0.25]
     .unwrap();
     let case = &sc.cases()[0];
     let w = Watch::start(&["--algo", "hetcp"]);
-    let he = ccload_itests::lab::run_case(&sc, case, "hetcp", 0, &mut |_| {}).expect("hetcp run");
+    let he = ccload_lab::run::run_case(&sc, case, "hetcp", 0, &mut |_| {}).expect("hetcp run");
     let mut recs = Vec::new();
     while let Ok(r) = w.rx.recv_timeout(Duration::from_millis(300)) {
         recs.push(r);
     }
     w.stop();
-    let reno = ccload_itests::lab::run_case(&sc, case, "reno", 0, &mut |_| {}).expect("reno run");
+    let reno = ccload_lab::run::run_case(&sc, case, "reno", 0, &mut |_| {}).expect("reno run");
     // Back toward the path's BDP (167 packets; 90 % of it in segments).
     let target = (0.9 * case.link.bdp_pkts()) as u32;
     let (th, nh) = recovery_secs(&he.samples, target);

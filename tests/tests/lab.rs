@@ -1,9 +1,10 @@
 //! The lab runner end to end on a short run, and the testbed's cleanup when
 //! a test fails half-way.
 
-use ccload_itests::lab::{run_case, Scenario};
 use ccload_itests::link::{Bottleneck, LinkCfg};
 use ccload_itests::privileged;
+use ccload_lab::run::run_case;
+use ccload_lab::scenario::Scenario;
 
 fn netns_names() -> String {
     let o = std::process::Command::new("ip")

@@ -20,7 +20,7 @@ fn every_controller_survives_an_rto_during_recovery() {
         delay_ms: 10.0,
         ..Default::default()
     });
-    for algo in ccload::bpf::BUILT {
+    for algo in ccload::algos::Algo::ALL {
         let name = algo.name();
         let _g = Attached::new(name, &[]);
         let w = Watch::start(&["--algo", name]);

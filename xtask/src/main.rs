@@ -6,7 +6,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
-mod lab;
+use ccload_lab::session as lab;
 
 #[derive(Parser)]
 #[command(name = "xtask")]

@@ -22,8 +22,8 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use crate::delay::{tun_create, DelayLine, DelayReport};
+use crate::netns::{run_ok, NetNs};
 use crate::nl::{ifindex, QdiscProbe, QdiscStats};
-use crate::{run_ok, NetNs};
 
 #[derive(Clone, Debug)]
 pub struct LinkCfg {
@@ -291,8 +291,8 @@ impl Bottleneck {
     }
 
     /// Send `bytes` from sender to receiver with `cc` on both ends.
-    pub fn transfer(&self, cc: &str, bytes: u64) -> std::io::Result<crate::Transfer> {
+    pub fn transfer(&self, cc: &str, bytes: u64) -> std::io::Result<crate::traffic::Transfer> {
         let listen: SocketAddr = (self.receiver_ip, 0).into();
-        crate::transfer_across(&self.sender, &self.receiver, cc, bytes, listen)
+        crate::traffic::transfer_across(&self.sender, &self.receiver, cc, bytes, listen)
     }
 }

@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * ccload_maps.bpf.h - the maps every controller object has, and the helpers
+ * that use them.  Include it once per controller, after naming its params:
+ *
+ *	#define CCL_PARAMS struct ccl_ccpd_params
+ *	#define CCL_PARAMS_TABLE CCL_CCPD_PARAMS
+ *	#include "ccload_maps.bpf.h"
+ *
+ * The loader treats every controller alike and pins its maps under
+ * /sys/fs/bpf/ccload/<algo>/:
+ *   params  ARRAY[CCL_NR_PROFILES] of struct ccl_<algo>_params (live tunables)
+ *   stats   PERCPU_ARRAY[CCL_NR_STATS] of u64
+ *   events  RINGBUF of struct ccl_event (per-round telemetry)
+ *   meta    ARRAY[1] of struct ccl_meta (what detach must restore)
+ * plus the shared sk_profile socket storage (cgroup bindings).
+ *
+ * Defined here: stat_add/stat_inc, ccl_profile_of, ccl_params (the clamped
+ * params reader), ccl_event_reserve/ccl_event_submit, and the shared
+ * `ccl_release` struct_ops program.
+ */
+#ifndef __CCLOAD_MAPS_BPF_H
+#define __CCLOAD_MAPS_BPF_H
+
+#if !defined(CCL_PARAMS) || !defined(CCL_PARAMS_TABLE)
+#error "define CCL_PARAMS and CCL_PARAMS_TABLE before including ccload_maps.bpf.h"
+#endif
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, CCL_NR_PROFILES);
+	__type(key, u32);
+	__type(value, CCL_PARAMS);
+} params SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, CCL_NR_STATS);
+	__type(key, u32);
+	__type(value, u64);
+} stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, CCL_RINGBUF_BYTES);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct ccl_meta);
+} meta SEC(".maps");
+
+CCL_DEFINE_SK_PROFILE
+
+static __always_inline void stat_add(u32 idx, u64 v)
+{
+	u64 *c = bpf_map_lookup_elem(&stats, &idx);
+
+	if (c)
+		*c += v;
+}
+
+static __always_inline void stat_inc(u32 idx)
+{
+	stat_add(idx, 1);
+}
+
+/* Profile bound to this socket by a cgroup binding; 0 = defaults. */
+static __always_inline u32 ccl_profile_of(const struct sock *sk)
+{
+	struct ccl_sk_binding *b;
+
+	b = bpf_sk_storage_get(&sk_profile, (void *)sk, 0, 0);
+	if (!b)
+		return 0;
+	if (b->profile >= CCL_NR_PROFILES) {
+		stat_inc(CCL_STAT_PROFILE_MISS);
+		return 0;
+	}
+	return b->profile;
+}
+
+/*
+ * Copy the tunables of `profile` from the params map and clamp every field
+ * to the range declared in ccload_intf.h (userspace writes are not
+ * trusted).  A failed lookup falls back to the defaults.
+ */
+#define CCL_PARAM_CLAMP(field, name, scale, def, lo, hi, unit, help) \
+	p->field = ccl_clamp_u32(p->field, lo, hi, &hit);
+#define CCL_PARAM_DEFAULT(field, name, scale, def, lo, hi, unit, help) .field = def,
+
+static __always_inline void ccl_params(u32 profile, CCL_PARAMS *p)
+{
+	CCL_PARAMS *m;
+	u32 hit = 0;
+
+	if (profile >= CCL_NR_PROFILES)
+		profile = 0;
+	m = bpf_map_lookup_elem(&params, &profile);
+	if (!m) {
+		CCL_PARAMS d = { CCL_PARAMS_TABLE(CCL_PARAM_DEFAULT) };
+
+		*p = d;
+		stat_inc(CCL_STAT_PROFILE_MISS);
+		return;
+	}
+	*p = *m;
+	CCL_PARAMS_TABLE(CCL_PARAM_CLAMP)
+	if (hit)
+		stat_inc(CCL_STAT_PARAM_CLAMPED);
+}
+
+/* Reserve a record with its header filled and union zeroed; a full ring is
+ * counted, never silent.  Submit with ccl_event_submit(). */
+static __always_inline struct ccl_event *ccl_event_reserve(const struct sock *sk, u32 algo,
+							   u32 round, u8 phase, u32 profile)
+{
+	struct ccl_event *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+
+	if (!ev) {
+		stat_inc(CCL_STAT_RB_RESERVE_FAIL);
+		return NULL;
+	}
+	ccl_event_fill(ev, sk, algo, round, phase, profile);
+	__builtin_memset(&ev->u, 0, sizeof(ev->u));
+	return ev;
+}
+
+static __always_inline void ccl_event_submit(struct ccl_event *ev)
+{
+	bpf_ringbuf_submit(ev, 0);
+	stat_inc(CCL_STAT_EVENTS);
+}
+
+/* The same release for every controller: count the flow out. */
+SEC("struct_ops")
+void BPF_PROG(ccl_release, struct sock *sk)
+{
+	stat_inc(CCL_STAT_FLOW_RELEASE);
+}
+
+#endif /* __CCLOAD_MAPS_BPF_H */

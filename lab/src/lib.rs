@@ -1,0 +1,18 @@
+//! The lab: paper-style experiments on the emulated link of
+//! `ccload-testbed`.
+//!
+//! - [`scenario`]: the TOML schema (`configs/lab/*.toml`), its grid of
+//!   cases, the paper's rows and the `[[checks]]` thresholds.
+//! - [`run`]: one (case, cc, repetition) through a fresh bottleneck.
+//! - [`summary`]: what a run measured, and aggregates over repetitions.
+//! - [`session`]: a whole scenario: attach, run, write, check.
+//! - [`report`], [`plot`]: report.md and the PNG/SVG plots.
+//!
+//! `cargo xtask lab list|run|check` is the front end.
+
+pub mod plot;
+pub mod report;
+pub mod run;
+pub mod scenario;
+pub mod session;
+pub mod summary;

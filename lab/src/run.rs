@@ -1,0 +1,229 @@
+//! One run: a fresh bottleneck, N bulk flows started and stopped on the
+//! scenario's schedule, every flow's TCP_INFO and the queue sampled every
+//! 10 ms, then summarised.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ccload_testbed::link::{Bottleneck, PFIFO};
+use ccload_testbed::tcpinfo::tcp_info;
+use ccload_testbed::traffic::{connect, set_cc, socket_for};
+
+use crate::scenario::{parse_cc, Case, Scenario};
+use crate::summary::{summarise, FlowSample, QueueSample, RunResult, RunSummary};
+
+/// Set by Ctrl-C: runs stop early and the guards remove their namespaces.
+pub static STOP: AtomicBool = AtomicBool::new(false);
+
+pub(crate) struct Flow {
+    pub(crate) cc: String,
+    pub(crate) start: f64,
+    pub(crate) stop: f64,
+    pub(crate) bytes: Option<u64>,
+    pub(crate) rx: Arc<AtomicU64>,
+    pub(crate) done_at: Arc<std::sync::Mutex<Option<f64>>>,
+}
+
+/// Run one case with `cc` substituted for `$cc`; `tick` is called about
+/// every 100 ms with the elapsed fraction (progress bars).
+pub fn run_case(
+    sc: &Scenario,
+    case: &Case,
+    cc: &str,
+    rep: u32,
+    tick: &mut dyn FnMut(f64),
+) -> anyhow::Result<RunResult> {
+    let mut link = Bottleneck::new(case.link.clone());
+    let (cc_name, _) = parse_cc(cc);
+    let mut flows = Vec::new();
+    for f in &sc.flows {
+        let copies = if f.cc == "$cc" { case.n_flows } else { 1 };
+        for _ in 0..copies {
+            flows.push(Flow {
+                cc: if f.cc == "$cc" {
+                    cc_name.clone()
+                } else {
+                    f.cc.clone()
+                },
+                start: f.start_s,
+                stop: f.stop_s.unwrap_or(sc.duration_s).min(sc.duration_s),
+                bytes: f.bytes,
+                rx: Arc::new(AtomicU64::new(0)),
+                done_at: Arc::new(std::sync::Mutex::new(None)),
+            });
+        }
+    }
+    let t0 = Instant::now();
+    let stop_all = Arc::new(AtomicBool::new(false));
+    let mut socks: Vec<Option<Arc<TcpStream>>> = vec![None; flows.len()];
+    let mut threads = Vec::new();
+    let mut probe = link.qdisc_probe();
+    let mut samples = Vec::new();
+    let mut queue = Vec::new();
+    let mut next_tick = 0.0;
+    let end = sc.duration_s;
+    let mut started = vec![false; flows.len()];
+    loop {
+        let t = t0.elapsed().as_secs_f64();
+        if t >= end || STOP.load(Ordering::Relaxed) {
+            break;
+        }
+        for (i, f) in flows.iter().enumerate() {
+            if !started[i] && t >= f.start {
+                started[i] = true;
+                let (s, th) = start_flow(&link, i, f, t0, stop_all.clone())?;
+                socks[i] = Some(s);
+                threads.push(th);
+            }
+        }
+        for (i, s) in socks.iter().enumerate() {
+            let Some(s) = s else { continue };
+            if let Some(ti) = tcp_info(s.as_raw_fd()) {
+                samples.push(FlowSample {
+                    t,
+                    flow: i,
+                    cwnd: ti.tcpi_snd_cwnd,
+                    srtt_us: ti.tcpi_rtt,
+                    min_rtt_us: ti.tcpi_min_rtt,
+                    delivered: ti.tcpi_delivered,
+                    total_retrans: ti.tcpi_total_retrans,
+                    pacing_rate: ti.tcpi_pacing_rate,
+                    delivery_rate: ti.tcpi_delivery_rate,
+                    rx_bytes: flows[i].rx.load(Ordering::Relaxed),
+                    ca_state: ti.tcpi_ca_state,
+                });
+            }
+        }
+        if let Ok(Some(q)) = probe.by_handle(PFIFO) {
+            queue.push(QueueSample {
+                t,
+                qlen: q.qlen,
+                backlog: q.backlog,
+                drops: q.drops,
+            });
+        }
+        let all_done = flows
+            .iter()
+            .all(|f| f.bytes.is_some() && f.done_at.lock().unwrap().is_some());
+        if all_done {
+            break;
+        }
+        if t >= next_tick {
+            tick((t / end).min(1.0));
+            next_tick = t + 0.1;
+        }
+        let next = Duration::from_millis(10 * (1 + (t0.elapsed().as_millis() / 10) as u64));
+        std::thread::sleep(next.saturating_sub(t0.elapsed()));
+    }
+    let t_end = t0.elapsed().as_secs_f64();
+    stop_all.store(true, Ordering::Relaxed);
+    let qfinal = link.queue();
+    let random_drops = link.random_drops();
+    drop(socks);
+    for th in threads {
+        let _ = th.join();
+    }
+    let rep_delay = link.stop_delay().expect("delay line running");
+    drop(link);
+    let comb = rep_delay.combined();
+    let summary = summarise(
+        sc,
+        case,
+        cc,
+        rep,
+        &flows,
+        &samples,
+        &queue,
+        t_end,
+        qfinal.drops as u64,
+        random_drops,
+    );
+    let summary = RunSummary {
+        lateness_p50_us: comb.lateness_us(0.5),
+        lateness_p99_us: comb.lateness_us(0.99),
+        lateness_max_us: comb.lateness_us(1.0),
+        realtime: comb.realtime,
+        valid: rep_delay.valid(),
+        ..summary
+    };
+    Ok(RunResult {
+        summary,
+        samples,
+        queue,
+    })
+}
+
+type FlowThread = std::thread::JoinHandle<()>;
+
+fn start_flow(
+    link: &Bottleneck,
+    i: usize,
+    f: &Flow,
+    t0: Instant,
+    stop_all: Arc<AtomicBool>,
+) -> anyhow::Result<(Arc<TcpStream>, FlowThread)> {
+    let bind: SocketAddr = (link.receiver_ip, 0).into();
+    let cc = f.cc.clone();
+    let listener = link.receiver.run(move || -> std::io::Result<TcpListener> {
+        let l = TcpListener::bind(bind)?;
+        set_cc(l.as_raw_fd(), &cc)?;
+        Ok(l)
+    })?;
+    let addr = listener.local_addr()?;
+    let rx = f.rx.clone();
+    let done_at = f.done_at.clone();
+    let want = f.bytes;
+    std::thread::spawn(move || {
+        let Ok((mut s, _)) = listener.accept() else {
+            return;
+        };
+        let mut buf = vec![0u8; 1 << 18];
+        while let Ok(n) = s.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            let tot = rx.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
+            if want.is_some_and(|w| tot >= w) {
+                *done_at.lock().unwrap() = Some(t0.elapsed().as_secs_f64());
+            }
+        }
+    });
+    let cc = f.cc.clone();
+    let stream = link
+        .sender
+        .run(move || -> std::io::Result<TcpStream> {
+            let sock = socket_for(addr)?;
+            set_cc(sock.as_raw_fd(), &cc)?;
+            connect(sock, addr)
+        })
+        .map_err(|e| anyhow::anyhow!("flow {i} ({}): {e}", f.cc))?;
+    let s = Arc::new(stream);
+    let s2 = s.clone();
+    let (stop, bytes) = (f.stop, f.bytes);
+    let th = std::thread::spawn(move || {
+        let chunk = vec![0x5au8; 1 << 16];
+        let mut left = bytes.unwrap_or(u64::MAX);
+        let mut w: &TcpStream = &s2;
+        // Blocking writes; a send timeout lets the loop see its deadline.
+        let _ = s2.set_write_timeout(Some(Duration::from_millis(50)));
+        while left > 0
+            && !stop_all.load(Ordering::Relaxed)
+            && !STOP.load(Ordering::Relaxed)
+            && t0.elapsed().as_secs_f64() < stop
+        {
+            let n = left.min(chunk.len() as u64) as usize;
+            match w.write(&chunk[..n]) {
+                Ok(k) => left -= k as u64,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+                Err(_) => break,
+            }
+        }
+        let _ = s2.shutdown(std::net::Shutdown::Write);
+    });
+    Ok((s, th))
+}

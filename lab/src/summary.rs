@@ -1,0 +1,329 @@
+//! What a run measured: per-flow samples, the queue, and the summary of a
+//! run (goodput, utilisation, RTT quantiles, queue, retransmissions per
+//! segment, time in Recovery, Jain's index); aggregates over repetitions.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+
+use serde::Serialize;
+
+use crate::run::Flow;
+use crate::scenario::{Case, Scenario};
+
+/// One 10-ms sample of one flow.
+#[derive(Clone, Debug, Serialize)]
+pub struct FlowSample {
+    pub t: f64,
+    pub flow: usize,
+    pub cwnd: u32,
+    pub srtt_us: u32,
+    pub min_rtt_us: u32,
+    pub delivered: u32,
+    pub total_retrans: u32,
+    pub pacing_rate: u64,
+    pub delivery_rate: u64,
+    pub rx_bytes: u64,
+    /// TCP_INFO tcpi_ca_state (3 = Recovery, 4 = Loss)
+    pub ca_state: u8,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct QueueSample {
+    pub t: f64,
+    pub qlen: u32,
+    pub backlog: u32,
+    pub drops: u32,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FlowSummary {
+    pub flow: usize,
+    pub cc: String,
+    pub start_s: f64,
+    pub goodput_mbit: f64,
+    pub completion_s: Option<f64>,
+    pub bytes: u64,
+    pub rtt_mean_ms: f64,
+    pub rtt_p95_ms: f64,
+    pub retransmits: u32,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RunSummary {
+    pub case: String,
+    pub cc: String,
+    pub rep: u32,
+    pub goodput_mbit: f64,
+    pub utilisation: f64,
+    pub jain: f64,
+    /// Mean Jain index over 1-s bins in which every flow was active.
+    pub jain_bins: f64,
+    pub queue_mean_pkts: f64,
+    pub queue_p95_pkts: f64,
+    pub queue_drops: u64,
+    pub random_drops: u64,
+    pub rtt_mean_ms: f64,
+    pub rtt_p50_ms: f64,
+    pub rtt_p95_ms: f64,
+    /// Smallest min_rtt seen (the path's base RTT as the flows saw it).
+    pub rtt_base_ms: f64,
+    pub retransmits: u32,
+    /// Retransmitted segments per delivered segment.
+    pub retrans_per_seg: f64,
+    /// Share of the flows' TCP_INFO samples (after warm-up) in Recovery/Loss.
+    pub recovery_share: f64,
+    pub lateness_p50_us: u64,
+    pub lateness_p99_us: u64,
+    pub lateness_max_us: u64,
+    pub realtime: bool,
+    /// False when the delay line's p99 lateness exceeded its limit.
+    pub valid: bool,
+    pub flows: Vec<FlowSummary>,
+}
+
+pub struct RunResult {
+    pub summary: RunSummary,
+    pub samples: Vec<FlowSample>,
+    pub queue: Vec<QueueSample>,
+}
+
+pub fn jain(x: &[f64]) -> f64 {
+    let s: f64 = x.iter().sum();
+    let q: f64 = x.iter().map(|v| v * v).sum();
+    if q == 0.0 {
+        return 0.0;
+    }
+    s * s / (x.len() as f64 * q)
+}
+
+fn quantile(v: &mut [f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[((v.len() as f64 - 1.0) * q).round() as usize]
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn summarise(
+    sc: &Scenario,
+    case: &Case,
+    cc: &str,
+    rep: u32,
+    flows: &[Flow],
+    samples: &[FlowSample],
+    queue: &[QueueSample],
+    t_end: f64,
+    queue_drops: u64,
+    random_drops: u64,
+) -> RunSummary {
+    let w0 = sc.warmup_s;
+    let payload = (case.link.mtu - 52) as f64 / case.link.mtu as f64;
+    let mut per_flow = Vec::new();
+    let mut all_rtt = Vec::new();
+    let mut by_flow: BTreeMap<usize, Vec<&FlowSample>> = BTreeMap::new();
+    for s in samples {
+        by_flow.entry(s.flow).or_default().push(s);
+    }
+    let mut total_good = 0.0;
+    for (i, f) in flows.iter().enumerate() {
+        let v = by_flow.get(&i).cloned().unwrap_or_default();
+        let from = w0.max(f.start);
+        let win: Vec<&&FlowSample> = v.iter().filter(|s| s.t >= from).collect();
+        let good = match (win.first(), win.last()) {
+            (Some(a), Some(b)) if b.t > a.t => {
+                (b.rx_bytes - a.rx_bytes) as f64 * 8.0 / (b.t - a.t) / 1e6
+            }
+            _ => 0.0,
+        };
+        total_good += good;
+        let mut rtts: Vec<f64> = win.iter().map(|s| s.srtt_us as f64 / 1e3).collect();
+        all_rtt.extend(rtts.iter().copied());
+        let mean = if rtts.is_empty() {
+            0.0
+        } else {
+            rtts.iter().sum::<f64>() / rtts.len() as f64
+        };
+        per_flow.push(FlowSummary {
+            flow: i,
+            cc: f.cc.clone(),
+            start_s: f.start,
+            goodput_mbit: good,
+            completion_s: f.done_at.lock().unwrap().map(|t| t - f.start),
+            bytes: f.rx.load(Ordering::Relaxed),
+            rtt_mean_ms: mean,
+            rtt_p95_ms: quantile(&mut rtts, 0.95),
+            retransmits: v.last().map(|s| s.total_retrans).unwrap_or(0),
+        });
+    }
+    // Jain's index over 1-s bins where every flow is active.
+    let mut bins = Vec::new();
+    let mut t = w0.max(flows.iter().map(|f| f.start).fold(0.0, f64::max));
+    let stop_min = flows
+        .iter()
+        .map(|f| f.stop)
+        .fold(f64::MAX, f64::min)
+        .min(t_end);
+    while t + 1.0 <= stop_min {
+        let rates: Vec<f64> = (0..flows.len())
+            .map(|i| {
+                let v = by_flow.get(&i).map(|v| v.as_slice()).unwrap_or(&[]);
+                let a = v.iter().find(|s| s.t >= t);
+                let b = v.iter().find(|s| s.t >= t + 1.0);
+                match (a, b) {
+                    (Some(a), Some(b)) => (b.rx_bytes - a.rx_bytes) as f64,
+                    _ => 0.0,
+                }
+            })
+            .collect();
+        if rates.iter().any(|&r| r > 0.0) {
+            bins.push(jain(&rates));
+        }
+        t += 1.0;
+    }
+    let mut q: Vec<f64> = queue
+        .iter()
+        .filter(|s| s.t >= w0)
+        .map(|s| s.qlen as f64)
+        .collect();
+    let qmean = if q.is_empty() {
+        0.0
+    } else {
+        q.iter().sum::<f64>() / q.len() as f64
+    };
+    let rtt_mean = if all_rtt.is_empty() {
+        0.0
+    } else {
+        all_rtt.iter().sum::<f64>() / all_rtt.len() as f64
+    };
+    let goods: Vec<f64> = per_flow.iter().map(|f| f.goodput_mbit).collect();
+    let after: Vec<&FlowSample> = samples.iter().filter(|s| s.t >= w0).collect();
+    let recovery_share = if after.is_empty() {
+        0.0
+    } else {
+        after.iter().filter(|s| s.ca_state >= 3).count() as f64 / after.len() as f64
+    };
+    let rtt_base_ms = samples
+        .iter()
+        .filter(|s| s.min_rtt_us > 0)
+        .map(|s| s.min_rtt_us as f64 / 1e3)
+        .fold(f64::MAX, f64::min);
+    let delivered: u64 = by_flow
+        .values()
+        .map(|v| v.last().map(|s| s.delivered as u64).unwrap_or(0))
+        .sum();
+    let retx: u32 = per_flow.iter().map(|f| f.retransmits).sum();
+    RunSummary {
+        case: case.label.clone(),
+        cc: cc.to_string(),
+        rep,
+        goodput_mbit: total_good,
+        utilisation: total_good / (case.link.rate_mbit * payload),
+        jain: jain(&goods),
+        jain_bins: if bins.is_empty() {
+            0.0
+        } else {
+            bins.iter().sum::<f64>() / bins.len() as f64
+        },
+        queue_mean_pkts: qmean,
+        queue_p95_pkts: quantile(&mut q, 0.95),
+        queue_drops,
+        random_drops,
+        rtt_mean_ms: rtt_mean,
+        rtt_p50_ms: quantile(&mut all_rtt.clone(), 0.5),
+        rtt_p95_ms: quantile(&mut all_rtt, 0.95),
+        rtt_base_ms: if rtt_base_ms == f64::MAX {
+            0.0
+        } else {
+            rtt_base_ms
+        },
+        retransmits: retx,
+        retrans_per_seg: retx as f64 / delivered.max(1) as f64,
+        recovery_share,
+        lateness_p50_us: 0,
+        lateness_p99_us: 0,
+        lateness_max_us: 0,
+        realtime: false,
+        valid: false,
+        flows: per_flow,
+    }
+}
+
+/// Mean / min / max of a metric over repetitions, per (case, cc).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Agg {
+    pub case: String,
+    pub cc: String,
+    pub reps: usize,
+    pub goodput: [f64; 3],
+    pub utilisation: [f64; 3],
+    pub rtt_mean_ms: f64,
+    pub rtt_p95_ms: f64,
+    pub queue_mean_pkts: f64,
+    pub retransmits: f64,
+    pub jain_bins: f64,
+    pub completion_s: Option<f64>,
+    pub all_valid: bool,
+}
+
+fn mmm(v: &[f64]) -> [f64; 3] {
+    let n = v.len().max(1) as f64;
+    [
+        v.iter().sum::<f64>() / n,
+        v.iter().copied().fold(f64::MAX, f64::min),
+        v.iter().copied().fold(f64::MIN, f64::max),
+    ]
+}
+
+pub fn aggregate(runs: &[&RunSummary]) -> Vec<Agg> {
+    let mut m: BTreeMap<(String, String), Vec<&RunSummary>> = BTreeMap::new();
+    let mut order = Vec::new();
+    for r in runs {
+        let key = (r.case.clone(), r.cc.clone());
+        if !m.contains_key(&key) {
+            order.push(key.clone());
+        }
+        m.entry(key).or_default().push(r);
+    }
+    order
+        .into_iter()
+        .map(|key| {
+            let v = &m[&key];
+            let f = |g: &dyn Fn(&RunSummary) -> f64| v.iter().map(|r| g(r)).collect::<Vec<_>>();
+            let mean = |g: &dyn Fn(&RunSummary) -> f64| mmm(&f(g))[0];
+            let comp: Vec<f64> = v
+                .iter()
+                .filter_map(|r| {
+                    let c: Vec<f64> = r.flows.iter().filter_map(|f| f.completion_s).collect();
+                    (c.len() == r.flows.len()).then(|| c.iter().copied().fold(0.0, f64::max))
+                })
+                .collect();
+            Agg {
+                case: key.0.clone(),
+                cc: key.1.clone(),
+                reps: v.len(),
+                goodput: mmm(&f(&|r| r.goodput_mbit)),
+                utilisation: mmm(&f(&|r| r.utilisation)),
+                rtt_mean_ms: mean(&|r| r.rtt_mean_ms),
+                rtt_p95_ms: mean(&|r| r.rtt_p95_ms),
+                queue_mean_pkts: mean(&|r| r.queue_mean_pkts),
+                retransmits: mean(&|r| r.retransmits as f64),
+                jain_bins: mean(&|r| r.jain_bins),
+                completion_s: (comp.len() == v.len() && !comp.is_empty()).then(|| mmm(&comp)[0]),
+                all_valid: v.iter().all(|r| r.valid),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jain_index_bounds() {
+        assert!((jain(&[5.0, 5.0, 5.0]) - 1.0).abs() < 1e-12);
+        assert!((jain(&[1.0, 0.0]) - 0.5).abs() < 1e-12);
+        assert!((jain(&[3.0, 1.0]) - 0.8).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,30 @@
+//! `ccload apply FILE [--dry-run]`: reconcile the kernel to a config.
+
+use std::path::Path;
+
+use anyhow::Result;
+
+use crate::{bpf, config};
+
+pub(super) fn run(file: &Path, dry_run: bool, verbose: bool) -> Result<i32> {
+    let d = config::load(file)?;
+    if !dry_run {
+        bpf::require_root()?;
+    }
+    let plan = config::plan(&d)?;
+    if plan.is_empty() {
+        println!("{}: no changes", file.display());
+        return Ok(0);
+    }
+    for c in &plan {
+        println!("{c}");
+    }
+    if dry_run {
+        println!("(dry run: nothing changed)");
+    } else {
+        config::execute(&plan, verbose)?;
+        config::save_profile_names(&d)?;
+        println!("{}: applied {} change(s)", file.display(), plan.len());
+    }
+    Ok(0)
+}

@@ -1,0 +1,71 @@
+//! One module per `ccload` command; [`run`] dispatches the parsed command
+//! line.  Every command returns its exit code (0 ok, 1 soft failure) or an
+//! error (exit 2, printed by `main`).
+
+mod apply;
+mod attach;
+mod cgroup;
+mod doctor;
+mod flows;
+mod status;
+mod tune;
+mod watch;
+
+use anyhow::Result;
+
+use crate::cli::{Cli, Cmd};
+
+pub fn run(cli: Cli) -> Result<i32> {
+    let verbose = cli.verbose;
+    match cli.cmd {
+        Cmd::Attach {
+            algo,
+            sets,
+            default,
+            replace,
+        } => attach::attach(algo, sets, default, replace, verbose),
+        Cmd::Detach { algo, all } => attach::detach(algo, all),
+        Cmd::Status {
+            help_stats: true, ..
+        } => status::help_stats(),
+        Cmd::Status { json, .. } => status::run(json),
+        Cmd::Doctor { json } => doctor::run(json),
+        Cmd::Tune {
+            algo,
+            sets,
+            profile,
+            show,
+            reset,
+        } => tune::run(algo, &sets, &profile, show, reset),
+        Cmd::Watch {
+            algo,
+            help_fields: true,
+            ..
+        } => watch::help_fields(algo),
+        Cmd::Watch {
+            algo,
+            flow,
+            cookie,
+            format,
+            every,
+            count,
+            duration,
+            help_fields: false,
+        } => watch::run(crate::watch::WatchOpts {
+            algos: watch::algos(algo)?,
+            flow,
+            cookie,
+            format,
+            every,
+            count,
+            duration,
+        }),
+        Cmd::Flows { json } => flows::run(json),
+        Cmd::Apply { file, dry_run } => apply::run(&file, dry_run, verbose),
+        Cmd::Serve { config } => {
+            crate::serve::run(&config, verbose)?;
+            Ok(0)
+        }
+        Cmd::Cgroup { cmd } => cgroup::run(cmd),
+    }
+}

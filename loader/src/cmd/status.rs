@@ -1,0 +1,144 @@
+//! `ccload status [--json]`: what is attached, with ids, pins, tunables,
+//! counters and the sockets using it.  One typed [`Status`], printed as
+//! text or serialised as JSON.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use serde::Serialize;
+
+use crate::algos::Algo;
+use crate::{bpf, diag, stats, sysctl};
+
+/// Name -> value, in table order (serialised as a JSON object).
+type Ordered<V> = serde_json::Map<String, V>;
+
+#[derive(Serialize)]
+struct Status {
+    default_cc: String,
+    attached: Vec<AlgoStatus>,
+}
+
+#[derive(Serialize)]
+struct AlgoStatus {
+    algo: &'static str,
+    kernel_name: &'static str,
+    registered: bool,
+    default: bool,
+    pin_path: PathBuf,
+    link_id: u32,
+    struct_ops_map_id: u32,
+    map_ids: Ordered<serde_json::Value>,
+    sockets: usize,
+    attached_unix_s: u64,
+    /// The default CC `detach` restores, when `attach --default` set it.
+    restores_default: Option<String>,
+    /// Tunables in user units (as `tune --show` prints them).
+    tunables: Ordered<serde_json::Value>,
+    stats: Ordered<serde_json::Value>,
+}
+
+fn algo_status(algo: Algo, default: &str, socks: &[diag::TcpSock]) -> Result<AlgoStatus> {
+    let ids = bpf::ids(algo)?;
+    let params = bpf::read_params(algo, 0)?;
+    let st = bpf::read_stats(algo)?;
+    let meta = bpf::read_meta(algo)?;
+    Ok(AlgoStatus {
+        algo: algo.name(),
+        kernel_name: algo.name(),
+        registered: bpf::is_registered(algo.name()),
+        default: default == algo.name(),
+        pin_path: bpf::pin_dir(algo),
+        link_id: ids.link_id,
+        struct_ops_map_id: ids.struct_ops_map_id,
+        map_ids: ids
+            .map_ids
+            .iter()
+            .map(|(n, i)| (n.clone(), (*i).into()))
+            .collect(),
+        sockets: socks.iter().filter(|s| s.cong == algo.name()).count(),
+        attached_unix_s: meta.attached_unix_s,
+        restores_default: (meta.default_set == 1).then(|| bpf::c_name(&meta.prev_default)),
+        tunables: algo
+            .params()
+            .iter()
+            .zip(&params.raw)
+            .map(|(d, v)| (d.name.to_string(), d.display(*v).into()))
+            .collect(),
+        stats: st
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (stats::name(i).to_string(), (*v).into()))
+            .collect(),
+    })
+}
+
+fn print_text(s: &Status) -> std::io::Result<()> {
+    let mut w = std::io::stdout().lock();
+    writeln!(w, "default congestion control: {}", s.default_cc)?;
+    if s.attached.is_empty() {
+        writeln!(w, "no controller attached (ccload attach --algo ccpd)")?;
+    }
+    let joined = |m: &Ordered<serde_json::Value>, skip_zero: bool| -> Vec<String> {
+        m.iter()
+            .filter(|(_, v)| !(skip_zero && v.as_u64() == Some(0)))
+            .map(|(k, v)| match v.as_str() {
+                Some(s) => format!("{k}={s}"),
+                None => format!("{k}={v}"),
+            })
+            .collect()
+    };
+    for a in &s.attached {
+        writeln!(
+            w,
+            "\n{}  registered={} default={} sockets={}",
+            a.algo, a.registered, a.default, a.sockets
+        )?;
+        writeln!(
+            w,
+            "  link id {}  struct_ops map id {}  pinned at {}",
+            a.link_id,
+            a.struct_ops_map_id,
+            a.pin_path.display()
+        )?;
+        writeln!(w, "  map ids: {}", joined(&a.map_ids, false).join(" "))?;
+        writeln!(w, "  tunables: {}", joined(&a.tunables, false).join(" "))?;
+        let st = joined(&a.stats, true);
+        let st = if st.is_empty() {
+            "all zero".to_string()
+        } else {
+            st.join(" ")
+        };
+        writeln!(w, "  stats: {st}")?;
+    }
+    Ok(())
+}
+
+/// `status --help-stats`: what each counter of `stats` counts.
+pub(super) fn help_stats() -> Result<i32> {
+    for (_, name, help) in stats::STATS {
+        println!("{name:<20} {help}");
+    }
+    Ok(0)
+}
+
+pub(super) fn run(as_json: bool) -> Result<i32> {
+    bpf::require_root()?;
+    let default_cc = sysctl::default_cc().unwrap_or_default();
+    let socks = diag::tcp_sockets().unwrap_or_default();
+    let attached = bpf::attached()
+        .into_iter()
+        .map(|a| algo_status(a, &default_cc, &socks))
+        .collect::<Result<Vec<_>>>()?;
+    let s = Status {
+        default_cc,
+        attached,
+    };
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+    } else {
+        print_text(&s)?;
+    }
+    Ok(0)
+}

@@ -1,0 +1,113 @@
+//! The telemetry stream: who may consume a controller's ring buffer, and
+//! the wire format `ccload serve` uses to fan records out to `ccload watch`.
+//!
+//! A BPF ring buffer gives each record to one reader, so one process per
+//! algorithm holds an exclusive consumer lock (`/run/ccload/watch-<algo>.lock`).
+//! When the daemon holds it, `watch` reads the daemon's Unix socket instead:
+//! each record is framed as a little-endian u32 length and the raw
+//! `struct ccl_event` bytes ([`frame`], [`Deframer`]).
+
+use std::io::Write;
+use std::os::fd::AsRawFd;
+
+use anyhow::{bail, Context, Result};
+
+use crate::algos::Algo;
+
+/// Exclusive consumer lock, released when the process exits.
+pub struct ConsumerLock(#[allow(dead_code)] std::fs::File);
+
+/// Take `algo`'s consumer lock, or say who holds it.
+pub fn lock_consumer(algo: Algo) -> Result<ConsumerLock> {
+    std::fs::create_dir_all("/run/ccload").context("failed to create /run/ccload")?;
+    let path = format!("/run/ccload/watch-{algo}.lock");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("failed to open {path}"))?;
+    // SAFETY: flock on an fd we own.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let holder = std::fs::read_to_string(&path).unwrap_or_default();
+        bail!(
+            "{algo} telemetry is already being consumed (pid {}); a BPF ring buffer gives each \
+             record to one reader only, so a second `watch` would silently split the stream",
+            holder.trim()
+        );
+    }
+    let mut f = f;
+    let _ = f.set_len(0);
+    let _ = write!(f, "{}", std::process::id());
+    Ok(ConsumerLock(f))
+}
+
+/// A borrowed raw fd for tokio's AsyncFd (the owner outlives the wrapper).
+pub(crate) struct FdWrap(pub(crate) i32);
+
+impl AsRawFd for FdWrap {
+    fn as_raw_fd(&self) -> i32 {
+        self.0
+    }
+}
+
+/// Connect to a running daemon's telemetry socket, if there is one.
+pub fn daemon_socket() -> Option<std::os::unix::net::UnixStream> {
+    std::os::unix::net::UnixStream::connect(crate::config::DEFAULT_SOCKET).ok()
+}
+
+/// The length prefix of one record on the daemon's socket.
+pub fn frame(rec: &[u8]) -> [u8; 4] {
+    (rec.len() as u32).to_le_bytes()
+}
+
+/// Reassembles framed records from a byte stream read in arbitrary chunks.
+#[derive(Default)]
+pub struct Deframer {
+    buf: Vec<u8>,
+}
+
+impl Deframer {
+    /// Add bytes read from the socket; call [`Deframer::next_record`] after.
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// The next complete record, if one has arrived.
+    pub fn next_record(&mut self) -> Option<Vec<u8>> {
+        let len = u32::from_le_bytes(self.buf.get(..4)?.try_into().ok()?) as usize;
+        if self.buf.len() - 4 < len {
+            return None;
+        }
+        let rec = self.buf[4..4 + len].to_vec();
+        self.buf.drain(..4 + len);
+        Some(rec)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_survive_any_chunking() {
+        let recs: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i; i as usize * 7]).collect();
+        let mut wire = Vec::new();
+        for r in &recs {
+            wire.extend_from_slice(&frame(r));
+            wire.extend_from_slice(r);
+        }
+        for chunk in [1, 3, 4, 5, 64] {
+            let mut d = Deframer::default();
+            let mut got = Vec::new();
+            for c in wire.chunks(chunk) {
+                d.push(c);
+                while let Some(r) = d.next_record() {
+                    got.push(r);
+                }
+            }
+            assert_eq!(got, recs, "chunk {chunk}");
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! Network namespaces for tests and the lab: named `ccl-t<pid>-<n>` (the
+//! project's prefix), deleted on drop, so a failing run leaves none behind.
+
+use std::ffi::CString;
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+static NS_SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// A named network namespace `ccl-t<pid>-<n>` with lo up; deleted on drop.
+pub struct NetNs {
+    pub name: String,
+}
+
+pub fn sh(cmd: &str, args: &[&str]) -> Output {
+    Command::new(cmd)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd}: {e}"))
+}
+
+pub fn run_ok(cmd: &str, args: &[&str]) {
+    let o = sh(cmd, args);
+    assert!(
+        o.status.success(),
+        "{cmd} {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+impl NetNs {
+    pub fn new() -> NetNs {
+        let name = format!(
+            "ccl-t{}-{}",
+            std::process::id(),
+            NS_SEQ.fetch_add(1, Ordering::SeqCst)
+        );
+        run_ok("ip", &["netns", "add", &name]);
+        let ns = NetNs { name };
+        run_ok("ip", &["-n", &ns.name, "link", "set", "lo", "up"]);
+        ns
+    }
+
+    /// Run `f` on a thread that has entered this namespace.  Sockets created
+    /// there stay in the namespace wherever they are used afterwards.
+    pub fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let path = CString::new(format!("/run/netns/{}", self.name)).unwrap();
+        std::thread::spawn(move || {
+            // SAFETY: open + setns on a path we created; only this thread moves.
+            unsafe {
+                let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+                assert!(fd >= 0, "open netns");
+                assert_eq!(libc::setns(fd, libc::CLONE_NEWNET), 0, "setns");
+                libc::close(fd);
+            }
+            f()
+        })
+        .join()
+        .expect("netns thread panicked")
+    }
+
+    /// A command line run inside the namespace (network only; mounts stay).
+    pub fn exec(&self, cmd: &str, args: &[&str]) -> Output {
+        let mut v = vec![format!("--net=/run/netns/{}", self.name), cmd.to_string()];
+        v.extend(args.iter().map(|s| s.to_string()));
+        Command::new("nsenter").args(&v).output().expect("nsenter")
+    }
+}
+
+impl Default for NetNs {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for NetNs {
+    fn drop(&mut self) {
+        let _ = sh("ip", &["netns", "del", &self.name]);
+    }
+}
