@@ -12,7 +12,7 @@ pub struct NetNs {
     pub name: String,
 }
 
-pub fn sh(cmd: &str, args: &[&str]) -> Output {
+fn sh(cmd: &str, args: &[&str]) -> Output {
     Command::new(cmd)
         .args(args)
         .output()

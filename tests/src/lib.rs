@@ -72,10 +72,7 @@ pub fn ccload_bin() -> PathBuf {
 
 /// Run `ccload args...`.
 pub fn ccload(args: &[&str]) -> Output {
-    Command::new(ccload_bin())
-        .args(args)
-        .output()
-        .expect("spawn ccload")
+    ccload_testbed::ccload_output(args).unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// Run ccload and require success; returns stdout.
