@@ -24,12 +24,12 @@
 
 /* The socket-storage map shared by every controller and every cgroup
  * binding (one pinned map: ccload pins it at <pin root>/sk_profile). */
-#define CCL_DEFINE_SK_PROFILE                                            \
-	struct {                                                         \
-		__uint(type, BPF_MAP_TYPE_SK_STORAGE);                   \
-		__uint(map_flags, BPF_F_NO_PREALLOC);                    \
-		__type(key, int);                                        \
-		__type(value, struct ccl_sk_binding);                    \
+#define CCL_DEFINE_SK_PROFILE                          \
+	struct {                                       \
+		__uint(type, BPF_MAP_TYPE_SK_STORAGE); \
+		__uint(map_flags, BPF_F_NO_PREALLOC);  \
+		__type(key, int);                      \
+		__type(value, struct ccl_sk_binding);  \
 	} sk_profile SEC(".maps");
 
 /* Kernel CC helpers exported to struct_ops programs as kfuncs. */
@@ -81,7 +81,6 @@ static __always_inline bool tcp_is_cwnd_limited(const struct sock *sk)
 		return tp->snd_cwnd < 2 * tp->max_packets_out;
 	return !!BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited);
 }
-
 
 /* Fill the algorithm-independent part of a telemetry record. */
 static __always_inline void ccl_event_fill(struct ccl_event *ev, const struct sock *sk, u32 algo,

@@ -29,13 +29,17 @@ typedef int64_t s64;
 #endif
 
 enum ccl_consts {
-	CCL_NAME_MAX = 16,	   /* TCP_CA_NAME_MAX including the NUL */
-	CCL_NR_PROFILES = 16,	   /* params map entries; 0 = the algorithm's defaults */
+	CCL_NAME_MAX = 16,	     /* TCP_CA_NAME_MAX including the NUL */
+	CCL_NR_PROFILES = 16,	     /* params map entries; 0 = the algorithm's defaults */
 	CCL_RINGBUF_BYTES = 1 << 20, /* per algorithm; ~9000 telemetry records */
-	CCL_CA_PRIV_SIZE = 104,	   /* ICSK_CA_PRIV_SIZE: per-flow controller state */
+	CCL_CA_PRIV_SIZE = 104,	     /* ICSK_CA_PRIV_SIZE: per-flow controller state */
 	CCL_Q10 = 1024,
 	CCL_Q16 = 65536,
 };
+
+/* The fixed-point value of num/den at scale q (CCL_Q10, CCL_Q16), rounded to
+ * nearest: CCL_FIX(CCL_Q16, 102, 100) is 1.02 in Q16 (66847). */
+#define CCL_FIX(q, num, den) (((q) * (num) + (den) / 2) / (den))
 
 /* Every controller, one row each: X(name, NAME, tel).  `name` is the kernel
  * name users type and the source bpf/<name>.bpf.c; NAME prefixes its tables
@@ -51,32 +55,34 @@ enum ccl_consts {
 
 #define CCL_ALGO_ENUM(name, NAME, tel) CCL_ALGO_##NAME,
 enum ccl_algo {
-	CCL_ALGOS(CCL_ALGO_ENUM)
+	CCL_ALGOS(CCL_ALGO_ENUM) /* CCL_ALGO_CCPD, ... */
 	CCL_NR_ALGOS,
 };
 
 /* Per-CPU counters, one array per algorithm.  Descriptions live in Rust
  * (loader/src/stats.rs) next to the serde field names. */
 enum ccl_stat_idx {
-	CCL_STAT_FLOW_INIT = 0,	    /* init() calls: flows that chose this CC */
-	CCL_STAT_FLOW_RELEASE,	    /* release() calls */
-	CCL_STAT_ACKS,		    /* ACK-driven hook invocations */
-	CCL_STAT_ROUNDS,	    /* round trips completed (round tracker) */
-	CCL_STAT_LOSS_EVENTS,	    /* ssthresh() calls: Recovery/CWR entry or RTO */
-	CCL_STAT_LOSS_HELD,	    /* packets marked lost while the window was held */
-	CCL_STAT_RTO,		    /* CA_EVENT_LOSS: retransmission timeouts */
-	CCL_STAT_UNDO,		    /* undo_cwnd() calls (spurious loss detection) */
-	CCL_STAT_RB_RESERVE_FAIL,   /* ring buffer full: telemetry records dropped */
-	CCL_STAT_EVENTS,	    /* telemetry records written */
-	CCL_STAT_PARAM_CLAMPED,	    /* tunable reads that had to be clamped */
-	CCL_STAT_PROFILE_MISS,	    /* params lookup failed; built-in defaults used */
-	CCL_STAT_PAIR_SAMPLES,	    /* ccpd: accepted packet-pair capacity samples */
-	CCL_STAT_PAIR_REJECTS,	    /* ccpd: pair samples rejected (too fast/too close) */
-	CCL_STAT_EST_SAMPLES,	    /* hetcp: GTSW bandwidth samples */
-	CCL_STAT_EARLY_CUTS,	    /* ctcp_plus: rule (2) 2/3 cuts; ub_reno: W_full found */
-	CCL_STAT_EARLY_DECS,	    /* ctcp_plus: rule (3) -1/2 steps; ub_reno: LSRTT changes */
-	CCL_STAT_LOSS_CONGESTIVE,   /* ccpd: loss events classified congestive (hold at target) */
-	CCL_STAT_LOSS_RANDOM,	    /* ccpd: loss events classified random (window held) */
+	CCL_STAT_FLOW_INIT = 0,	  /* init() calls: flows that chose this CC */
+	CCL_STAT_FLOW_RELEASE,	  /* release() calls */
+	CCL_STAT_ACKS,		  /* ACK-driven hook invocations */
+	CCL_STAT_ROUNDS,	  /* round trips completed (round tracker) */
+	CCL_STAT_LOSS_EVENTS,	  /* ssthresh() calls: Recovery/CWR entry or RTO */
+	CCL_STAT_LOSS_HELD,	  /* packets marked lost while the window was held */
+	CCL_STAT_RTO,		  /* CA_EVENT_LOSS: retransmission timeouts */
+	CCL_STAT_UNDO,		  /* undo_cwnd() calls (spurious loss detection) */
+	CCL_STAT_RB_RESERVE_FAIL, /* ring buffer full: telemetry records dropped */
+	CCL_STAT_EVENTS,	  /* telemetry records written */
+	CCL_STAT_PARAM_CLAMPED,	  /* tunable reads that had to be clamped */
+	CCL_STAT_PROFILE_MISS,	  /* params lookup failed; built-in defaults used */
+	CCL_STAT_PAIR_SAMPLES,	  /* ccpd: accepted packet-pair capacity samples */
+	CCL_STAT_PAIR_REJECTS,	  /* ccpd: pair samples rejected (too fast/too close) */
+	CCL_STAT_EST_SAMPLES,	  /* hetcp: GTSW bandwidth samples */
+	CCL_STAT_EARLY_CUTS,	  /* ctcp_plus: rule (2) 2/3 cuts */
+	CCL_STAT_EARLY_DECS,	  /* ctcp_plus: rule (3) -1/2 steps */
+	CCL_STAT_LOSS_CONGESTIVE, /* ccpd: loss events classified congestive (hold at target) */
+	CCL_STAT_LOSS_RANDOM,	  /* ccpd: loss events classified random (window held) */
+	CCL_STAT_WFULL_FOUND,	  /* ub_reno: rounds that found (or lowered) W_full */
+	CCL_STAT_LSRTT_SHIFTS,	  /* ub_reno: LSRTT level shifts detected */
 	CCL_NR_STATS,
 };
 
@@ -104,76 +110,79 @@ enum ccl_phase {
  * loader validates against (bpf/core/host_core.c -> bindgen).
  * ------------------------------------------------------------------------- */
 
-/* CCPD, ALGORITHMS.md 1.3 */
-#define CCL_CCPD_PARAMS(X)                                                                     \
+/* One aligned row per tunable (clang-format would split the rows). */
+/* clang-format off */
+/* CCPD (docs/ccpd.md, "Tunables") */
+#define CCL_CCPD_PARAMS(X)                                                                      \
 	X(mode, "mode", 1, 1, 0, 1, "", "0 = literal Eq. 3 (L0, per ACK), 1 = L1 full-utilising law") \
-	X(kp_q10, "kp", 1024, 2048, 256, 16384, "", "Kp, window segments per segment of free storage") \
-	X(kd_ms, "kd", 1, 100, 0, 10000, "ms", "Kd, derivative gain time constant; 0 disables D")  \
-	X(g_max_q10, "g_max", 1024, 256, 0, 1024, "", "clamp of Kd/dt (stability margin)")          \
-	X(gamma_q10, "gamma", 1024, 0, 0, 1024, "", "L1 smoothing gain; 0 = auto 1/(1+2Kp)")     \
-	X(b_min, "b_min", 1, 4, 0, 1000, "segments", "floor of the buffer estimate B")              \
-	X(cwnd_min, "cwnd_min", 1, 2, 2, 64, "segments", "smallest window")                         \
-	X(probe_segs, "probe_segs", 1, 2, 1, 8, "segments", "packet-pair unit")                    \
-	X(probe_every, "probe_every", 1, 1, 1, 64, "rounds", "rounds between pair attempts")       \
-	X(cap_epoch, "cap_epoch", 1, 8, 1, 64, "rounds", "CapProbe min-RTT-sum filter epoch")      \
+	X(kp_q10, "kp", CCL_Q10, 2 * CCL_Q10, CCL_Q10 / 4, 16 * CCL_Q10, "", "Kp, window segments per segment of free storage") \
+	X(kd_ms, "kd", 1, 100, 0, 10000, "ms", "Kd, derivative gain time constant; 0 disables D") \
+	X(g_max_q10, "g_max", CCL_Q10, CCL_Q10 / 4, 0, CCL_Q10, "", "clamp of Kd/dt (stability margin)") \
+	X(gamma_q10, "gamma", CCL_Q10, 0, 0, CCL_Q10, "", "L1 smoothing gain; 0 = auto 1/(1+2Kp)") \
+	X(b_min, "b_min", 1, 4, 0, 1000, "segments", "floor of the buffer estimate B")          \
+	X(cwnd_min, "cwnd_min", 1, 2, 2, 64, "segments", "smallest window")                     \
+	X(probe_segs, "probe_segs", 1, 2, 1, 8, "segments", "packet-pair unit")                 \
+	X(probe_every, "probe_every", 1, 1, 1, 64, "rounds", "rounds between pair attempts")    \
+	X(cap_epoch, "cap_epoch", 1, 8, 1, 64, "rounds", "CapProbe min-RTT-sum filter epoch")   \
 	X(cap_max_mbps, "cap_max", 1, 0, 0, 400000, "Mbit/s", "reject faster pair samples; 0 = off") \
-	X(pair_min_ns, "pair_min", 1, 10000, 0, 1000000, "ns", "reject smaller ACK dispersions")    \
+	X(pair_min_ns, "pair_min", 1, 10000, 0, 1000000, "ns", "reject smaller ACK dispersions") \
 	X(bmax_on_loss, "bmax_on_loss", 1, 0, 0, 2, "", "on a loss in CA set rtt_max to rtts: 0 never, 1 congestive losses, 2 every loss") \
-	X(q_rtt, "q_rtt", 1, 0, 0, 1, "", "RTT the L1 law reads the queue from: 0 smoothed (paper), 1 the round's minimum")     \
+	X(q_rtt, "q_rtt", 1, 0, 0, 1, "", "RTT the L1 law reads the queue from: 0 smoothed (paper), 1 the round's minimum") \
 	X(ss_exit, "ss_exit", 1, 1, 0, 1, "", "1 = slow start ends when the RTT shows a queue; 0 = at the first loss (paper)") \
 	X(trace_every, "trace_every", 1, 1, 0, 1000, "rounds", "telemetry every N rounds; 0 = off")
 
-/* HE-TCP, ALGORITHMS.md 2.4 */
-#define CCL_HETCP_PARAMS(X)                                                                    \
-	X(count_mode, "count_mode", 1, 1, 0, 1, "", "0 = count ACK events, 1 = acked segments")    \
+/* HE-TCP (docs/hetcp.md, "Tunables") */
+#define CCL_HETCP_PARAMS(X)                                                                     \
+	X(count_mode, "count_mode", 1, 1, 0, 1, "", "0 = count ACK events, 1 = acked segments") \
 	X(rtt_src, "rtt_src", 1, 0, 0, 1, "", "RTT in T_ratio: 0 = BaseRTT (Fig. 2), 1 = srtt (Eq. 2)") \
-	X(si_div, "si_div", 1, 10, 1, 100, "", "SampleInterval = cwnd / si_div")                  \
+	X(si_div, "si_div", 1, 10, 1, 100, "", "SampleInterval = cwnd / si_div")                \
 	X(si_small, "si_small", 1, 10, 1, 1000, "segments", "below this cwnd SampleInterval = 1") \
 	X(low_wnd, "low_wnd", 1, 0, 0, 10000, "segments", "below it ssthresh is not written (Reno)") \
 	X(ss_mode, "ss_mode", 1, 0, 0, 2, "", "slow start: 0 = ends when a sample sees a queue, 1 = max(GTSW, burst), 2 = literal Fig. 2") \
-	X(rto_reset, "rto_reset", 1, 0, 0, 1, "", "1 = reset the estimator on RTO too")           \
-	X(ssth_floor, "ssth_floor", 1, 2, 2, 100, "segments", "floor of the written ssthresh")     \
+	X(rto_reset, "rto_reset", 1, 0, 0, 1, "", "1 = reset the estimator on RTO too")         \
+	X(ssth_floor, "ssth_floor", 1, 2, 2, 100, "segments", "floor of the written ssthresh")  \
 	X(trace_every, "trace_every", 1, 1, 0, 1000, "samples", "telemetry every N samples; 0 = off")
 
-/* Compound TCP+, ALGORITHMS.md 3.5 */
-#define CCL_CTCP_PLUS_PARAMS(X)                                                                \
-	X(alpha_q10, "alpha", 1024, 128, 0, 1024, "", "dwnd growth alpha*swnd^(3/4) - 1")         \
-	X(beta_q10, "beta", 1024, 512, 0, 1024, "", "multiplicative decrease of swnd on loss")     \
-	X(zeta_q10, "zeta", 1024, 1024, 0, 4096, "", "dwnd shrink per segment of Diff")            \
-	X(gamma, "gamma", 1, 30, 1, 1000, "segments", "Diff threshold (early congestion)")         \
-	X(gamma_tune, "gamma_tune", 1, 0, 0, 1, "", "TUBE gamma auto-tuning (5..30)")              \
-	X(low_wnd, "low_wnd", 1, 38, 0, 10000, "segments", "delay component active above")         \
-	X(min_samples, "min_samples", 1, 3, 1, 16, "", "RTT samples per round for an update")      \
-	X(rtt_mode, "rtt_mode", 1, 0, 0, 1, "", "round RTT: 0 = min, 1 = mean")                   \
-	X(win_mode, "win_mode", 1, 0, 0, 1, "", "Diff window: 0 = swnd, 1 = sent in last round")   \
-	X(plus, "plus", 1, 1, 0, 1, "", "1 = CTCP+ rules (2)-(4), 0 = plain Compound TCP")        \
-	X(plus_md_q10, "plus_md", 1024, 683, 512, 1024, "", "rule (2) loss-window factor (2/3)")   \
-	X(plus_dec_q10, "plus_dec", 1024, 512, 0, 4096, "segments", "rule (3) decrease per RTT")   \
+/* Compound TCP+ (docs/ctcp_plus.md, "Tunables") */
+#define CCL_CTCP_PLUS_PARAMS(X)                                                                 \
+	X(alpha_q10, "alpha", CCL_Q10, CCL_Q10 / 8, 0, CCL_Q10, "", "dwnd growth alpha*swnd^(3/4) - 1") \
+	X(beta_q10, "beta", CCL_Q10, CCL_Q10 / 2, 0, CCL_Q10, "", "multiplicative decrease of swnd on loss") \
+	X(zeta_q10, "zeta", CCL_Q10, CCL_Q10, 0, 4 * CCL_Q10, "", "dwnd shrink per segment of Diff") \
+	X(gamma, "gamma", 1, 30, 1, 1000, "segments", "Diff threshold (early congestion)")      \
+	X(gamma_tune, "gamma_tune", 1, 0, 0, 1, "", "TUBE gamma auto-tuning (5..30)")           \
+	X(low_wnd, "low_wnd", 1, 38, 0, 10000, "segments", "delay component active above")      \
+	X(min_samples, "min_samples", 1, 3, 1, 16, "", "RTT samples per round for an update")   \
+	X(rtt_mode, "rtt_mode", 1, 0, 0, 1, "", "round RTT: 0 = min, 1 = mean")                 \
+	X(win_mode, "win_mode", 1, 0, 0, 1, "", "Diff window: 0 = swnd, 1 = sent in last round") \
+	X(plus, "plus", 1, 1, 0, 1, "", "1 = CTCP+ rules (2)-(4), 0 = plain Compound TCP")      \
+	X(plus_md_q10, "plus_md", CCL_Q10, CCL_FIX(CCL_Q10, 2, 3), CCL_Q10 / 2, CCL_Q10, "", "rule (2) loss-window factor (2/3)") \
+	X(plus_dec_q10, "plus_dec", CCL_Q10, CCL_Q10 / 2, 0, 4 * CCL_Q10, "segments", "rule (3) decrease per RTT") \
 	X(gamma_exit, "gamma_exit", 1, 0, 0, 1000, "segments", "episode exit threshold; 0 = gamma") \
 	X(trace_every, "trace_every", 1, 1, 0, 1000, "rounds", "telemetry every N rounds; 0 = off")
 
-/* Hyun & Jang under-buffered-link Reno, ALGORITHMS.md 4.5 */
-#define CCL_UB_RENO_PARAMS(X)                                                                  \
-	X(alpha_q16, "alpha", 65536, 66847, 65536, 131072, "", "congestion when C(t) > alpha")     \
-	X(beta_q16, "beta", 65536, 63570, 32768, 65536, "", "W_full = cwnd_p(t*) * beta")          \
-	X(a_q16, "a", 65536, 72090, 65536, 131072, "", "ramp growth of cwnd_p per round")          \
-	X(extra_enable, "extra", 1, 1, 0, 1, "", "0 = plain Reno")                                 \
-	X(md_base, "md_base", 1, 0, 0, 1, "", "loss halves: 0 = Reno window, 1 = cwnd_p")          \
-	X(rto_keep_wfull, "rto_keep_wfull", 1, 1, 0, 1, "", "keep W_full across an RTO")           \
+/* Hyun & Jang under-buffered-link Reno (docs/ub_reno.md, "Tunables") */
+#define CCL_UB_RENO_PARAMS(X)                                                                   \
+	X(alpha_q16, "alpha", CCL_Q16, CCL_FIX(CCL_Q16, 102, 100), CCL_Q16, 2 * CCL_Q16, "", "congestion when C(t) > alpha") \
+	X(beta_q16, "beta", CCL_Q16, CCL_FIX(CCL_Q16, 97, 100), CCL_Q16 / 2, CCL_Q16, "", "W_full = cwnd_p(t*) * beta") \
+	X(a_q16, "a", CCL_Q16, CCL_FIX(CCL_Q16, 110, 100), CCL_Q16, 2 * CCL_Q16, "", "ramp growth of cwnd_p per round") \
+	X(extra_enable, "extra", 1, 1, 0, 1, "", "0 = plain Reno")                              \
+	X(md_base, "md_base", 1, 0, 0, 1, "", "loss halves: 0 = Reno window, 1 = cwnd_p")       \
+	X(rto_keep_wfull, "rto_keep_wfull", 1, 1, 0, 1, "", "keep W_full across an RTO")        \
 	X(zero_on_c, "zero_on_c", 1, 0, 0, 1, "", "1 = literal: C > alpha zeroes the extra window; 0 = lower W_full by beta") \
-	X(ls_shift, "ls_shift", 1, 4, 1, 8, "", "LSRTT EWMA gain 2^-n between level shifts")       \
-	X(ls_nu_shift, "ls_nu_shift", 1, 6, 3, 10, "", "CUSUM drift = mean / 2^n")                 \
-	X(ls_nu_min_us, "ls_nu_min", 1, 20, 0, 10000, "us", "CUSUM drift floor")                   \
-	X(ls_h_mult, "ls_h_mult", 1, 4, 1, 32, "", "CUSUM threshold in mean abs deviations")       \
-	X(ls_dev_min_us, "ls_dev_min", 1, 50, 1, 10000, "us", "deviation floor")                   \
-	X(ls_warm, "ls_warm", 1, 8, 1, 64, "samples", "plain-mean warm-up")                        \
+	X(ls_shift, "ls_shift", 1, 4, 1, 8, "", "LSRTT EWMA gain 2^-n between level shifts")    \
+	X(ls_nu_shift, "ls_nu_shift", 1, 6, 3, 10, "", "CUSUM drift = mean / 2^n")              \
+	X(ls_nu_min_us, "ls_nu_min", 1, 20, 0, 10000, "us", "CUSUM drift floor")                \
+	X(ls_h_mult, "ls_h_mult", 1, 4, 1, 32, "", "CUSUM threshold in mean abs deviations")    \
+	X(ls_dev_min_us, "ls_dev_min", 1, 50, 1, 10000, "us", "deviation floor")                \
+	X(ls_warm, "ls_warm", 1, 8, 1, 64, "samples", "plain-mean warm-up")                     \
 	X(trace_every, "trace_every", 1, 1, 0, 1000, "rounds", "telemetry every N rounds; 0 = off")
+/* clang-format on */
 
 #define CCL_PARAM_FIELD(field, name, scale, def, lo, hi, unit, help) u32 field;
 
 /* struct ccl_<name>_params, one per CCL_ALGOS row. */
-#define CCL_PARAMS_STRUCT(name, NAME, tel) \
-	struct ccl_##name##_params {       \
+#define CCL_PARAMS_STRUCT(name, NAME, tel)           \
+	struct ccl_##name##_params {                 \
 		CCL_##NAME##_PARAMS(CCL_PARAM_FIELD) \
 	};
 CCL_ALGOS(CCL_PARAMS_STRUCT)
@@ -198,55 +207,56 @@ struct ccl_param_desc {
  * they generate the structs below and the host descriptor tables the loader
  * decodes records with (name, offset, type), so `ccload watch` prints new
  * fields without Rust changes. */
-#define CCL_TEL_CCPD(X)                                                          \
+/* clang-format off */
+#define CCL_TEL_CCPD(X)                                                        \
 	X(u32, cap_sps, "seg/s", "C-hat from packet pairs (0 = none yet)")     \
-	X(u32, fb_sps, "seg/s", "max delivery rate")                            \
+	X(u32, fb_sps, "seg/s", "max delivery rate")                           \
 	X(u32, c_sps, "seg/s", "capacity used by the law, max(cap, fb)")       \
 	X(u32, pair_c_sps, "seg/s", "best pair sample of the current epoch")   \
-	X(u32, pair_dsum_us, "us", "its RTT sum")                               \
-	X(u32, rtt_min_us, "us", "own min RTT")                                 \
-	X(u32, rtt_max_us, "us", "max of own smoothed RTT")                     \
-	X(u32, rtts_us, "us", "own smoothed RTT")                               \
-	X(u32, p_q10, "seg/1024", "pipe C*rtt_min")                             \
-	X(u32, b_q10, "seg/1024", "buffer estimate B")                          \
-	X(u32, x_q10, "seg/1024", "buffer level estimate x")                    \
-	X(u32, d_q10, "seg/1024", "own queued segments (L1) / in flight (L0)")  \
-	X(s32, e_q10, "seg/1024", "error B - x - d")                            \
-	X(u32, g_q10, "1/1024", "derivative gain Kd/dt")                        \
-	X(s32, dterm_q10, "seg/1024", "derivative term D")                      \
-	X(s32, delta_q10, "seg/1024", "L1 window change before gamma")          \
-	X(u32, w_q10, "seg/1024", "CCPD window")                                \
-	X(u32, cwnd_hold, "seg", "window held in recovery")                     \
-	X(u32, mode, "", "law in force (0 = L0, 1 = L1)")                       \
-	X(u32, cwnd_max, "seg", "clamp P + B - margin (0 = no estimate)")        \
+	X(u32, pair_dsum_us, "us", "its RTT sum")                              \
+	X(u32, rtt_min_us, "us", "own min RTT")                                \
+	X(u32, rtt_max_us, "us", "max of own smoothed RTT")                    \
+	X(u32, rtts_us, "us", "own smoothed RTT")                              \
+	X(u32, p_q10, "seg/1024", "pipe C*rtt_min")                            \
+	X(u32, b_q10, "seg/1024", "buffer estimate B")                         \
+	X(u32, x_q10, "seg/1024", "buffer level estimate x")                   \
+	X(u32, d_q10, "seg/1024", "own queued segments (L1) / in flight (L0)") \
+	X(s32, e_q10, "seg/1024", "error B - x - d")                           \
+	X(u32, g_q10, "1/1024", "derivative gain Kd/dt")                       \
+	X(s32, dterm_q10, "seg/1024", "derivative term D")                     \
+	X(s32, delta_q10, "seg/1024", "L1 window change before gamma")         \
+	X(u32, w_q10, "seg/1024", "CCPD window")                               \
+	X(u32, cwnd_hold, "seg", "window held in recovery")                    \
+	X(u32, mode, "", "law in force (0 = L0, 1 = L1)")                      \
+	X(u32, cwnd_max, "seg", "clamp P + B - margin (0 = no estimate)")      \
 	X(u32, loss_class, "", "last loss: 1 = congestive, 2 = random")
 
-#define CCL_TEL_HETCP(X)                                                         \
-	X(u64, cur_bw_q8, "seg/s/256", "CurBW")                                 \
-	X(u64, bw_q8, "seg/s/256", "GTSW estimate BW")                          \
-	X(u32, sample_interval, "seg", "SampleInterval")                        \
-	X(u32, ack_cnt, "seg", "counted at this sample")                        \
-	X(u32, del_us, "us", "time since the previous sample")                  \
-	X(u32, t_ratio_q16, "1/65536", "a_k")                                   \
-	X(u32, bw_mbps, "Mbit/s", "BW with the flow's MSS")                     \
-	X(u32, gtsw_ssth, "seg", "BW * BaseRTT")                                \
-	X(u32, base_rtt_us, "us", "min RTT")                                    \
+#define CCL_TEL_HETCP(X)                                       \
+	X(u64, cur_bw_q8, "seg/s/256", "CurBW")                \
+	X(u64, bw_q8, "seg/s/256", "GTSW estimate BW")         \
+	X(u32, sample_interval, "seg", "SampleInterval")       \
+	X(u32, ack_cnt, "seg", "counted at this sample")       \
+	X(u32, del_us, "us", "time since the previous sample") \
+	X(u32, t_ratio_q16, "1/65536", "a_k")                  \
+	X(u32, bw_mbps, "Mbit/s", "BW with the flow's MSS")    \
+	X(u32, gtsw_ssth, "seg", "BW * BaseRTT")               \
+	X(u32, base_rtt_us, "us", "min RTT")                   \
 	X(u32, losses, "", "loss events seen by this flow")
 
-#define CCL_TEL_CTCP_PLUS(X)                                                          \
-	X(u32, base_rtt_us, "us", "min RTT ever")                               \
-	X(u32, round_rtt_us, "us", "RTT used for Diff this round")              \
-	X(u32, cnt_rtt, "", "RTT samples this round")                           \
-	X(u32, win, "seg", "window used for Diff")                              \
-	X(u32, diff_q10, "seg/1024", "Diff")                                    \
-	X(u32, gamma, "seg", "current gamma")                                   \
-	X(u32, dwnd_q10, "seg/1024", "delay window")                            \
-	X(u32, cwnd_l, "seg", "loss window")                                    \
-	X(u32, swnd, "seg", "cwnd_l + dwnd")                                    \
-	X(u32, ep, "", "1 = early-reduction episode")                           \
-	X(u32, n_cut2, "", "rule (2) cuts so far")                              \
-	X(u32, n_dec3, "", "rule (3) decrements so far")                        \
-	X(u32, losses, "", "loss events")                                       \
+#define CCL_TEL_CTCP_PLUS(X)                                       \
+	X(u32, base_rtt_us, "us", "min RTT ever")                  \
+	X(u32, round_rtt_us, "us", "RTT used for Diff this round") \
+	X(u32, cnt_rtt, "", "RTT samples this round")              \
+	X(u32, win, "seg", "window used for Diff")                 \
+	X(u32, diff_q10, "seg/1024", "Diff")                       \
+	X(u32, gamma, "seg", "current gamma")                      \
+	X(u32, dwnd_q10, "seg/1024", "delay window")               \
+	X(u32, cwnd_l, "seg", "loss window")                       \
+	X(u32, swnd, "seg", "cwnd_l + dwnd")                       \
+	X(u32, ep, "", "1 = early-reduction episode")              \
+	X(u32, n_cut2, "", "rule (2) cuts so far")                 \
+	X(u32, n_dec3, "", "rule (3) decrements so far")           \
+	X(u32, losses, "", "loss events")                          \
 	X(u32, rule, "", "bit set of enum ccl_ctcp_rule fired this round")
 
 enum ccl_ctcp_rule {
@@ -257,27 +267,28 @@ enum ccl_ctcp_rule {
 	CCL_CTCP_EXIT = 16,
 };
 
-#define CCL_TEL_UB_RENO(X)                                                           \
-	X(u32, lsrtt_us, "us", "level-shift-aware smoothed RTT")                \
-	X(u32, rtt_us, "us", "last RTT sample")                                 \
-	X(u32, rtt_min_us, "us", "min RTT")                                     \
-	X(u32, c_q16, "1/65536", "C(t) = LSRTT / RTT_min")                      \
-	X(u32, gp_us, "us", "CUSUM up statistic")                               \
-	X(u32, gn_us, "us", "CUSUM down statistic")                             \
-	X(u32, det_up, "", "level shifts detected upward")                      \
-	X(u32, det_dn, "", "level shifts detected downward")                    \
-	X(u32, cycle, "", "CA cycle index")                                     \
-	X(u32, cwnd_r, "seg", "Reno window")                                    \
-	X(u32, extra, "seg", "extra window")                                    \
-	X(u32, wfull_prev, "seg", "W_full of the previous cycle")               \
-	X(u32, wfull_cur, "seg", "W_full measured in this cycle")               \
+#define CCL_TEL_UB_RENO(X)                                        \
+	X(u32, lsrtt_us, "us", "level-shift-aware smoothed RTT")  \
+	X(u32, rtt_us, "us", "last RTT sample")                   \
+	X(u32, rtt_min_us, "us", "min RTT")                       \
+	X(u32, c_q16, "1/65536", "C(t) = LSRTT / RTT_min")        \
+	X(u32, gp_us, "us", "CUSUM up statistic")                 \
+	X(u32, gn_us, "us", "CUSUM down statistic")               \
+	X(u32, det_up, "", "level shifts detected upward")        \
+	X(u32, det_dn, "", "level shifts detected downward")      \
+	X(u32, cycle, "", "CA cycle index")                       \
+	X(u32, cwnd_r, "seg", "Reno window")                      \
+	X(u32, extra, "seg", "extra window")                      \
+	X(u32, wfull_prev, "seg", "W_full of the previous cycle") \
+	X(u32, wfull_cur, "seg", "W_full measured in this cycle") \
 	X(u32, found, "", "t* seen in this cycle")
+/* clang-format on */
 
 #define CCL_TEL_FIELD(type, field, unit, help) type field;
 
 /* struct ccl_tel_<tel>, one per CCL_ALGOS row. */
-#define CCL_TEL_STRUCT(name, NAME, tel) \
-	struct ccl_tel_##tel {          \
+#define CCL_TEL_STRUCT(name, NAME, tel)       \
+	struct ccl_tel_##tel {                \
 		CCL_TEL_##NAME(CCL_TEL_FIELD) \
 	};
 CCL_ALGOS(CCL_TEL_STRUCT)
@@ -293,22 +304,22 @@ struct ccl_tel_desc {
 };
 
 struct ccl_event {
-	u64 cookie;	   /* socket cookie (0 if never requested) */
-	u64 mstamp_us;	   /* tp->tcp_mstamp, us */
-	u32 algo;	   /* enum ccl_algo */
-	u32 round;	   /* flow's round counter */
-	u32 snd_cwnd;	   /* segments */
-	u32 snd_ssthresh;  /* segments */
-	u32 srtt_us;	   /* kernel smoothed RTT, us */
-	u32 in_flight;	   /* segments */
-	u32 mss;	   /* bytes */
-	u16 family;	   /* AF_INET / AF_INET6 */
-	u16 sport;	   /* host order */
-	u16 dport;	   /* host order */
-	u8 ca_state;	   /* TCP_CA_Open .. TCP_CA_Loss */
-	u8 phase;	   /* enum ccl_phase */
-	u32 profile;	   /* params profile id in use */
-	u8 saddr[16];	   /* IPv4 in the first 4 bytes */
+	u64 cookie;	  /* socket cookie (0 if never requested) */
+	u64 mstamp_us;	  /* tp->tcp_mstamp, us */
+	u32 algo;	  /* enum ccl_algo */
+	u32 round;	  /* flow's round counter */
+	u32 snd_cwnd;	  /* segments */
+	u32 snd_ssthresh; /* segments */
+	u32 srtt_us;	  /* kernel smoothed RTT, us */
+	u32 in_flight;	  /* segments */
+	u32 mss;	  /* bytes */
+	u16 family;	  /* AF_INET / AF_INET6 */
+	u16 sport;	  /* host order */
+	u16 dport;	  /* host order */
+	u8 ca_state;	  /* TCP_CA_Open .. TCP_CA_Loss */
+	u8 phase;	  /* enum ccl_phase */
+	u32 profile;	  /* params profile id in use */
+	u8 saddr[16];	  /* IPv4 in the first 4 bytes */
 	u8 daddr[16];
 	union {
 #define CCL_TEL_MEMBER(name, NAME, tel) struct ccl_tel_##tel tel;

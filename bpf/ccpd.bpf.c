@@ -96,7 +96,7 @@ static __always_inline void ccpd_emit(struct sock *sk, struct ccpd *ca,
 	struct ccl_event *ev;
 	struct ccl_tel_ccpd *t;
 
-	ev = ccl_event_reserve(sk, CCL_ALGO_CCPD, ca->round_cnt, ca->phase, profile);
+	ev = ccl_event_reserve(sk, CCL_ALGO_CCPD, ca->round.cnt, ca->phase, profile);
 	if (!ev)
 		return;
 	t = &ev->u.ccpd;
@@ -173,11 +173,11 @@ void BPF_PROG(ccpd_cong_control, struct sock *sk, u32 ack, int flag, const struc
 	if (o.losses > 0)
 		stat_add(CCL_STAT_LOSS_HELD, o.losses);
 
-	/* C9: no pacing; keeps the probe pairs back to back. */
+	/* No pacing; keeps the probe pairs back to back. */
 	sk->sk_pacing_rate = ~0UL;
 
 	/* Telemetry every round in every state. */
-	if (o.round_start && ccl_trace_due(ca->round_cnt, p.trace_every))
+	if (o.round_start && ccl_trace_due(ca->round.cnt, p.trace_every))
 		ccpd_emit(sk, ca, &p, &o, profile);
 }
 
@@ -203,8 +203,8 @@ __u32 BPF_PROG(ccpd_ssthresh, struct sock *sk)
 	ccl_params(ccl_profile_of(sk), &p);
 	stat_inc(CCL_STAT_LOSS_EVENTS);
 	hold = ccpd_on_ssthresh(ca, &p, tp->snd_cwnd, tp->snd_cwnd_clamp, (u32)tp->tcp_mstamp);
-	stat_inc(ca->last_loss == CCPD_LOSS_RANDOM ? CCL_STAT_LOSS_RANDOM
-						   : CCL_STAT_LOSS_CONGESTIVE);
+	stat_inc(ca->last_loss == CCPD_LOSS_RANDOM ? CCL_STAT_LOSS_RANDOM :
+						     CCL_STAT_LOSS_CONGESTIVE);
 	return hold;
 }
 
@@ -228,8 +228,8 @@ void BPF_PROG(ccpd_set_state, struct sock *sk, __u8 new_state)
 
 	ccl_params(ccl_profile_of(sk), &p);
 	/* set_state runs before icsk_ca_state is overwritten. */
-	target = ccpd_on_set_state(inet_csk_ca(sk), &p, ccl_ca_state(sk), new_state,
-				   tp->snd_cwnd, (u32)tp->tcp_mstamp);
+	target = ccpd_on_set_state(inet_csk_ca(sk), &p, ccl_ca_state(sk), new_state, tp->snd_cwnd,
+				   (u32)tp->tcp_mstamp);
 	if (target) {
 		stat_inc(CCL_STAT_RTO);
 		tp->snd_ssthresh = target;

@@ -38,40 +38,42 @@ char _license[] SEC("license") = "GPL";
 #include "ccload_maps.bpf.h"
 
 /* Per-flow state (72 bytes of icsk_ca_priv). */
-struct ctcp {
-	u32 cwnd_l;	   /* loss window, segments */
-	u32 cwnd_l_frac;   /* Q10 remainder of cwnd_l (rule 3) */
-	u32 cwnd_cnt;	   /* AI counter for +1/swnd per segment */
-	u32 dwnd_q10;	   /* delay window, segments x 1024 */
-	u32 base_rtt_us;   /* min RTT ever, us (+1 so 0 means none) */
-	u32 round_min_us;  /* min RTT sample this round */
-	u32 round_sum_us;  /* sum of this round's samples (rtt_mode 1) */
-	u32 cnt_rtt;	   /* samples this round */
-	u32 beg_snd_nxt;   /* round edges */
-	u32 beg_snd_una;
-	u32 last_cwnd;	   /* external-change sync */
-	u32 gamma;	   /* current gamma (tuning) */
-	s32 diff_reno_q10; /* for gamma tuning, -1 = invalid */
-	u32 n_cut2, n_dec3, losses, round_cnt;
+struct ctcp_plus {
+	u32 cwnd_l;		/* loss window, segments */
+	u32 cwnd_l_frac;	/* Q10 remainder of cwnd_l (rule 3) */
+	u32 cwnd_cnt;		/* AI counter for +1/swnd per segment */
+	u32 dwnd_q10;		/* delay window, segments x 1024 */
+	u32 base_rtt_us;	/* min RTT ever, us (+1 so 0 means none) */
+	u32 round_min_us;	/* min RTT sample this round */
+	u32 round_sum_us;	/* sum of this round's samples (rtt_mode 1) */
+	u32 cnt_rtt;		/* samples this round */
+	struct ccl_round round; /* round tracker */
+	u32 beg_snd_una;	/* snd_una at the round start (win_mode 1) */
+	u32 beg_snd_nxt;	/* snd_nxt at the round start (win_mode 1) */
+	u32 last_cwnd;		/* external-change sync */
+	u32 gamma;		/* current gamma (tuning) */
+	s32 diff_reno_q10;	/* for gamma tuning, -1 = invalid */
+	u32 n_cut2, n_dec3, losses;
 	u8 enabled, ep;
 };
 
-_Static_assert(sizeof(struct ctcp) <= CCL_CA_PRIV_SIZE, "ctcp state must fit icsk_ca_priv");
+_Static_assert(sizeof(struct ctcp_plus) <= CCL_CA_PRIV_SIZE, "ctcp state must fit icsk_ca_priv");
 
-static __always_inline void ctcp_rearm(struct tcp_sock *tp, struct ctcp *ca)
+static __always_inline void ctcp_plus_rearm(struct tcp_sock *tp, struct ctcp_plus *ca)
 {
 	ca->beg_snd_una = tp->snd_una;
 	ca->beg_snd_nxt = tp->snd_nxt;
+	ccl_round_reset(&ca->round, tp->snd_nxt);
 	ca->cnt_rtt = 0;
 	ca->round_sum_us = 0;
 	ca->round_min_us = CCL_U32_MAX;
 }
 
 SEC("struct_ops")
-void BPF_PROG(ctcp_init, struct sock *sk)
+void BPF_PROG(ctcp_plus_init, struct sock *sk)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
-	struct ctcp *ca = inet_csk_ca(sk);
+	struct ctcp_plus *ca = inet_csk_ca(sk);
 	struct ccl_ctcp_plus_params p;
 
 	ccl_params(ccl_profile_of(sk), &p);
@@ -82,14 +84,14 @@ void BPF_PROG(ctcp_init, struct sock *sk)
 	ca->gamma = p.gamma;
 	ca->diff_reno_q10 = -1;
 	ca->enabled = 1;
-	ctcp_rearm(tp, ca);
+	ctcp_plus_rearm(tp, ca);
 	stat_inc(CCL_STAT_FLOW_INIT);
 }
 
 SEC("struct_ops")
-void BPF_PROG(ctcp_pkts_acked, struct sock *sk, const struct ack_sample *sample)
+void BPF_PROG(ctcp_plus_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 {
-	struct ctcp *ca = inet_csk_ca(sk);
+	struct ctcp_plus *ca = inet_csk_ca(sk);
 	u32 v;
 
 	if (!ca->enabled || sample->rtt_us <= 0)
@@ -103,17 +105,18 @@ void BPF_PROG(ctcp_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 	ca->cnt_rtt++;
 }
 
-static __always_inline void ctcp_emit(struct sock *sk, struct ctcp *ca, const struct ctcp_round *r,
-				      u32 rtt, u32 profile)
+static __always_inline void ctcp_plus_emit(struct sock *sk, struct ctcp_plus *ca,
+					   const struct ctcp_round *r, u32 rtt, u32 profile)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct ccl_event *ev;
 	struct ccl_tel_ctcp *t;
 
-	ev = ccl_event_reserve(sk, CCL_ALGO_CTCP_PLUS, ca->round_cnt,
-			       ca->ep ? CCL_PHASE_EP
-				      : (tp->snd_cwnd < tp->snd_ssthresh ? CCL_PHASE_SS : CCL_PHASE_CA),
-			       profile);
+	ev = ccl_event_reserve(
+		sk, CCL_ALGO_CTCP_PLUS, ca->round.cnt,
+		ca->ep ? CCL_PHASE_EP :
+			 (tp->snd_cwnd < tp->snd_ssthresh ? CCL_PHASE_SS : CCL_PHASE_CA),
+		profile);
 	if (!ev)
 		return;
 	t = &ev->u.ctcp;
@@ -135,10 +138,10 @@ static __always_inline void ctcp_emit(struct sock *sk, struct ctcp *ca, const st
 }
 
 SEC("struct_ops")
-void BPF_PROG(ctcp_cong_avoid, struct sock *sk, u32 ack, u32 acked)
+void BPF_PROG(ctcp_plus_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
-	struct ctcp *ca = inet_csk_ca(sk);
+	struct ctcp_plus *ca = inet_csk_ca(sk);
 	struct ccl_ctcp_plus_params p;
 	struct ctcp_round r = {};
 	u32 profile = ccl_profile_of(sk);
@@ -147,7 +150,7 @@ void BPF_PROG(ctcp_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 	ccl_params(profile, &p);
 	stat_inc(CCL_STAT_ACKS);
 
-	/* T1: the kernel changed cwnd (PRR end, RTO, undo, idle restart). */
+	/* The kernel changed cwnd (PRR end, RTO, undo, idle restart). */
 	if (tp->snd_cwnd != ca->last_cwnd) {
 		u32 d = ca->dwnd_q10 >> 10;
 
@@ -163,7 +166,7 @@ void BPF_PROG(ctcp_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 		}
 	}
 
-	/* T2: loss window: slow start, else +1/swnd per segment; (4) hold in EP. */
+	/* Loss window: slow start, else +1/swnd per segment; (4) hold in EP. */
 	swnd = tp->snd_cwnd ? tp->snd_cwnd : 1;
 	if (tcp_is_cwnd_limited(sk)) {
 		if (tp->snd_cwnd < tp->snd_ssthresh) {
@@ -178,34 +181,27 @@ void BPF_PROG(ctcp_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 		}
 	}
 
-	/* T3: once per RTT, the delay window and the CTCP+ rules. */
-	if (after(ack, ca->beg_snd_nxt)) {
-		u32 rtt = p.rtt_mode && ca->cnt_rtt ? ca->round_sum_us / ca->cnt_rtt
-						    : ca->round_min_us;
+	/* Once per RTT, the delay window and the CTCP+ rules. */
+	if (ccl_round_on_seq(&ca->round, ack, tp->snd_nxt)) {
+		u32 rtt = p.rtt_mode && ca->cnt_rtt ? ca->round_sum_us / ca->cnt_rtt :
+						      ca->round_min_us;
 
-		ca->round_cnt++;
 		stat_inc(CCL_STAT_ROUNDS);
 		r.rule = 0;
 		if (ca->enabled && ca->cnt_rtt >= p.min_samples &&
 		    tp->snd_cwnd >= tp->snd_ssthresh && ca->cwnd_l >= p.low_wnd &&
 		    ca->base_rtt_us != CCL_U32_MAX) {
-			r.win = p.win_mode ? (ca->beg_snd_nxt - ca->beg_snd_una) /
-						     (tp->mss_cache ?: 1)
-					   : swnd;
+			r.win = p.win_mode ?
+					(ca->beg_snd_nxt - ca->beg_snd_una) / (tp->mss_cache ?: 1) :
+					swnd;
 			r.rtt_us = rtt;
 			r.base_rtt_us = ca->base_rtt_us;
-			r.alpha_q10 = p.alpha_q10;
-			r.zeta_q10 = p.zeta_q10;
 			r.gamma = ca->gamma;
-			r.gamma_exit = p.gamma_exit;
-			r.plus = p.plus;
-			r.plus_md_q10 = p.plus_md_q10;
-			r.plus_dec_q10 = p.plus_dec_q10;
 			r.cwnd_l = ca->cwnd_l;
 			r.cwnd_l_frac = ca->cwnd_l_frac;
 			r.dwnd_q10 = ca->dwnd_q10;
 			r.ep = ca->ep;
-			ctcp_round_update(&r);
+			ctcp_round_update(&r, &p);
 			ca->cwnd_l = r.cwnd_l;
 			ca->cwnd_l_frac = r.cwnd_l_frac;
 			ca->dwnd_q10 = r.dwnd_q10;
@@ -220,12 +216,12 @@ void BPF_PROG(ctcp_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 				stat_inc(CCL_STAT_EARLY_DECS);
 			}
 		}
-		if (ccl_trace_due(ca->round_cnt, p.trace_every))
-			ctcp_emit(sk, ca, &r, rtt != CCL_U32_MAX ? rtt : 0, profile);
-		ctcp_rearm(tp, ca);
+		if (ccl_trace_due(ca->round.cnt, p.trace_every))
+			ctcp_plus_emit(sk, ca, &r, rtt != CCL_U32_MAX ? rtt : 0, profile);
+		ctcp_plus_rearm(tp, ca);
 	}
 
-	/* T4 */
+	/* The kernel's window: loss window + delay window, within the clamp. */
 	cw = ca->cwnd_l + (ca->dwnd_q10 >> 10);
 	if (cw < 2)
 		cw = 2;
@@ -234,10 +230,10 @@ void BPF_PROG(ctcp_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 }
 
 SEC("struct_ops")
-__u32 BPF_PROG(ctcp_ssthresh, struct sock *sk)
+__u32 BPF_PROG(ctcp_plus_ssthresh, struct sock *sk)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
-	struct ctcp *ca = inet_csk_ca(sk);
+	struct ctcp_plus *ca = inet_csk_ca(sk);
 	struct ccl_ctcp_plus_params p;
 	u32 ssth;
 
@@ -259,48 +255,48 @@ __u32 BPF_PROG(ctcp_ssthresh, struct sock *sk)
 }
 
 SEC("struct_ops")
-void BPF_PROG(ctcp_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
+void BPF_PROG(ctcp_plus_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
-	struct ctcp *ca = inet_csk_ca(sk);
+	struct ctcp_plus *ca = inet_csk_ca(sk);
 
 	if (ev == CA_EVENT_LOSS) {
 		stat_inc(CCL_STAT_RTO);
-		ca->dwnd_q10 = 0; /* timeout: dwnd = 0; cwnd_l re-synced by T1 */
+		ca->dwnd_q10 = 0; /* timeout: dwnd = 0; cwnd_l re-synced in cong_avoid */
 		ca->ep = 0;
 	} else if (ev == CA_EVENT_TX_START || ev == CA_EVENT_CWND_RESTART) {
-		ctcp_rearm(tp, ca); /* keep base_rtt */
+		ctcp_plus_rearm(tp, ca); /* keep base_rtt */
 	}
 }
 
 SEC("struct_ops")
-void BPF_PROG(ctcp_set_state, struct sock *sk, __u8 new_state)
+void BPF_PROG(ctcp_plus_set_state, struct sock *sk, __u8 new_state)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
-	struct ctcp *ca = inet_csk_ca(sk);
+	struct ctcp_plus *ca = inet_csk_ca(sk);
 	u8 en = new_state == TCP_CA_Open;
 
 	if (en && !ca->enabled)
-		ctcp_rearm(tp, ca);
+		ctcp_plus_rearm(tp, ca);
 	ca->enabled = en;
 }
 
 SEC("struct_ops")
-__u32 BPF_PROG(ctcp_undo_cwnd, struct sock *sk)
+__u32 BPF_PROG(ctcp_plus_undo_cwnd, struct sock *sk)
 {
 	stat_inc(CCL_STAT_UNDO);
-	return tcp_reno_undo_cwnd(sk); /* T1 re-derives the split */
+	return tcp_reno_undo_cwnd(sk); /* cong_avoid's resync re-derives the split */
 }
 
 SEC(".struct_ops.link")
 struct tcp_congestion_ops ctcp_plus = {
-	.init = (void *)ctcp_init,
+	.init = (void *)ctcp_plus_init,
 	.release = (void *)ccl_release,
-	.pkts_acked = (void *)ctcp_pkts_acked,
-	.cong_avoid = (void *)ctcp_cong_avoid,
-	.ssthresh = (void *)ctcp_ssthresh,
-	.cwnd_event = (void *)ctcp_cwnd_event,
-	.set_state = (void *)ctcp_set_state,
-	.undo_cwnd = (void *)ctcp_undo_cwnd,
+	.pkts_acked = (void *)ctcp_plus_pkts_acked,
+	.cong_avoid = (void *)ctcp_plus_cong_avoid,
+	.ssthresh = (void *)ctcp_plus_ssthresh,
+	.cwnd_event = (void *)ctcp_plus_cwnd_event,
+	.set_state = (void *)ctcp_plus_set_state,
+	.undo_cwnd = (void *)ctcp_plus_undo_cwnd,
 	.name = "ctcp_plus",
 };

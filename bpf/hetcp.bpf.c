@@ -53,19 +53,18 @@ enum hetcp_flags {
 
 /* Per-flow state (64 bytes of icsk_ca_priv). */
 struct hetcp {
-	u64 pre_time_us;  /* tcp_mstamp of the last sample, us */
-	u64 pre_bw_q8;	  /* BW_{k-1}, segments/s x 256 */
-	u64 saved_bw_q8;  /* BW at the last loss, for undo and RTO */
-	u32 ack_cnt;	  /* segments (or ACKs) since the last sample */
-	u32 gtsw_ssth;	  /* last BW * BaseRTT, segments */
-	u32 ss_burst;	  /* ss_mode 1: max CurBW * BaseRTT before the first loss */
-	u32 base_rtt_us;  /* min RTT sample, us */
-	u32 beg_snd_nxt;  /* round edge (telemetry, stats) */
-	u32 round_cnt;	  /* rounds since init */
-	u32 samples;	  /* GTSW samples since init */
-	u32 losses;	  /* loss events */
-	u32 last_rtt_us;  /* last RTT sample, us */
-	u8 flags;	  /* enum hetcp_flags */
+	u64 pre_time_us;	/* tcp_mstamp of the last sample, us */
+	u64 pre_bw_q8;		/* BW_{k-1}, segments/s x 256 */
+	u64 saved_bw_q8;	/* BW at the last loss, for undo and RTO */
+	u32 ack_cnt;		/* segments (or ACKs) since the last sample */
+	u32 gtsw_ssth;		/* last BW * BaseRTT, segments */
+	u32 ss_burst;		/* ss_mode 1: max CurBW * BaseRTT before the first loss */
+	u32 base_rtt_us;	/* min RTT sample, us */
+	struct ccl_round round; /* round tracker (telemetry, stats) */
+	u32 samples;		/* GTSW samples since init */
+	u32 losses;		/* loss events */
+	u32 last_rtt_us;	/* last RTT sample, us */
+	u8 flags;		/* enum hetcp_flags */
 };
 
 _Static_assert(sizeof(struct hetcp) <= CCL_CA_PRIV_SIZE, "hetcp state must fit icsk_ca_priv");
@@ -86,7 +85,7 @@ void BPF_PROG(hetcp_init, struct sock *sk)
 	__builtin_memset(ca, 0, sizeof(*ca));
 	ca->base_rtt_us = CCL_U32_MAX;
 	ca->pre_time_us = tp->tcp_mstamp;
-	ca->beg_snd_nxt = tp->snd_nxt;
+	ccl_round_reset(&ca->round, tp->snd_nxt);
 	stat_inc(CCL_STAT_FLOW_INIT);
 }
 
@@ -109,7 +108,7 @@ static __always_inline void hetcp_emit(struct sock *sk, struct hetcp *ca,
 	struct ccl_event *ev;
 	struct ccl_tel_hetcp *t;
 
-	ev = ccl_event_reserve(sk, CCL_ALGO_HETCP, ca->round_cnt, hetcp_phase(tp, ca), profile);
+	ev = ccl_event_reserve(sk, CCL_ALGO_HETCP, ca->round.cnt, hetcp_phase(tp, ca), profile);
 	if (!ev)
 		return;
 	t = &ev->u.hetcp;
@@ -139,25 +138,22 @@ void BPF_PROG(hetcp_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 
 	ccl_params(profile, &p);
 	stat_inc(CCL_STAT_ACKS);
-	if (after(ack, ca->beg_snd_nxt)) {
-		ca->beg_snd_nxt = tp->snd_nxt;
-		ca->round_cnt++;
+	if (ccl_round_on_seq(&ca->round, ack, tp->snd_nxt))
 		stat_inc(CCL_STAT_ROUNDS);
-	}
 
-	/* H1: Fig. 2's "ssthresh = 0" after a loss, applied once PRR is done. */
+	/* Fig. 2's "ssthresh = 0" after a loss, applied once PRR is done. */
 	if (ca->flags & F_PENDING_CA) {
 		tp->snd_ssthresh = p.ssth_floor;
 		ca->flags &= ~F_PENDING_CA;
 	}
 
-	/* H2: no RTT sample yet: plain Reno. */
+	/* No RTT sample yet: plain Reno. */
 	if (ca->base_rtt_us == CCL_U32_MAX) {
 		tcp_reno_cong_avoid(sk, ack, acked);
 		return;
 	}
 
-	/* H3-H5: one GTSW sample every SampleInterval segments. */
+	/* One GTSW sample every SampleInterval segments. */
 	si = hetcp_sample_interval(tp->snd_cwnd, p.si_small, p.si_div);
 	ca->ack_cnt += p.count_mode ? acked : 1;
 	if (ca->ack_cnt >= si) {
@@ -179,11 +175,12 @@ void BPF_PROG(hetcp_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 		if (tp->snd_cwnd >= p.low_wnd) {
 			u32 ssth = s.ssth;
 
-			if (!(ca->flags & (F_FIRST_LOSS | F_SS_DONE)) && p.ss_mode == HETCP_SS_QUEUE) {
+			if (!(ca->flags & (F_FIRST_LOSS | F_SS_DONE)) &&
+			    p.ss_mode == HETCP_SS_QUEUE) {
 				/* v2: slow start ends only on a sample that sees a queue */
-				ssth = hetcp_ss_exit(ca->samples + 1, ca->last_rtt_us, ca->base_rtt_us,
-						     tp->snd_cwnd, s.ssth, ca->ss_burst,
-						     p.ssth_floor);
+				ssth = hetcp_ss_exit(ca->samples + 1, ca->last_rtt_us,
+						     ca->base_rtt_us, tp->snd_cwnd, s.ssth,
+						     ca->ss_burst, p.ssth_floor);
 				if (ssth) {
 					tp->snd_ssthresh = ssth;
 					ca->flags |= F_SS_DONE;
@@ -204,7 +201,7 @@ void BPF_PROG(hetcp_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 			hetcp_emit(sk, ca, &s, si, profile);
 	}
 
-	/* H6-H7: +1 per segment below ssthresh (SS / RI), +1/cwnd above (CA). */
+	/* +1 per segment below ssthresh (SS / RI), +1/cwnd above (CA). */
 	if (!tcp_is_cwnd_limited(sk))
 		return;
 	if (tp->snd_cwnd < tp->snd_ssthresh)

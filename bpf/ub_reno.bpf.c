@@ -28,7 +28,7 @@
  *  2. Zero branch only when cwnd_r >= W_full^{i-1}; phases are monotone
  *     within a cycle (RAMP -> HOLD -> ZERO).  C > alpha in RAMP/HOLD lowers
  *     W_full by beta (3 %) and keeps holding, again each round it persists
- *     (ALGORITHMS 6.3).  The literal "zero when C > alpha" (zero_on_c = 1)
+ *     (docs/ub_reno.md).  The literal "zero when C > alpha" (zero_on_c = 1)
  *     cut 35 % of the window without a loss whenever ACK-clock noise lifted
  *     C a hair over alpha (C = 1.021-1.034 measured, 50 Mbit/s, BDP/8), and
  *     the flow ran 72-88 rounds as plain Reno.
@@ -55,52 +55,39 @@ char _license[] SEC("license") = "GPL";
 #include "ccload_maps.bpf.h"
 
 /* Per-flow state (104 bytes of icsk_ca_priv; spec 4.4). */
-struct ubl {
-	struct ubl_ls ls;  /* LSRTT estimator */
-	struct ubl_win w;  /* Reno window, extra window, W_full, phase */
-	u32 rtt_min_us;	   /* min RTT ever (as Vegas) */
-	u32 rtt_us;	   /* last RTT sample */
-	u32 c_q16;	   /* last C(t) */
-	u32 beg_snd_nxt;   /* round edge */
-	u32 last_cwnd;	   /* external-change sync */
-	u32 round_cnt;	   /* rounds since init */
+struct ub_reno {
+	struct ubl_ls ls; /* LSRTT estimator */
+	struct ubl_win w; /* Reno window, extra window, W_full, phase */
+	u32 rtt_min_us;	  /* min RTT ever (as Vegas) */
+	u32 rtt_us;	  /* last RTT sample */
+	u32 c_q16;	  /* last C(t) */
+	u32 last_cwnd;	  /* external-change sync */
+	struct ccl_round round;
 };
 
-_Static_assert(sizeof(struct ubl) <= CCL_CA_PRIV_SIZE, "ub_reno state must fit icsk_ca_priv");
-
-static __always_inline void ubl_cfg_of(const struct ccl_ub_reno_params *p, struct ubl_cfg *c)
-{
-	c->alpha_q16 = p->alpha_q16;
-	c->beta_q16 = p->beta_q16;
-	c->a_q16 = p->a_q16;
-	c->extra_enable = p->extra_enable;
-	c->md_base = p->md_base;
-	c->rto_keep_wfull = p->rto_keep_wfull;
-	c->zero_on_c = p->zero_on_c;
-}
+_Static_assert(sizeof(struct ub_reno) <= CCL_CA_PRIV_SIZE, "ub_reno state must fit icsk_ca_priv");
 
 SEC("struct_ops")
-void BPF_PROG(ubl_init, struct sock *sk)
+void BPF_PROG(ub_reno_init, struct sock *sk)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
-	struct ubl *ca = inet_csk_ca(sk);
+	struct ub_reno *ca = inet_csk_ca(sk);
 
 	__builtin_memset(ca, 0, sizeof(*ca));
 	ca->w.cwnd_r = tp->snd_cwnd;
 	ca->w.phase = CCL_PHASE_ZERO;
 	ca->rtt_min_us = CCL_U32_MAX;
-	ca->beg_snd_nxt = tp->snd_nxt;
+	ccl_round_reset(&ca->round, tp->snd_nxt);
 	ca->last_cwnd = tp->snd_cwnd;
 	stat_inc(CCL_STAT_FLOW_INIT);
 }
 
 /* 4.3: RTT samples feed rtt_min and LSRTT, only in Open/Disorder. */
 SEC("struct_ops")
-void BPF_PROG(ubl_pkts_acked, struct sock *sk, const struct ack_sample *sample)
+void BPF_PROG(ub_reno_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 {
-	struct ubl *ca = inet_csk_ca(sk);
+	struct ub_reno *ca = inet_csk_ca(sk);
 	struct ccl_ub_reno_params p;
-	struct ubl_ls_cfg c;
 	u16 up;
 	u32 r;
 
@@ -108,33 +95,28 @@ void BPF_PROG(ubl_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 		return;
 	r = sample->rtt_us;
 	ccl_params(ccl_profile_of(sk), &p);
-	c.shift = p.ls_shift;
-	c.nu_shift = p.ls_nu_shift;
-	c.nu_min_us = p.ls_nu_min_us;
-	c.h_mult = p.ls_h_mult;
-	c.dev_min_us = p.ls_dev_min_us;
-	c.warm = p.ls_warm;
 	if (r < ca->rtt_min_us)
 		ca->rtt_min_us = r;
 	ca->rtt_us = r;
 	up = ca->ls.det_up + ca->ls.det_dn;
-	ubl_lsrtt(&ca->ls, r, &c);
+	ubl_lsrtt(&ca->ls, r, &p);
 	if ((u16)(ca->ls.det_up + ca->ls.det_dn) != up)
-		stat_inc(CCL_STAT_EARLY_DECS);
+		stat_inc(CCL_STAT_LSRTT_SHIFTS);
 }
 
-static __always_inline u8 ubl_phase(const struct tcp_sock *tp, const struct ubl *ca)
+static __always_inline u8 ub_reno_phase(const struct tcp_sock *tp, const struct ub_reno *ca)
 {
 	return ca->w.cwnd_r < tp->snd_ssthresh ? CCL_PHASE_SS : ca->w.phase;
 }
 
-static __always_inline void ubl_emit(struct sock *sk, struct ubl *ca, u32 round, u32 profile)
+static __always_inline void ub_reno_emit(struct sock *sk, struct ub_reno *ca, u32 round,
+					 u32 profile)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct ccl_event *ev;
 	struct ccl_tel_ubl *t;
 
-	ev = ccl_event_reserve(sk, CCL_ALGO_UB_RENO, round, ubl_phase(tp, ca), profile);
+	ev = ccl_event_reserve(sk, CCL_ALGO_UB_RENO, round, ub_reno_phase(tp, ca), profile);
 	if (!ev)
 		return;
 	t = &ev->u.ubl;
@@ -156,45 +138,41 @@ static __always_inline void ubl_emit(struct sock *sk, struct ubl *ca, u32 round,
 }
 
 SEC("struct_ops")
-void BPF_PROG(ubl_cong_avoid, struct sock *sk, u32 ack, u32 acked)
+void BPF_PROG(ub_reno_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
-	struct ubl *ca = inet_csk_ca(sk);
+	struct ub_reno *ca = inet_csk_ca(sk);
 	struct ccl_ub_reno_params p;
 	u32 profile = ccl_profile_of(sk);
-	struct ubl_cfg cfg;
 	u32 cwnd;
 
 	ccl_params(profile, &p);
-	ubl_cfg_of(&p, &cfg);
 	stat_inc(CCL_STAT_ACKS);
 
-	/* U1: the kernel changed the window (PRR end, RTO, undo, idle restart). */
+	/* The kernel changed the window (PRR end, RTO, undo, idle restart). */
 	if (tp->snd_cwnd != ca->last_cwnd) {
 		ca->w.cwnd_r = tp->snd_cwnd;
 		ca->w.extra = 0;
 		ca->w.cwnd_cnt = 0;
-		ca->beg_snd_nxt = tp->snd_nxt;
+		ccl_round_reset(&ca->round, tp->snd_nxt);
 		ca->w.settle = 1;
 	}
 
-	/* U2: Reno on its own window; HOLD keeps cwnd_p at W_full^{i-1}. */
+	/* Reno on its own window; HOLD keeps cwnd_p at W_full^{i-1}. */
 	if (tcp_is_cwnd_limited(sk))
-		ubl_ack(&ca->w, acked, tp->snd_ssthresh, &cfg);
+		ubl_ack(&ca->w, acked, tp->snd_ssthresh, &p);
 
-	/* U3: once per round, the extra window from C(t). */
-	if (after(ack, ca->beg_snd_nxt)) {
+	/* Once per round, the extra window from C(t). */
+	if (ccl_round_on_seq(&ca->round, ack, tp->snd_nxt)) {
 		ca->c_q16 = ubl_c_q16(ca->ls.mu_q3 >> 3, ca->rtt_min_us);
-		if (ubl_round(&ca->w, ca->c_q16, tp->snd_ssthresh, &cfg))
-			stat_inc(CCL_STAT_EARLY_CUTS);
-		ca->beg_snd_nxt = tp->snd_nxt;
-		ca->round_cnt++;
+		if (ubl_round(&ca->w, ca->c_q16, tp->snd_ssthresh, &p))
+			stat_inc(CCL_STAT_WFULL_FOUND);
 		stat_inc(CCL_STAT_ROUNDS);
-		if (ccl_trace_due(ca->round_cnt, p.trace_every))
-			ubl_emit(sk, ca, ca->round_cnt, profile);
+		if (ccl_trace_due(ca->round.cnt, p.trace_every))
+			ub_reno_emit(sk, ca, ca->round.cnt, profile);
 	}
 
-	/* U4 */
+	/* The kernel's window: cwnd_p = Reno's window + the extra window, within the clamp. */
 	cwnd = ca->w.cwnd_r + ca->w.extra;
 	if (cwnd > tp->snd_cwnd_clamp)
 		cwnd = tp->snd_cwnd_clamp;
@@ -203,49 +181,45 @@ void BPF_PROG(ubl_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 }
 
 SEC("struct_ops")
-__u32 BPF_PROG(ubl_ssthresh, struct sock *sk)
+__u32 BPF_PROG(ub_reno_ssthresh, struct sock *sk)
 {
-	struct ubl *ca = inet_csk_ca(sk);
+	struct ub_reno *ca = inet_csk_ca(sk);
 	struct ccl_ub_reno_params p;
-	struct ubl_cfg cfg;
 
 	ccl_params(ccl_profile_of(sk), &p);
-	ubl_cfg_of(&p, &cfg);
 	stat_inc(CCL_STAT_LOSS_EVENTS);
-	return ubl_loss(&ca->w, &cfg);
+	return ubl_loss(&ca->w, &p);
 }
 
 SEC("struct_ops")
-void BPF_PROG(ubl_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
+void BPF_PROG(ub_reno_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 {
-	struct ubl *ca = inet_csk_ca(sk);
+	struct ub_reno *ca = inet_csk_ca(sk);
 	struct ccl_ub_reno_params p;
-	struct ubl_cfg cfg;
 
 	if (ev != CA_EVENT_LOSS)
 		return;
 	ccl_params(ccl_profile_of(sk), &p);
-	ubl_cfg_of(&p, &cfg);
 	stat_inc(CCL_STAT_RTO);
-	ubl_rto(&ca->w, &cfg);
+	ubl_rto(&ca->w, &p);
 }
 
 SEC("struct_ops")
-__u32 BPF_PROG(ubl_undo_cwnd, struct sock *sk)
+__u32 BPF_PROG(ub_reno_undo_cwnd, struct sock *sk)
 {
 	stat_inc(CCL_STAT_UNDO);
-	/* U1 resynchronises cwnd_r with the restored window. */
+	/* cong_avoid's resync sets cwnd_r to the restored window. */
 	return tcp_reno_undo_cwnd(sk);
 }
 
 SEC(".struct_ops.link")
 struct tcp_congestion_ops ub_reno = {
-	.init = (void *)ubl_init,
+	.init = (void *)ub_reno_init,
 	.release = (void *)ccl_release,
-	.pkts_acked = (void *)ubl_pkts_acked,
-	.cong_avoid = (void *)ubl_cong_avoid,
-	.ssthresh = (void *)ubl_ssthresh,
-	.cwnd_event = (void *)ubl_cwnd_event,
-	.undo_cwnd = (void *)ubl_undo_cwnd,
+	.pkts_acked = (void *)ub_reno_pkts_acked,
+	.cong_avoid = (void *)ub_reno_cong_avoid,
+	.ssthresh = (void *)ub_reno_ssthresh,
+	.cwnd_event = (void *)ub_reno_cwnd_event,
+	.undo_cwnd = (void *)ub_reno_undo_cwnd,
 	.name = "ub_reno",
 };

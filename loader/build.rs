@@ -16,6 +16,8 @@ const OTHERS: &[&str] = &["cgroup"];
 struct Row {
     name: String,
     upper: String,
+    /// Telemetry union member, also the prefix of the arithmetic core.
+    tel: String,
 }
 
 /// The rows of the `#define CCL_ALGOS(X)` X-macro in ccload_intf.h: the one
@@ -35,6 +37,7 @@ fn algos_of(intf_h: &Path) -> Vec<Row> {
             rows.push(Row {
                 name: f[0].to_string(),
                 upper: f[1].to_string(),
+                tel: f[2].to_string(),
             });
         }
         if !line.trim_end().ends_with('\\') {
@@ -162,10 +165,16 @@ fn main() {
             .unwrap_or_else(|e| panic!("building {}: {e:#}", src.display()));
     }
 
+    // The cores' types and functions carry their row's `tel` prefix
+    // (docs/architecture.md, "Names").
+    let prefixes: String = std::iter::once("ccl_.*".to_string())
+        .chain(rows.iter().map(|r| format!("{}_.*", r.tel)))
+        .collect::<Vec<_>>()
+        .join("|");
     bindgen::Builder::default()
         .header(bpf_dir.join("core/host_api.h").to_string_lossy())
-        .allowlist_type("ccl_.*|ccpd_.*|hetcp_.*|ctcp_.*|ubl_.*")
-        .allowlist_function("ccl_.*|ccpd_.*|hetcp_.*|ctcp_.*|ubl_.*")
+        .allowlist_type(&prefixes)
+        .allowlist_function(&prefixes)
         .allowlist_var("ccl_.*")
         .derive_default(true)
         .prepend_enum_name(false)

@@ -8,6 +8,7 @@ have() { command -v "$1" >/dev/null 2>&1; }
 pkg_missing() { ! dpkg -s "$1" >/dev/null 2>&1; }
 
 have clang || need+=(clang)
+have clang-format || need+=(clang-format)
 have llvm-strip || need+=(llvm)
 have bpftool || need+=(bpftool)
 have iperf3 || need+=(iperf3)

@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
 cargo fmt --all -- --check
+# The BPF C style (.clang-format); vmlinux.h is generated.
+clang-format --dry-run --Werror bpf/*.c bpf/*.h bpf/core/*.c bpf/core/*.h
 cargo clippy --locked --workspace --all-targets -- -D warnings
 # The integration tests run the ccload binary: build it first.
 cargo build --locked --workspace

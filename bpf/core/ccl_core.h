@@ -89,7 +89,7 @@ CCL_CORE s64 ccl_smul_q10(s64 x, u32 m)
 
 /*
  * segs(rate, dt) = rate * dt * 1024 / 1e6: segments (Q10) that a rate of
- * rate_sps segments/s carries in dt_us microseconds.  ALGORITHMS.md 0.1:
+ * rate_sps segments/s carries in dt_us microseconds.
  * no overflow for rate <= 1e7 seg/s (~115 Gb/s) and dt <= 10 s; larger inputs
  * are clamped to those bounds.
  */
@@ -102,7 +102,7 @@ CCL_CORE u64 ccl_segs_q10(u64 rate_sps, u64 dt_us)
 
 /*
  * floor(sqrt(x)) for x < 2^63 (larger inputs are clamped to 2^63 - 1), bit by
- * bit, 32 fixed iterations (ALGORITHMS.md 0.3).  The body is branch-free so the
+ * bit, 32 fixed iterations.  The body is branch-free so the
  * verifier walks one path per iteration: with a data-dependent branch, two
  * calls in one program explored ~2^32 paths and hit the 1M-insn limit.
  * "x >= t" is the sign bit of x - t, exact because x, t < 2^63.
@@ -137,6 +137,53 @@ CCL_CORE u32 ccl_clamp_u32(u32 v, u32 lo, u32 hi, u32 *hit)
 		return hi;
 	}
 	return v;
+}
+
+/*
+ * The round tracker, one definition of a round for every controller: a round
+ * is one round trip of the connection, and a new round starts when data sent
+ * after the previous round start is delivered.  "Sent after" is read from a
+ * u32 mark that grows with what the sender has sent, wrap-safe:
+ *   - by delivered count (ccl_round_on_delivery): the rate sample's
+ *     prior_delivered, tp->delivered when the newest delivered packet was
+ *     sent, against tp->delivered at the round start (as tcp_bbr.c); SACKed
+ *     data counts, so rounds advance through Recovery;
+ *   - by sequence (ccl_round_on_seq): the last byte the cumulative ACK covers,
+ *     ack - 1, against snd_nxt at the round start (as tcp_vegas.c), for
+ *     controllers on cong_avoid(), which has no rate sample.
+ * Both mark the same moment on an ordinary ACK clock; CCL_STAT_ROUNDS counts
+ * these round starts for every controller.
+ */
+struct ccl_round {
+	u32 end_mark; /* first mark sent after the current round started */
+	u32 cnt;      /* rounds since init */
+};
+
+/* Start counting at the current send mark (init, or after an external reset). */
+CCL_CORE void ccl_round_reset(struct ccl_round *r, u32 next_mark)
+{
+	r->end_mark = next_mark;
+}
+
+/* Did the data this ACK delivered (up to acked_mark) start a new round?  If
+ * so the next round ends with data sent from now (next_mark) on. */
+CCL_CORE bool ccl_round_start(struct ccl_round *r, u32 acked_mark, u32 next_mark)
+{
+	if ((s32)(acked_mark - r->end_mark) < 0)
+		return false;
+	r->end_mark = next_mark;
+	r->cnt++;
+	return true;
+}
+
+CCL_CORE bool ccl_round_on_delivery(struct ccl_round *r, u32 prior_delivered, u32 delivered)
+{
+	return ccl_round_start(r, prior_delivered, delivered);
+}
+
+CCL_CORE bool ccl_round_on_seq(struct ccl_round *r, u32 ack, u32 snd_nxt)
+{
+	return ccl_round_start(r, ack - 1, snd_nxt);
 }
 
 #endif /* __CCL_CORE_H */

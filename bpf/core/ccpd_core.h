@@ -12,7 +12,7 @@
 
 #include "ccl_core.h"
 
-/* Estimates of E4, all segments x 1024. */
+/* The capacity-derived estimates, all segments x 1024. */
 struct ccpd_est {
 	u32 p_q10; /* pipe: C * rtt_min                       */
 	u32 b_q10; /* buffer: max(C * (rtt_max - rtt_min), b_min) */
@@ -22,34 +22,34 @@ struct ccpd_est {
 /* Inputs and outputs of one step of the window law. */
 struct ccpd_law {
 	/* in */
-	u32 w_q10;	 /* current CCPD window, segments x 1024 */
-	u32 rtt_min_us;	 /* m */
-	u32 rtts_us;	 /* s, own smoothed RTT */
-	u32 in_flight;	 /* segments (L0's F_k) */
-	u32 kp_q10;	 /* Kp x 1024 */
-	u32 g_q10;	 /* Kd/dt x 1024, already clamped to g_max */
-	u32 gamma_q10;	 /* L1 smoothing gain x 1024 */
-	u32 cwnd_min;	 /* segments */
-	u32 cwnd_max;	 /* segments */
-	u32 e_valid;	 /* e_prev_q10 holds the previous round's error */
-	s32 e_prev_q10;	 /* previous error, segments x 1024 */
+	u32 w_q10;	  /* current CCPD window, segments x 1024 */
+	u32 rtt_min_us;	  /* m */
+	u32 rtts_us;	  /* s, own smoothed RTT */
+	u32 in_flight;	  /* segments (L0's F_k) */
+	u32 kp_q10;	  /* Kp x 1024 */
+	u32 g_q10;	  /* Kd/dt x 1024, already clamped to g_max */
+	u32 gamma_q10;	  /* L1 smoothing gain x 1024 */
+	u32 cwnd_min;	  /* segments */
+	u32 cwnd_max;	  /* segments */
+	u32 e_valid;	  /* e_prev_q10 holds the previous round's error */
+	s32 e_prev_q10;	  /* previous error, segments x 1024 */
 	s32 dterm_in_q10; /* L0: derivative term in force between round starts */
 	struct ccpd_est est;
 	/* out */
-	u32 d_q10;	  /* L1: own queued segments w(s-m)/s; L0: F = in flight */
-	s32 e_q10;	  /* E = B - x - d */
-	s32 dterm_q10;	  /* D */
-	s32 delta_q10;	  /* L1: Kp*E - d + D */
-	u32 w_out_q10;	  /* new window, segments x 1024 */
+	u32 d_q10;     /* L1: own queued segments w(s-m)/s; L0: F = in flight */
+	s32 e_q10;     /* E = B - x - d */
+	s32 dterm_q10; /* D */
+	s32 delta_q10; /* L1: Kp*E - d + D */
+	u32 w_out_q10; /* new window, segments x 1024 */
 };
 
 /*
- * Eq. 4-6 with C from E4:
+ * Eq. 4-6 with C from the capacity estimate:
  *   P = C * rtt_min,  B = C * (rtt_max - rtt_min) (>= b_min),
  *   x = C * (rtts - rtt_min)
  */
-CCL_CORE void ccpd_estimate(u32 c_sps, u32 rtt_min_us, u32 rtt_max_us, u32 rtts_us,
-			    u32 b_min, struct ccpd_est *e)
+CCL_CORE void ccpd_estimate(u32 c_sps, u32 rtt_min_us, u32 rtt_max_us, u32 rtts_us, u32 b_min,
+			    struct ccpd_est *e)
 {
 	u32 qmax = rtt_max_us > rtt_min_us ? rtt_max_us - rtt_min_us : 0;
 	u32 qnow = rtts_us > rtt_min_us ? rtts_us - rtt_min_us : 0;
@@ -101,7 +101,7 @@ CCL_CORE u32 ccpd_clamp_w_q10(s64 w, u32 cwnd_min, u32 cwnd_max)
 }
 
 /*
- * Mode L1, once per round (ALGORITHMS.md 1.1 resolution 2, 1.5 C7):
+ * Mode L1, once per round (docs/ccpd.md, "How ccload reads it"):
  *   d      = w (s - m) / s                      own segments in the buffer
  *   E      = B - x - d
  *   D      = g (E_k - E_{k-1})
@@ -149,7 +149,6 @@ CCL_CORE void ccpd_law_l0(struct ccpd_law *l, u32 round_start)
 	l->w_out_q10 = ccpd_clamp_w_q10(w, l->cwnd_min, l->cwnd_max);
 }
 
-
 /* ---------------------------------------------------------------------------
  * The hooks, as pure functions on the per-flow state below.  bpf/ccpd.bpf.c
  * copies kernel fields into a `struct ccpd_ack` and writes back what these
@@ -165,43 +164,42 @@ enum ccpd_loss_class { CCPD_LOSS_NONE = 0, CCPD_LOSS_CONGESTIVE = 1, CCPD_LOSS_R
 /* Event bits returned to the caller, which counts them. */
 enum ccpd_ev { CCPD_EV_PAIR_OK = 1, CCPD_EV_PAIR_REJECT = 2, CCPD_EV_ROUND = 4 };
 
-#define CCPD_FB_EPOCH_ROUNDS 10 /* delivery-rate max window (E2), rounds */
-#define CCPD_CAP_EXPIRY_EPOCHS 4 /* a pair sample older than this expires */
+#define CCPD_FB_EPOCH_ROUNDS 10	  /* delivery-rate max window, rounds */
+#define CCPD_CAP_EXPIRY_EPOCHS 4  /* a pair sample older than this expires */
 #define CCPD_CAP_OVER_FB_Q10 1280 /* C <= 1.25 x max delivery rate */
 
 /* Per-flow state: exactly the 104 bytes of icsk_ca_priv. */
 struct ccpd {
-	u64 pair_t1_ns;		  /* ns time of the ACK covering the first pair unit */
-	u32 cap_sps;		  /* C-hat from packet pairs, segments/s (0 = none) */
-	u32 fb_cur;		  /* delivery-rate max, current epoch, seg/s */
-	u32 fb_prev;		  /* ... previous epoch, seg/s */
-	u32 rtt_min_us;		  /* own min of RTT samples, us */
-	u32 rtt_max_us;		  /* max of own smoothed RTT, us */
-	u32 rtts_q3;		  /* own smoothed RTT x 8 (gain 1/8), us */
-	u32 next_round_delivered; /* round tracker: delivered count ending the round */
-	u32 round_start_us;	  /* (u32) time of the last round start, us */
-	u32 round_cnt;		  /* rounds since init */
-	u32 w_q10;		  /* CCPD window, segments x 1024 */
-	s32 e_prev_q10;		  /* last error (derivative memory), segments x 1024 */
-	s32 d_q10;		  /* derivative term in force, segments x 1024 */
-	u32 cwnd_hold;		  /* window held in recovery, segments */
-	u32 ss_target;		  /* slow-start target after RTO, segments */
-	u32 pair_seq;		  /* snd_nxt when the pair was armed */
-	u32 pair_rtt1_us;	  /* RTT sample of the first unit's ACK, us */
-	u32 round_min_us;	  /* smallest RTT sample of the current round, us */
-	u32 best_dsum_us;	  /* CapProbe filter: min RTT sum this epoch, us */
-	u32 best_c_sps;		  /* ... and its capacity sample, segments/s */
-	u32 last_ack_us;	  /* (u32) time of the last ACK in Open (ACK-train check) */
-	u32 recov_exit_us;	  /* (u32) time Recovery/Loss was last left; 0 = never */
-	u16 fb_epoch_round;	  /* low 16 bits of round_cnt at the fb epoch start */
-	u16 cap_epoch_round;	  /* ... at the CapProbe epoch start */
-	u16 pair_round;		  /* low 16 bits of round_cnt at the last pair attempt */
-	u8 pair_state;		  /* enum ccpd_pair_state */
-	u8 phase;		  /* CCL_PHASE_SS / _CA / _SS_RTO */
-	u8 e_valid;		  /* e_prev_q10 is from the previous round */
-	u8 cap_age;		  /* CapProbe epochs since cap_sps was last refreshed */
-	u8 last_loss;		  /* enum ccpd_loss_class of the last loss event */
-	u8 round_samples;	  /* RTT samples of this round (low bits), train broken (high bit) */
+	u64 pair_t1_ns;		/* ns time of the ACK covering the first pair unit */
+	u32 cap_sps;		/* C-hat from packet pairs, segments/s (0 = none) */
+	u32 fb_cur;		/* delivery-rate max, current epoch, seg/s */
+	u32 fb_prev;		/* ... previous epoch, seg/s */
+	u32 rtt_min_us;		/* own min of RTT samples, us */
+	u32 rtt_max_us;		/* max of own smoothed RTT, us */
+	u32 rtts_q3;		/* own smoothed RTT x 8 (gain 1/8), us */
+	struct ccl_round round; /* round tracker (delivered-count rounds) */
+	u32 round_start_us;	/* (u32) time of the last round start, us */
+	u32 w_q10;		/* CCPD window, segments x 1024 */
+	s32 e_prev_q10;		/* last error (derivative memory), segments x 1024 */
+	s32 d_q10;		/* derivative term in force, segments x 1024 */
+	u32 cwnd_hold;		/* window held in recovery, segments */
+	u32 ss_target;		/* slow-start target after RTO, segments */
+	u32 pair_seq;		/* snd_nxt when the pair was armed */
+	u32 pair_rtt1_us;	/* RTT sample of the first unit's ACK, us */
+	u32 round_min_us;	/* smallest RTT sample of the current round, us */
+	u32 best_dsum_us;	/* CapProbe filter: min RTT sum this epoch, us */
+	u32 best_c_sps;		/* ... and its capacity sample, segments/s */
+	u32 last_ack_us;	/* (u32) time of the last ACK in Open (ACK-train check) */
+	u32 recov_exit_us;	/* (u32) time Recovery/Loss was last left; 0 = never */
+	u16 fb_epoch_round;	/* low 16 bits of round_cnt at the fb epoch start */
+	u16 cap_epoch_round;	/* ... at the CapProbe epoch start */
+	u16 pair_round;		/* low 16 bits of round_cnt at the last pair attempt */
+	u8 pair_state;		/* enum ccpd_pair_state */
+	u8 phase;		/* CCL_PHASE_SS / _CA / _SS_RTO */
+	u8 e_valid;		/* e_prev_q10 is from the previous round */
+	u8 cap_age;		/* CapProbe epochs since cap_sps was last refreshed */
+	u8 last_loss;		/* enum ccpd_loss_class of the last loss event */
+	u8 round_samples;	/* RTT samples of this round (low bits), train broken (high bit) */
 };
 
 /* What one ACK tells the controller (copied from tcp_sock and rate_sample). */
@@ -228,8 +226,8 @@ struct ccpd_ack {
 };
 
 struct ccpd_out {
-	u32 snd_cwnd;	/* the window to write */
-	u32 reno_ai;	/* caller runs tcp_cong_avoid_ai(acked) on snd_cwnd instead */
+	u32 snd_cwnd; /* the window to write */
+	u32 reno_ai;  /* caller runs tcp_cong_avoid_ai(acked) on snd_cwnd instead */
 	u32 round_start;
 	u32 controlled; /* the law produced this window */
 	u32 c_sps;	/* capacity used */
@@ -246,7 +244,7 @@ CCL_CORE void ccpd_on_init(struct ccpd *ca, u32 delivered, u32 now_us)
 	ca->best_dsum_us = CCL_U32_MAX;
 	ca->round_min_us = CCL_U32_MAX;
 	ca->phase = CCL_PHASE_SS;
-	ca->next_round_delivered = delivered;
+	ccl_round_reset(&ca->round, delivered);
 	ca->round_start_us = now_us;
 }
 
@@ -261,7 +259,7 @@ CCL_CORE u32 ccpd_fb(const struct ccpd *ca)
 }
 
 /*
- * E4 with the v2 cap: C = cap ? max(cap, fb) : fb, and C <= 1.25 fb.  A
+ * The capacity estimate, with the v2 cap: C = cap ? max(cap, fb) : fb, and C <= 1.25 fb.  A
  * capacity below a measured delivery rate is impossible; one far above it is
  * a compressed pair (token-bucket burst at an idle start, ACK batching), and
  * an overestimate lifts the clamp above the path storage.
@@ -291,7 +289,7 @@ CCL_CORE u32 ccpd_cwnd_max(const struct ccpd_est *e, u32 cwnd_min, u32 cwnd_clam
 	return (u32)ccl_max64(m, cwnd_min);
 }
 
-/* The estimates of E4 for the flow's current state and capacity c. */
+/* The estimates for the flow's current state and capacity c. */
 CCL_CORE void ccpd_estimate_of(const struct ccpd *ca, u32 c, u32 b_min, struct ccpd_est *e)
 {
 	u32 m = ca->rtt_min_us != CCL_U32_MAX ? ca->rtt_min_us : 0;
@@ -317,7 +315,7 @@ CCL_CORE u32 ccpd_law_target(const struct ccpd *ca, u32 w, const struct ccpd_est
 	return (u32)ccl_min64(share + q, cwnd_max);
 }
 
-/* E1: rtt_min, smoothed RTT (gain 1/8), rtt_max of the smoothed RTT.
+/* Rtt_min, smoothed RTT (gain 1/8), rtt_max of the smoothed RTT.
  * (rtt_max from round minima, noise-free, was tried: after a slow-start exit
  * without a standing queue B then stays at b_min and the law's growth,
  * gamma Kp B per round, took 36 s to fill a 190-ms pipe.) */
@@ -338,7 +336,7 @@ CCL_CORE void ccpd_rtt_sample(struct ccpd *ca, s32 rtt)
 		ca->rtt_max_us = ccpd_rtts(ca);
 }
 
-/* E3b: packet-pair probe; adv = bytes acked beyond the pair's start. */
+/* Packet-pair probe; adv = bytes acked beyond the pair's start. */
 CCL_CORE u32 ccpd_pair_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 			   const struct ccpd_ack *a)
 {
@@ -347,7 +345,7 @@ CCL_CORE u32 ccpd_pair_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 
 	if (ca->pair_state == CCPD_PAIR_IDLE)
 		return 0;
-	if ((u16)(ca->round_cnt - ca->pair_round) > 2) {
+	if ((u16)(ca->round.cnt - ca->pair_round) > 2) {
 		ca->pair_state = CCPD_PAIR_IDLE;
 	} else if (ca->pair_state == CCPD_PAIR_ARMED) {
 		if (adv >= (s32)(2 * u)) {
@@ -365,8 +363,8 @@ CCL_CORE u32 ccpd_pair_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		    ca->pair_rtt1_us) {
 			/* Eq. 4: C = MSS / d, in segments/s. */
 			u64 c = (u64)p->probe_segs * CCL_NSEC_PER_SEC / d;
-			u64 cmax = p->cap_max_mbps ? (u64)p->cap_max_mbps * 125000 / (a->mss ?: 1)
-						   : ~0ULL;
+			u64 cmax = p->cap_max_mbps ? (u64)p->cap_max_mbps * 125000 / (a->mss ?: 1) :
+						     ~0ULL;
 			u32 dsum = ca->pair_rtt1_us + (u32)a->rtt_us;
 
 			if (c <= cmax) {
@@ -384,17 +382,17 @@ CCL_CORE u32 ccpd_pair_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 }
 
 /*
- * E2, E3c at a round start in Open: epochs are counted in rounds since the
+ * The delivery-rate and CapProbe epochs, at a round start in Open: epochs are counted in rounds since the
  * epoch began, so a boundary that fell in Recovery/Loss is taken now.
  */
 CCL_CORE void ccpd_epochs(struct ccpd *ca, const struct ccl_ccpd_params *p)
 {
-	if ((u16)(ca->round_cnt - ca->fb_epoch_round) >= CCPD_FB_EPOCH_ROUNDS) {
+	if ((u16)(ca->round.cnt - ca->fb_epoch_round) >= CCPD_FB_EPOCH_ROUNDS) {
 		ca->fb_prev = ca->fb_cur;
 		ca->fb_cur = 0;
-		ca->fb_epoch_round = (u16)ca->round_cnt;
+		ca->fb_epoch_round = (u16)ca->round.cnt;
 	}
-	if ((u16)(ca->round_cnt - ca->cap_epoch_round) >= p->cap_epoch) {
+	if ((u16)(ca->round.cnt - ca->cap_epoch_round) >= p->cap_epoch) {
 		if (ca->best_dsum_us != CCL_U32_MAX) {
 			ca->cap_sps = ca->best_c_sps;
 			ca->cap_age = 0;
@@ -403,11 +401,11 @@ CCL_CORE void ccpd_epochs(struct ccpd *ca, const struct ccl_ccpd_params *p)
 			ca->cap_age = 0;
 		}
 		ca->best_dsum_us = CCL_U32_MAX;
-		ca->cap_epoch_round = (u16)ca->round_cnt;
+		ca->cap_epoch_round = (u16)ca->round.cnt;
 	}
 }
 
-#define CCPD_SS_EXIT_MIN_US 4000   /* queueing-delay threshold bounds (as HyStart) */
+#define CCPD_SS_EXIT_MIN_US 4000 /* queueing-delay threshold bounds (as HyStart) */
 #define CCPD_SS_EXIT_MAX_US 16000
 #define CCPD_SS_EXIT_MIN_CWND 16
 #define CCPD_SS_EXIT_SAMPLES 8
@@ -449,7 +447,7 @@ CCL_CORE u32 ccpd_gamma_of(const struct ccl_ccpd_params *p)
 }
 
 /*
- * pkts_acked, on every ACK just before cong_control: E1 (the RTT estimator)
+ * pkts_acked, on every ACK just before cong_control: the RTT estimator
  * and the slow-start exit, in Open/Disorder/CWR only.  A hook of its own so
  * that the verifier walks it apart from cong_control.
  */
@@ -487,7 +485,7 @@ CCL_CORE void ccpd_on_rtt(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 
 	}
 }
 
-/* cong_control: C1-C9 of every ACK. */
+/* cong_control: every ACK. */
 CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 			  const struct ccpd_ack *a, struct ccpd_out *o)
 {
@@ -497,17 +495,16 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 	__builtin_memset(o, 0, sizeof(*o));
 	o->snd_cwnd = a->snd_cwnd;
 
-	/* C1: round tracker (delivered-count rounds, ALGORITHMS 0.3). */
-	if (a->has_prior && (s32)(a->prior_delivered - ca->next_round_delivered) >= 0) {
-		ca->next_round_delivered = a->tp_delivered;
-		ca->round_cnt++;
+	/* Round tracker, by delivered count (ccl_core.h). */
+	if (a->has_prior &&
+	    ccl_round_on_delivery(&ca->round, a->prior_delivered, a->tp_delivered)) {
 		dt_round = a->now_us - ca->round_start_us;
 		ca->round_start_us = a->now_us;
 		o->round_start = 1;
 		o->ev |= CCPD_EV_ROUND;
 	}
 
-	/* C2: fast recovery: hold the window; dupacks feed nothing. */
+	/* Fast recovery: hold the window; dupacks feed nothing. */
 	if (a->ca_state == CCL_CA_RECOVERY) {
 		if (a->losses > 0)
 			o->losses = a->losses;
@@ -516,7 +513,7 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		return;
 	}
 
-	/* C3: after an RTO, slow start back to the last CCPD window. */
+	/* After an RTO, slow start back to the last CCPD window. */
 	if (a->ca_state == CCL_CA_LOSS || ca->phase == CCL_PHASE_SS_RTO) {
 		u32 target = ca->ss_target > p->cwnd_min ? ca->ss_target : p->cwnd_min;
 
@@ -532,7 +529,7 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		return;
 	}
 
-	/* C4: estimators (Open, Disorder, CWR); E1 ran in ccpd_on_rtt. */
+	/* Estimators (Open, Disorder, CWR); the RTT estimator ran in ccpd_on_rtt. */
 	if (o->round_start) {
 		prev_min = ca->round_min_us;
 		ca->round_min_us = CCL_U32_MAX;
@@ -562,15 +559,15 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 	 * retransmissions against cubic's 36 at 10 ms, BDP/2, where the smoothed
 	 * RTT had 3-6, so it is not the default yet (docs/ccpd.md).
 	 */
-	l->rtts_us = p->mode != 0 && p->q_rtt == 1 && prev_min != CCL_U32_MAX ? prev_min
-										: ccpd_rtts(ca);
+	l->rtts_us =
+		p->mode != 0 && p->q_rtt == 1 && prev_min != CCL_U32_MAX ? prev_min : ccpd_rtts(ca);
 	l->in_flight = a->in_flight;
 	l->kp_q10 = p->kp_q10;
 	l->cwnd_min = p->cwnd_min;
 	ccpd_estimate(o->c_sps, l->rtt_min_us, ca->rtt_max_us, l->rtts_us, p->b_min, &l->est);
 
 	if (ca->phase == CCL_PHASE_SS) {
-		/* C5: slow start, estimators running; ends at the first loss or,
+		/* Slow start, estimators running; ends at the first loss or,
 		 * with ss_exit, in ccpd_on_rtt. */
 		if (a->cwnd_limited) {
 			cw = (u32)ccl_min64((u64)a->snd_cwnd + a->acked, a->cwnd_clamp);
@@ -578,7 +575,7 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		}
 		ca->w_q10 = (u32)ccl_min64((u64)o->snd_cwnd << 10, CCL_U32_MAX);
 	} else if (!o->c_sps || l->rtt_min_us == 0) {
-		/* C6: CA before any capacity estimate: Reno AI (by the caller). */
+		/* CA before any capacity estimate: Reno AI (by the caller). */
 		o->reno_ai = a->cwnd_limited;
 		ca->w_q10 = (u32)ccl_min64((u64)o->snd_cwnd << 10, CCL_U32_MAX);
 	} else {
@@ -593,7 +590,7 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		l->g_q10 = o->g_q10;
 
 		if (p->mode == 0) {
-			/* C8: literal Eq. 3, every ACK. */
+			/* Literal Eq. 3, every ACK. */
 			ccpd_law_l0(l, o->round_start);
 			if (o->round_start) {
 				ca->e_prev_q10 = l->e_q10;
@@ -602,7 +599,7 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 			ca->d_q10 = l->dterm_q10;
 			ca->w_q10 = l->w_out_q10;
 		} else if (o->round_start) {
-			/* C7: L1, once per round. */
+			/* L1, once per round. */
 			l->gamma_q10 = ccpd_gamma_of(p);
 			ccpd_law_l1(l);
 			ca->e_prev_q10 = l->e_q10;
@@ -615,14 +612,13 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 			o->snd_cwnd = p->cwnd_min;
 	}
 
-	/* E3a: arm a packet pair when the window frees >= 2 units now; the
+	/* Arm a packet pair when the window frees >= 2 units now; the
 	 * kernel sends the freed quota back to back right after this hook. */
 	if (ca->pair_state == CCPD_PAIR_IDLE &&
-	    (u16)(ca->round_cnt - ca->pair_round) >= p->probe_every &&
-	    !a->app_limited && o->snd_cwnd > a->in_flight &&
-	    o->snd_cwnd - a->in_flight >= 2 * p->probe_segs) {
+	    (u16)(ca->round.cnt - ca->pair_round) >= p->probe_every && !a->app_limited &&
+	    o->snd_cwnd > a->in_flight && o->snd_cwnd - a->in_flight >= 2 * p->probe_segs) {
 		ca->pair_seq = a->snd_nxt;
-		ca->pair_round = (u16)ca->round_cnt;
+		ca->pair_round = (u16)ca->round.cnt;
 		ca->pair_state = CCPD_PAIR_ARMED;
 	}
 }
@@ -714,7 +710,8 @@ CCL_CORE u32 ccpd_on_set_state(struct ccpd *ca, const struct ccl_ccpd_params *p,
 	}
 	if ((old_state == CCL_CA_RECOVERY || old_state == CCL_CA_LOSS) &&
 	    (new_state == CCL_CA_OPEN || new_state == CCL_CA_DISORDER)) {
-		ca->w_q10 = (u32)ccl_min64((u64)ccl_max64(snd_cwnd, p->cwnd_min) << 10, CCL_U32_MAX);
+		ca->w_q10 =
+			(u32)ccl_min64((u64)ccl_max64(snd_cwnd, p->cwnd_min) << 10, CCL_U32_MAX);
 		ca->e_valid = 0;
 		ca->recov_exit_us = now_us ? now_us : 1;
 	}

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * ctcp_core.h - Compound TCP / CTCP+ arithmetic core (ALGORITHMS.md 3.1-3.3,
- * 3.6 T3 and ssthresh).  Pure integer functions shared by
+ * ctcp_core.h - Compound TCP / CTCP+ arithmetic core: the per-round update
+ * and ssthresh (docs/ctcp_plus.md).  Pure integer functions shared by
  * bpf/ctcp_plus.bpf.c and the host unit tests.  Windows in segments, delay
  * window and Diff in segments x 1024 (Q10), RTTs in us.
  */
@@ -16,7 +16,7 @@ CCL_CORE u64 ctcp_pow34_q10(u32 w)
 {
 	u64 s, x = w > (1U << 20) ? (1U << 20) : w;
 
-	s = ccl_isqrt64(x << 20);	  /* sqrt(w) * 2^10 */
+	s = ccl_isqrt64(x << 20);	   /* sqrt(w) * 2^10 */
 	return ccl_isqrt64((x * s) << 10); /* w^0.75 * 2^10 */
 }
 
@@ -26,20 +26,20 @@ struct ctcp_round {
 	u32 win;	 /* window for Diff, segments */
 	u32 rtt_us;	 /* round RTT (min or mean) */
 	u32 base_rtt_us; /* min RTT ever */
-	u32 alpha_q10, zeta_q10, gamma, gamma_exit, plus, plus_md_q10, plus_dec_q10;
+	u32 gamma;	 /* Diff threshold in force (gamma_tune moves it) */
 	/* in/out */
 	u32 cwnd_l;	 /* loss window, segments */
 	u32 cwnd_l_frac; /* its Q10 remainder (rule 3) */
 	u32 dwnd_q10;	 /* delay window */
 	u32 ep;		 /* CTCP+ early-reduction episode */
 	/* out */
-	u32 diff_q10;	 /* Diff = win (RTT - base) / RTT */
+	u32 diff_q10;	   /* Diff = win (RTT - base) / RTT */
 	u32 diff_reno_q10; /* Diff of the loss window alone (gamma tuning) */
-	u32 rule;	 /* enum ccl_ctcp_rule bits */
+	u32 rule;	   /* enum ccl_ctcp_rule bits */
 };
 
 /*
- * Once per RTT (T3):
+ * Once per RTT:
  *   Diff = (swnd/baseRTT - swnd/RTT) * baseRTT = swnd (RTT - baseRTT) / RTT
  *   dwnd += max(alpha swnd^(3/4) - 1, 0)       if Diff <  gamma
  *   dwnd  = max(dwnd - zeta Diff, 0)           if Diff >= gamma
@@ -48,7 +48,7 @@ struct ctcp_round {
  *   (3) later rounds:               cwnd = cwnd - 1/2
  *   exit when Diff < gamma_exit (default gamma).
  */
-CCL_CORE void ctcp_round_update(struct ctcp_round *r)
+CCL_CORE void ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus_params *p)
 {
 	u32 rtt = r->rtt_us > r->base_rtt_us ? r->rtt_us : r->base_rtt_us;
 	u64 q = rtt - r->base_rtt_us;
@@ -59,23 +59,23 @@ CCL_CORE void ctcp_round_update(struct ctcp_round *r)
 	r->diff_reno_q10 = rtt ? ccl_sat32(((u64)r->cwnd_l << 10) * q / rtt) : 0;
 	r->rule = 0;
 	if (diff < gamma_q10) {
-		u64 inc = ctcp_pow34_q10(r->win) * r->alpha_q10 >> 10;
+		u64 inc = ctcp_pow34_q10(r->win) * p->alpha_q10 >> 10;
 
 		if (inc > 1024) {
 			r->dwnd_q10 = ccl_sat32((u64)r->dwnd_q10 + inc - 1024);
 			r->rule |= CCL_CTCP_GROW;
 		}
 	} else {
-		u64 sub = diff * r->zeta_q10 >> 10;
+		u64 sub = diff * p->zeta_q10 >> 10;
 
 		r->dwnd_q10 = r->dwnd_q10 > sub ? (u32)(r->dwnd_q10 - sub) : 0;
 		r->rule |= CCL_CTCP_SHRINK;
 	}
-	if (!r->plus)
+	if (!p->plus)
 		return;
 	if (diff >= gamma_q10 && r->dwnd_q10 == 0) {
 		if (!r->ep) {
-			u64 c = (u64)r->cwnd_l * r->plus_md_q10 >> 10;
+			u64 c = (u64)r->cwnd_l * p->plus_md_q10 >> 10;
 
 			r->cwnd_l = c > 2 ? (u32)c : 2;
 			r->cwnd_l_frac = 0;
@@ -84,12 +84,13 @@ CCL_CORE void ctcp_round_update(struct ctcp_round *r)
 		} else {
 			u64 tot = ((u64)r->cwnd_l << 10) + r->cwnd_l_frac;
 
-			tot = tot > (u64)r->plus_dec_q10 + (2 << 10) ? tot - r->plus_dec_q10 : 2 << 10;
+			tot = tot > (u64)p->plus_dec_q10 + (2 << 10) ? tot - p->plus_dec_q10 :
+								       2 << 10;
 			r->cwnd_l = (u32)(tot >> 10);
 			r->cwnd_l_frac = (u32)(tot & 1023);
 			r->rule |= CCL_CTCP_DEC3;
 		}
-	} else if (r->ep && diff < (u64)(r->gamma_exit ? r->gamma_exit : r->gamma) << 10) {
+	} else if (r->ep && diff < (u64)(p->gamma_exit ? p->gamma_exit : r->gamma) << 10) {
 		r->ep = 0;
 		r->rule |= CCL_CTCP_EXIT;
 	}

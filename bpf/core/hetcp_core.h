@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * hetcp_core.h - HE-TCP arithmetic core (ALGORITHMS.md 2.1, 2.5 H3/H5).
+ * hetcp_core.h - HE-TCP arithmetic core (docs/hetcp.md: the GTSW estimator and the window it sets).
  *
  * Pure integer functions shared by bpf/hetcp.bpf.c and the host unit tests
  * (loader/src/core_tests.rs: f64 model of Eq. 1-3 and of Fig. 2).
@@ -20,10 +20,10 @@ struct hetcp_sample {
 	u32 base_rtt_us; /* BaseRTT for the BDP */
 	u64 pre_bw_q8;	 /* BW_{k-1}, segments/s x 256 */
 	/* out */
-	u32 tr_q16;	 /* a_k = dt / (RTT + dt), x 65536 */
-	u64 cur_q8;	 /* CurBW = PacketCnt / dt, segments/s x 256 */
-	u64 bw_q8;	 /* BW_k */
-	u32 ssth;	 /* BW_k * BaseRTT, segments (Eq. 3) */
+	u32 tr_q16; /* a_k = dt / (RTT + dt), x 65536 */
+	u64 cur_q8; /* CurBW = PacketCnt / dt, segments/s x 256 */
+	u64 bw_q8;  /* BW_k */
+	u32 ssth;   /* BW_k * BaseRTT, segments (Eq. 3) */
 };
 
 /* SampleInterval = 1 if cwnd < si_small else floor(cwnd / si_div) (Fig. 2). */
@@ -68,7 +68,7 @@ enum hetcp_ss_mode {
 };
 
 /*
- * Default slow start (ALGORITHMS 6.2.1).  During slow start the ACK rate is
+ * Default slow start (docs/hetcp.md, "How ccload reads it").  During slow start the ACK rate is
  * the flow's own sending rate, about half the next round's window, so a GTSW
  * sample measures the flow, not the path, and ending slow start on it (Fig. 2
  * literally) leaves the flow at a fraction of the BDP.  A sample may end slow

@@ -9,9 +9,9 @@
 #include "ubl_core.h"
 
 /* Per CCL_ALGOS row: the tunable and telemetry descriptor tables. */
-#define CCL_HOST_DECLS(name, NAME, tel)                       \
+#define CCL_HOST_DECLS(name, NAME, tel)                               \
 	extern const struct ccl_param_desc ccl_##name##_param_desc[]; \
-	extern const u32 ccl_##name##_param_count;                \
+	extern const u32 ccl_##name##_param_count;                    \
 	extern const struct ccl_tel_desc ccl_##name##_tel_desc[];     \
 	extern const u32 ccl_##name##_tel_count;
 CCL_ALGOS(CCL_HOST_DECLS)

@@ -13,7 +13,7 @@
 
 #define CCL_PARAM_DESC(field, name, scale, def, lo, hi, unit, help) \
 	{ #field, name, scale, def, lo, hi, unit, help },
-#define CCL_DESC_TABLE(algo, TABLE)                                                   \
+#define CCL_DESC_TABLE(algo, TABLE)                                                        \
 	const struct ccl_param_desc ccl_##algo##_param_desc[] = { TABLE(CCL_PARAM_DESC) }; \
 	const u32 ccl_##algo##_param_count =                                               \
 		sizeof(ccl_##algo##_param_desc) / sizeof(ccl_##algo##_param_desc[0]);
@@ -23,10 +23,11 @@ CCL_ALGOS(CCL_HOST_PARAM_TABLE)
 
 #include <stddef.h>
 
-#define CCL_TEL_DESC(member, type, field, unit, help)                                   \
-	{ #field, unit, help, offsetof(struct ccl_event, u.member.field), sizeof(type), \
-	  (type)-1 < (type)0 },
-#define CCL_TEL_TABLE(algo, member, TABLE)                                        \
+#define CCL_TEL_DESC(member, type, field, unit, help)               \
+	{ #field,	unit,                                       \
+	  help,		offsetof(struct ccl_event, u.member.field), \
+	  sizeof(type), (type)-1 < (type)0 },
+#define CCL_TEL_TABLE(algo, member, TABLE)                                            \
 	const struct ccl_tel_desc ccl_##algo##_tel_desc[] = { TABLE(member##_DESC) }; \
 	const u32 ccl_##algo##_tel_count =                                            \
 		sizeof(ccl_##algo##_tel_desc) / sizeof(ccl_##algo##_tel_desc[0]);

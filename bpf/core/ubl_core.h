@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * ubl_core.h - arithmetic core of the Hyun & Jang under-buffered-link scheme
- * (ALGORITHMS.md 4.1-4.6): the LSRTT estimator (4.3), C(t), the per-round
- * extra-window law (Eq. 4, U3), Reno's own window (U2) and the loss rule.
+ * (docs/ub_reno.md): the LSRTT estimator, C(t), the per-round
+ * extra-window law (Eq. 4), Reno's own window and the loss rule.
  * Pure integer functions shared by bpf/ub_reno.bpf.c and the host unit tests
  * (loader/src/core_tests.rs).  Windows in segments, RTTs in us, ratios Q16.
  */
@@ -10,11 +10,6 @@
 #define __UBL_CORE_H
 
 #include "ccl_core.h"
-
-/* LSRTT tunables (clamped by the caller). */
-struct ubl_ls_cfg {
-	u32 shift, nu_shift, nu_min_us, h_mult, dev_min_us, warm;
-};
 
 /*
  * LSRTT state (48 bytes).  Mean and deviation in us x 8 (Q3); the CUSUM
@@ -38,25 +33,25 @@ struct ubl_ls {
  * nu = max(mu / 2^nu_shift, nu_min), h = h_mult * max(dev, dev_min).
  * Returns LSRTT in us.
  */
-CCL_CORE u32 ubl_lsrtt(struct ubl_ls *s, u32 r, const struct ubl_ls_cfg *c)
+CCL_CORE u32 ubl_lsrtt(struct ubl_ls *s, u32 r, const struct ccl_ub_reno_params *p)
 {
 	s64 r3 = (s64)r << 3, e3, nu3, h3, gp, gn;
 	u64 dev;
 
 	/* L0: plain mean while warming up. */
-	if (s->n < c->warm) {
+	if (s->n < p->ls_warm) {
 		s->sp_sum += r;
 		s->n++;
 		s->mu_q3 = (u32)((s->sp_sum << 3) / s->n);
-		if (s->n == c->warm)
+		if (s->n == p->ls_warm)
 			s->sp_sum = 0;
 		return s->mu_q3 >> 3;
 	}
-	/* L1-L2 */
+	/* Error against the level, CUSUM drift nu and threshold h. */
 	e3 = r3 - s->mu_q3;
-	nu3 = ccl_smax(s->mu_q3 >> c->nu_shift, (s64)c->nu_min_us << 3);
-	h3 = (s64)c->h_mult * ccl_smax(s->dev_q3, (s64)c->dev_min_us << 3);
-	/* L3 */
+	nu3 = ccl_smax(s->mu_q3 >> p->ls_nu_shift, (s64)p->ls_nu_min_us << 3);
+	h3 = (s64)p->ls_h_mult * ccl_smax(s->dev_q3, (s64)p->ls_dev_min_us << 3);
+	/* The two Page statistics, and the samples since each left 0. */
 	gp = ccl_smax(0, (s64)s->gp_q3 + e3 - nu3);
 	gn = ccl_smax(0, (s64)s->gn_q3 - e3 - nu3);
 	s->gp_q3 = (u32)ccl_smin(gp, CCL_U32_MAX);
@@ -75,7 +70,7 @@ CCL_CORE u32 ubl_lsrtt(struct ubl_ls *s, u32 r, const struct ubl_ls_cfg *c)
 		s->sn_sum = 0;
 		s->sn_cnt = 0;
 	}
-	/* L4 */
+	/* A level shift re-estimates the level from the samples since the change point. */
 	if (gp > h3 && s->sp_cnt) {
 		s->mu_q3 = (u32)((s->sp_sum << 3) / s->sp_cnt);
 		s->det_up++;
@@ -83,7 +78,7 @@ CCL_CORE u32 ubl_lsrtt(struct ubl_ls *s, u32 r, const struct ubl_ls_cfg *c)
 		s->mu_q3 = (u32)((s->sn_sum << 3) / s->sn_cnt);
 		s->det_dn++;
 	} else {
-		s->mu_q3 = (u32)((s64)s->mu_q3 + (e3 >> c->shift));
+		s->mu_q3 = (u32)((s64)s->mu_q3 + (e3 >> p->ls_shift));
 		dev = e3 < 0 ? (u64)(-e3) : (u64)e3;
 		s->dev_q3 = (u32)((s64)s->dev_q3 + (((s64)dev - s->dev_q3) >> 2));
 		return s->mu_q3 >> 3;
@@ -116,14 +111,8 @@ struct ubl_win {
 	u8 settle;	/* skip judging C(t) at the next round end */
 };
 
-/* The extra-window tunables (clamped by the caller). */
-struct ubl_cfg {
-	u32 alpha_q16, beta_q16, a_q16, extra_enable, md_base, rto_keep_wfull;
-	u32 zero_on_c; /* 1 = literal U3: C > alpha zeroes the extra window */
-};
-
 /*
- * U2, per ACK while cwnd-limited: Reno on cwnd_r (slow start below ssthresh,
+ * Per ACK while cwnd-limited: Reno on cwnd_r (slow start below ssthresh,
  * +1/cwnd_r per segment above).  In HOLD the extra window shrinks as cwnd_r
  * grows, keeping cwnd_p = W_full^{i-1}:  extra = W_full^{i-1} - cwnd.
  * In RAMP cwnd_p grows by (a - 1) per acknowledged segment, which is
@@ -131,7 +120,8 @@ struct ubl_cfg {
  * +1 per segment) but spread over the round's ACKs instead of one burst at
  * its start; capped at W_full^{i-1}.
  */
-CCL_CORE void ubl_ack(struct ubl_win *w, u32 acked, u32 ssthresh, const struct ubl_cfg *p)
+CCL_CORE void ubl_ack(struct ubl_win *w, u32 acked, u32 ssthresh,
+		      const struct ccl_ub_reno_params *p)
 {
 	if (w->cwnd_r < ssthresh) {
 		u32 room = ssthresh - w->cwnd_r;
@@ -161,7 +151,7 @@ CCL_CORE void ubl_ack(struct ubl_win *w, u32 acked, u32 ssthresh, const struct u
 }
 
 /*
- * U3, once per round, with C(t) = LSRTT / RTT_min (Eq. 4 with the
+ * Once per round, with C(t) = LSRTT / RTT_min (Eq. 4 with the
  * resolutions of 4.2):
  *   t* = first CA round of the cycle with C > alpha:
  *        W_full^i = cwnd_p(t*) * beta                                 (Eq. 2)
@@ -172,7 +162,7 @@ CCL_CORE void ubl_ack(struct ubl_win *w, u32 acked, u32 ssthresh, const struct u
  * Phases only move RAMP -> HOLD -> ZERO within a cycle.  Returns whether a t*
  * was found in this round.
  *
- * v2 (ALGORITHMS 6.3, default): in RAMP/HOLD, C > alpha does not zero the
+ * v2 (docs/ub_reno.md, default): in RAMP/HOLD, C > alpha does not zero the
  * extra window; it re-estimates the target lower,
  *   W_full := beta * cwnd_p(t),  extra = max(0, W_full - cwnd_r),  HOLD,
  * and again on every further round with C > alpha, so a real standing queue
@@ -188,7 +178,8 @@ CCL_CORE void ubl_ack(struct ubl_win *w, u32 acked, u32 ssthresh, const struct u
  * belong to packets sent during recovery behind the queue that caused the
  * loss, so C(t) there is the old cycle's congestion, not the new one's.
  */
-CCL_CORE u32 ubl_round(struct ubl_win *w, u32 c_q16, u32 ssthresh, const struct ubl_cfg *p)
+CCL_CORE u32 ubl_round(struct ubl_win *w, u32 c_q16, u32 ssthresh,
+		       const struct ccl_ub_reno_params *p)
 {
 	u64 prop = (u64)w->cwnd_r + w->extra;
 	u32 found_now = 0;
@@ -242,7 +233,7 @@ CCL_CORE u32 ubl_round(struct ubl_win *w, u32 c_q16, u32 ssthresh, const struct 
  * cycle's target if a t* was found, else the previous one is kept; Reno
  * halves (cwnd_r, or cwnd_p with md_base).  Returns the new ssthresh.
  */
-CCL_CORE u32 ubl_loss(struct ubl_win *w, const struct ubl_cfg *p)
+CCL_CORE u32 ubl_loss(struct ubl_win *w, const struct ccl_ub_reno_params *p)
 {
 	u32 base = p->md_base ? w->cwnd_r + w->extra : w->cwnd_r;
 
@@ -258,7 +249,7 @@ CCL_CORE u32 ubl_loss(struct ubl_win *w, const struct ubl_cfg *p)
 }
 
 /* RTO: no extra for the rest of this cycle; W_full kept unless told. */
-CCL_CORE void ubl_rto(struct ubl_win *w, const struct ubl_cfg *p)
+CCL_CORE void ubl_rto(struct ubl_win *w, const struct ccl_ub_reno_params *p)
 {
 	w->extra = 0;
 	w->phase = CCL_PHASE_ZERO;

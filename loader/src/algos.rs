@@ -39,6 +39,34 @@ impl Algo {
             raw: self.params().iter().map(|p| p.def).collect(),
         }
     }
+
+    /// The C params struct `T` (`intf::ccl_<algo>_params`) with the defaults
+    /// and `sets` applied, for the host tests of the arithmetic cores.
+    #[cfg(test)]
+    pub(crate) fn params_struct<T: Default>(self, sets: &[(&str, &str)]) -> T {
+        let mut p = self.defaults();
+        let sets: Vec<(String, String)> = sets
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        p.apply(&sets).expect("valid tunables");
+        let mut out = T::default();
+        assert_eq!(
+            std::mem::size_of::<T>(),
+            p.raw.len() * 4,
+            "{self}: not its params struct"
+        );
+        // SAFETY: the params structs are C structs of u32 fields in table
+        // order (CCL_PARAM_FIELD), and the size was checked just above.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                p.raw.as_ptr(),
+                &mut out as *mut T as *mut u32,
+                p.raw.len(),
+            )
+        };
+        out
+    }
 }
 
 impl fmt::Display for Algo {

@@ -88,19 +88,7 @@ struct Seg {
 }
 
 pub(crate) fn ccpd_params(sets: &[(&str, &str)]) -> intf::ccl_ccpd_params {
-    let mut p = Algo::Ccpd.defaults();
-    let sets: Vec<(String, String)> = sets
-        .iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect();
-    p.apply(&sets).expect("valid ccpd tunables");
-    let mut out = intf::ccl_ccpd_params::default();
-    assert_eq!(std::mem::size_of_val(&out), p.raw.len() * 4);
-    // SAFETY: ccl_ccpd_params is a C struct of u32 fields in table order.
-    unsafe {
-        std::ptr::copy_nonoverlapping(p.raw.as_ptr(), &mut out as *mut _ as *mut u32, p.raw.len())
-    };
-    out
+    Algo::Ccpd.params_struct(sets)
 }
 
 const DUPTHRESH: u64 = 3;
@@ -621,7 +609,7 @@ fn ccpd_capacity_is_capped_by_the_delivery_rate_and_expires() {
     );
     // epochs without a new best sample: the pair sample expires after 4
     for epoch in 1..=4u32 {
-        ca.round_cnt += p.cap_epoch;
+        ca.round.cnt += p.cap_epoch;
         unsafe { intf::ccpd_epochs(&mut ca, &p) };
         let want = if epoch < 4 { 7_000 } else { 0 };
         assert_eq!(ca.cap_sps, want, "epoch {epoch}");
@@ -629,7 +617,7 @@ fn ccpd_capacity_is_capped_by_the_delivery_rate_and_expires() {
     // an epoch boundary skipped in Recovery is taken at the next round
     ca.best_dsum_us = 1000;
     ca.best_c_sps = 8_000;
-    ca.round_cnt += 3 * p.cap_epoch;
+    ca.round.cnt += 3 * p.cap_epoch;
     unsafe { intf::ccpd_epochs(&mut ca, &p) };
     assert_eq!(ca.cap_sps, 8_000);
 }

@@ -93,31 +93,7 @@ pub enum Cmd {
         reset: bool,
     },
     /// Stream per-round estimator telemetry (table on a terminal, JSON lines when piped).
-    Watch {
-        /// Only this algorithm (default: every attached one).
-        #[arg(long, value_parser = parse_algo)]
-        algo: Option<Algo>,
-        /// Only the flow with this local or remote ADDR:PORT (0.0.0.0:PORT = any address).
-        #[arg(long)]
-        flow: Option<std::net::SocketAddr>,
-        /// Only the socket with this cookie.
-        #[arg(long)]
-        cookie: Option<u64>,
-        #[arg(long, value_enum)]
-        format: Option<watch::Format>,
-        /// Rounds per record, set in the kernel for the watch's duration (0 = off).
-        #[arg(long)]
-        every: Option<u32>,
-        /// Stop after N records.
-        #[arg(long)]
-        count: Option<u64>,
-        /// Stop after this many seconds (a finite number > 0).
-        #[arg(long, value_parser = parse_seconds)]
-        duration: Option<Duration>,
-        /// Describe every telemetry field with its unit, and exit (no root needed).
-        #[arg(long)]
-        help_fields: bool,
-    },
+    Watch(WatchArgs),
     /// TCP sockets of this network namespace that use ccload's controllers.
     Flows {
         #[arg(long)]
@@ -235,4 +211,33 @@ mod tests {
         }
         assert!(Cli::try_parse_from(["ccload", "watch", "--duration", "2.5"]).is_ok());
     }
+}
+
+/// `ccload watch` options, passed whole to the watch loop.
+#[derive(clap::Args, Debug, Clone)]
+pub struct WatchArgs {
+    /// Only this algorithm (default: every attached one).
+    #[arg(long, value_parser = parse_algo)]
+    pub algo: Option<Algo>,
+    /// Only the flow with this local or remote ADDR:PORT (0.0.0.0:PORT = any address).
+    #[arg(long)]
+    pub flow: Option<std::net::SocketAddr>,
+    /// Only the socket with this cookie.
+    #[arg(long)]
+    pub cookie: Option<u64>,
+    /// Output format (default: table on a terminal, JSON lines otherwise).
+    #[arg(long, value_enum)]
+    pub format: Option<watch::Format>,
+    /// Rounds per record, set in the kernel for the watch's duration (0 = off).
+    #[arg(long)]
+    pub every: Option<u32>,
+    /// Stop after N records.
+    #[arg(long)]
+    pub count: Option<u64>,
+    /// Stop after this many seconds (a finite number > 0).
+    #[arg(long, value_parser = parse_seconds)]
+    pub duration: Option<Duration>,
+    /// Describe every telemetry field with its unit, and exit (no root needed).
+    #[arg(long)]
+    pub help_fields: bool,
 }

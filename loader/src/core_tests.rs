@@ -4,6 +4,7 @@
 //!
 //! Size: one section of tests per controller core.
 
+use crate::algos::Algo;
 use crate::intf;
 
 /// Deterministic xorshift so the grids are reproducible without a rand crate.
@@ -67,6 +68,55 @@ fn segs_matches_model_and_saturates() {
     // Beyond the documented bounds the inputs are clamped, never overflow.
     let big = unsafe { intf::ccl_segs_q10(u64::MAX, u64::MAX) };
     assert_eq!(big, 10_000_000u64 * 10_000_000 * 1024 / 1_000_000);
+}
+
+#[test]
+fn one_round_definition_by_sequence_and_by_delivered_count() {
+    // A simulated ACK clock: 10 segments per round, one ACK per segment,
+    // each ACK releases one new segment.  Both marks must start a round on
+    // the ACK of the first segment sent after the previous round start, and
+    // across the u32 wrap of both counters.
+    for start in [0u32, u32::MAX - 25] {
+        let (mut by_seq, mut by_dlv): (intf::ccl_round, intf::ccl_round) =
+            (Default::default(), Default::default());
+        let w = 10u32;
+        // Segment k (k = 0..) starts at seq start + k; segments 0..w-1 leave
+        // at once, segment k >= w on the ACK of segment k - w, when the
+        // delivered count has just become k - w + 1.  The hooks run before
+        // that ACK's new segment is sent.
+        let seq_of = |k: u32| start.wrapping_add(k);
+        unsafe {
+            intf::ccl_round_reset(&mut by_seq, seq_of(w));
+            intf::ccl_round_reset(&mut by_dlv, start);
+        }
+        let (mut starts_seq, mut starts_dlv) = (vec![], vec![]);
+        for k in 0..100u32 {
+            let ack = seq_of(k + 1);
+            let snd_nxt = seq_of(k + w);
+            let delivered = start.wrapping_add(k + 1);
+            let prior = start.wrapping_add(if k >= w { k - w + 1 } else { 0 });
+            if unsafe { intf::ccl_round_on_seq(&mut by_seq, ack, snd_nxt) } {
+                starts_seq.push(k);
+            }
+            if unsafe { intf::ccl_round_on_delivery(&mut by_dlv, prior, delivered) } {
+                starts_dlv.push(k);
+            }
+        }
+        // Segments 0..9 were in flight at the start: the first round ends at
+        // segment 10 (the first sent after it), then every 10 segments.
+        let want: Vec<u32> = (1..10).map(|i| i * w).collect();
+        assert_eq!(starts_seq, want, "by sequence, start {start}");
+        // The delivered count starts its first round on the first ACK (the
+        // initial window counts as sent in round 0), then keeps the same
+        // clock as the sequence.
+        assert_eq!(starts_dlv[0], 0, "start {start}");
+        assert_eq!(
+            &starts_dlv[1..],
+            &want[..],
+            "by delivered count, start {start}"
+        );
+        assert_eq!(by_seq.cnt, 9);
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -457,7 +507,14 @@ fn ctcp_pow34_within_0_1_percent() {
     eprintln!("ctcp_pow34_q10: worst relative error {worst:.2e}");
 }
 
-fn ctcp_round(
+/// The defaults of spec 3.5: alpha 1/8, zeta 1, gamma 30, CTCP+ on,
+/// rule (2) factor 2/3, rule (3) step 1/2.
+fn ctcp_params(plus: u32) -> intf::ccl_ctcp_plus_params {
+    Algo::CtcpPlus.params_struct(&[("plus", &plus.to_string())])
+}
+
+fn ctcp_round_p(
+    p: &intf::ccl_ctcp_plus_params,
     win: u32,
     rtt: u32,
     base: u32,
@@ -469,20 +526,25 @@ fn ctcp_round(
         win,
         rtt_us: rtt,
         base_rtt_us: base,
-        alpha_q10: 128,
-        zeta_q10: 1024,
-        gamma: 30,
-        gamma_exit: 0,
-        plus: 1,
-        plus_md_q10: 683,
-        plus_dec_q10: 512,
+        gamma: p.gamma,
         cwnd_l,
         dwnd_q10,
         ep,
         ..Default::default()
     };
-    unsafe { intf::ctcp_round_update(&mut r) };
+    unsafe { intf::ctcp_round_update(&mut r, p) };
     r
+}
+
+fn ctcp_round(
+    win: u32,
+    rtt: u32,
+    base: u32,
+    cwnd_l: u32,
+    dwnd_q10: u32,
+    ep: u32,
+) -> intf::ctcp_round {
+    ctcp_round_p(&ctcp_params(1), win, rtt, base, cwnd_l, dwnd_q10, ep)
 }
 
 #[test]
@@ -496,8 +558,7 @@ fn ctcp_round_update_matches_the_compound_law() {
         let rtt = base + rng.range(0, 200_000) as u32;
         let cwnd_l = rng.range(2, win as u64) as u32;
         let dwnd = rng.range(0, 50_000 << 10) as u32;
-        let mut r = ctcp_round(win, rtt, base, cwnd_l, dwnd, 0);
-        r.plus = 0;
+        let r = ctcp_round_p(&ctcp_params(0), win, rtt, base, cwnd_l, dwnd, 0);
         let diff = win as f64 * (rtt - base) as f64 / rtt as f64;
         assert!((r.diff_q10 as f64 / 1024.0 - diff).abs() <= 1.0 / 1024.0);
         let d0 = dwnd as f64 / 1024.0;
@@ -526,7 +587,7 @@ fn ctcp_plus_rules_2_3_and_exit() {
     assert_eq!(r2.rule & intf::CCL_CTCP_DEC3, intf::CCL_CTCP_DEC3);
     assert_eq!((r2.cwnd_l, r2.cwnd_l_frac), (199, 512));
     r2.rule = 0;
-    unsafe { intf::ctcp_round_update(&mut r2) };
+    unsafe { intf::ctcp_round_update(&mut r2, &ctcp_params(1)) };
     assert_eq!(
         (r2.cwnd_l, r2.cwnd_l_frac),
         (199, 0),
@@ -559,16 +620,10 @@ fn ctcp_loss_keeps_swnd_times_one_minus_beta() {
 // ---------------------------------------------------------------------------
 // ub_reno (ALGORITHMS.md 4): LSRTT, C(t), Eq. 4, and the closed loop.
 
-fn ls_cfg() -> intf::ubl_ls_cfg {
-    // The defaults of spec 4.5.
-    intf::ubl_ls_cfg {
-        shift: 4,
-        nu_shift: 6,
-        nu_min_us: 20,
-        h_mult: 4,
-        dev_min_us: 50,
-        warm: 8,
-    }
+fn ls_cfg() -> intf::ccl_ub_reno_params {
+    // The LSRTT defaults are those of spec 4.5 (shift 4, nu_shift 6, nu_min
+    // 20 us, h_mult 4, dev_min 50 us, warm-up 8 samples).
+    Algo::UbReno.params_struct(&[])
 }
 
 fn ls_new() -> intf::ubl_ls {
@@ -686,16 +741,9 @@ fn c_of_t_matches_f64() {
     assert_eq!(unsafe { intf::ubl_c_q16(1000, u32::MAX) }, 0);
 }
 
-fn ubl_cfg(extra: u32) -> intf::ubl_cfg {
-    intf::ubl_cfg {
-        alpha_q16: 66847,
-        beta_q16: 63570,
-        a_q16: 72090,
-        extra_enable: extra,
-        md_base: 0,
-        rto_keep_wfull: 1,
-        zero_on_c: 0,
-    }
+fn ubl_cfg(extra: u32) -> intf::ccl_ub_reno_params {
+    // Defaults: alpha 1.02, beta 0.97, a 1.1, md_base 0, rto_keep_wfull 1.
+    Algo::UbReno.params_struct(&[("extra", &extra.to_string())])
 }
 
 fn win(cwnd: u32) -> intf::ubl_win {
@@ -803,7 +851,7 @@ fn eq4_ramp_hold_zero_and_the_cycle_rule() {
     assert_eq!(unsafe { intf::ubl_round(&mut w, C_HIGH, new_ssth, &p) }, 1);
     assert_eq!(w.wfull_cur, (((wf + 20) * 63570) >> 16) as u32);
     // Literal rule (zero_on_c = 1): zero, W_full^1 from cwnd_p, no re-arming.
-    let pl = intf::ubl_cfg { zero_on_c: 1, ..p };
+    let pl = intf::ccl_ub_reno_params { zero_on_c: 1, ..p };
     unsafe { intf::ubl_round(&mut lit, C_HIGH, new_ssth, &pl) };
     assert_eq!((lit.extra, lit.phase as u32), (0, intf::CCL_PHASE_ZERO));
     assert_eq!(lit.wfull_cur, ((970u64 * 63570) >> 16) as u32);

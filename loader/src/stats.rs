@@ -63,12 +63,12 @@ pub const STATS: &[(u32, &str, &str)] = &[
     (
         intf::CCL_STAT_EARLY_CUTS,
         "early_cuts",
-        "ctcp_plus: rule (2) cuts; ub_reno: W_full found",
+        "ctcp_plus: rule (2) 2/3 cuts of the loss window",
     ),
     (
         intf::CCL_STAT_EARLY_DECS,
         "early_decs",
-        "ctcp_plus: rule (3) steps; ub_reno: LSRTT shifts",
+        "ctcp_plus: rule (3) decrease steps",
     ),
     (
         intf::CCL_STAT_LOSS_CONGESTIVE,
@@ -79,6 +79,16 @@ pub const STATS: &[(u32, &str, &str)] = &[
         intf::CCL_STAT_LOSS_RANDOM,
         "loss_random",
         "ccpd: loss events classified random (window held)",
+    ),
+    (
+        intf::CCL_STAT_WFULL_FOUND,
+        "wfull_found",
+        "ub_reno: rounds whose C(t) crossed alpha and set W_full",
+    ),
+    (
+        intf::CCL_STAT_LSRTT_SHIFTS,
+        "lsrtt_shifts",
+        "ub_reno: RTT level shifts the LSRTT estimator detected",
     ),
 ];
 

@@ -25,22 +25,18 @@ pub enum Format {
 }
 
 pub struct WatchOpts {
+    /// Resolved from `args.algo`: the attached algorithms to read.
     pub algos: Vec<Algo>,
-    pub flow: Option<std::net::SocketAddr>,
-    pub cookie: Option<u64>,
-    pub format: Option<Format>,
-    pub every: Option<u32>,
-    pub count: Option<u64>,
-    pub duration: Option<Duration>,
+    pub args: crate::cli::WatchArgs,
 }
 
 fn matches(ev: &Event, o: &WatchOpts) -> bool {
-    if let Some(c) = o.cookie {
+    if let Some(c) = o.args.cookie {
         if ev.hdr.cookie != c {
             return false;
         }
     }
-    if let Some(a) = o.flow {
+    if let Some(a) = o.args.flow {
         let (l, r) = (ev.local(), ev.remote());
         let hit = |s: std::net::SocketAddr| {
             s.port() == a.port() && (a.ip().is_unspecified() || s.ip() == a.ip())
@@ -83,7 +79,7 @@ pub fn run(o: WatchOpts) -> Result<()> {
             }
         }
         maps.push(bpf::open_map(*algo, "events")?);
-        if let Some(n) = o.every {
+        if let Some(n) = o.args.every {
             let old = bpf::read_params(*algo, 0)?;
             let mut new = old.clone();
             new.apply(&[("trace_every".to_string(), n.to_string())])?;
@@ -132,7 +128,7 @@ pub fn run(o: WatchOpts) -> Result<()> {
             }
             let batch: Vec<Event> = std::mem::take(&mut *queue.borrow_mut());
             if pr.push_all(batch, &o, &drops_at_start)?
-                || o.duration.is_some_and(|d| start.elapsed() >= d)
+                || o.args.duration.is_some_and(|d| start.elapsed() >= d)
             {
                 break;
             }
@@ -239,7 +235,7 @@ struct Printer {
 
 impl Printer {
     fn new(o: &WatchOpts) -> Printer {
-        let format = o.format.unwrap_or_else(|| {
+        let format = o.args.format.unwrap_or_else(|| {
             // SAFETY: isatty has no preconditions.
             if unsafe { libc::isatty(1) } == 1 {
                 Format::Table
@@ -294,7 +290,7 @@ impl Printer {
                 }
                 return Err(e.into());
             }
-            if o.count.is_some_and(|c| self.seen >= c) {
+            if o.args.count.is_some_and(|c| self.seen >= c) {
                 break;
             }
         }
@@ -304,7 +300,7 @@ impl Printer {
             draw_table(&self.latest, &o.algos, drops0)?;
             self.last_draw = Instant::now();
         }
-        Ok(o.count.is_some_and(|c| self.seen >= c))
+        Ok(o.args.count.is_some_and(|c| self.seen >= c))
     }
 
     fn finish(&mut self, o: &WatchOpts, drops0: &[u64]) -> Result<()> {
@@ -346,7 +342,7 @@ fn run_from_daemon(o: WatchOpts, sock: std::os::unix::net::UnixStream) -> Result
     let mut chunk = [0u8; 65536];
     loop {
         if stop.load(std::sync::atomic::Ordering::SeqCst)
-            || o.duration.is_some_and(|d| start.elapsed() >= d)
+            || o.args.duration.is_some_and(|d| start.elapsed() >= d)
         {
             break;
         }

@@ -37,28 +37,10 @@ pub fn run(cli: Cli) -> Result<i32> {
             show,
             reset,
         } => tune::run(algo, &sets, &profile, show, reset),
-        Cmd::Watch {
-            algo,
-            help_fields: true,
-            ..
-        } => watch::help_fields(algo),
-        Cmd::Watch {
-            algo,
-            flow,
-            cookie,
-            format,
-            every,
-            count,
-            duration,
-            help_fields: false,
-        } => watch::run(crate::watch::WatchOpts {
-            algos: watch::algos(algo)?,
-            flow,
-            cookie,
-            format,
-            every,
-            count,
-            duration,
+        Cmd::Watch(a) if a.help_fields => watch::help_fields(a.algo),
+        Cmd::Watch(args) => watch::run(crate::watch::WatchOpts {
+            algos: watch::algos(args.algo)?,
+            args,
         }),
         Cmd::Flows { json } => flows::run(json),
         Cmd::Apply { file, dry_run } => apply::run(&file, dry_run, verbose),
