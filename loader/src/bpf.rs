@@ -339,6 +339,8 @@ pub fn attach(opts: &AttachOpts) -> Result<AttachOutcome> {
     if opts.make_default {
         sysctl::check_can_default(algo.name())?;
     }
+    // What a killed ccload left (we hold the state lock: nobody is building).
+    crate::leftovers::remove()?;
     if !is_attached(algo) && is_registered(algo.name()) {
         bail!(CclError::NameTaken(algo.name().to_string()));
     }
@@ -356,11 +358,18 @@ pub fn attach(opts: &AttachOpts) -> Result<AttachOutcome> {
         return Ok(AttachOutcome::Replaced);
     }
 
-    let dir = pin_dir(algo);
-    std::fs::create_dir_all(&dir).with_context(|| format!("failed to create {}", dir.display()))?;
+    // Crash consistency: everything is pinned in a private directory first
+    // and renamed into place in one step, with the restore metadata already
+    // written; only then is the default changed.  A kill at any point leaves
+    // either nothing visible or a complete attachment, plus at most a
+    // `tmp-*` directory that the next state-changing command removes
+    // (`remove_leftovers`).
+    std::fs::create_dir_all(PIN_ROOT).with_context(|| format!("failed to create {PIN_ROOT}"))?;
+    let tmp = Path::new(PIN_ROOT).join(format!("tmp-{algo}-{}", std::process::id()));
+    std::fs::create_dir(&tmp).with_context(|| format!("failed to create {}", tmp.display()))?;
     let mut guard = PinGuard {
         paths: Vec::new(),
-        dir: Some(dir.clone()),
+        dir: Some(tmp.clone()),
         armed: true,
     };
 
@@ -371,6 +380,19 @@ pub fn attach(opts: &AttachOpts) -> Result<AttachOutcome> {
             .unwrap_or(0),
         ..Default::default()
     };
+    let mut set_default = false;
+    if opts.make_default {
+        let prev = sysctl::default_cc()?;
+        if prev != algo.name() {
+            let bytes = prev.as_bytes();
+            let n = bytes.len().min(meta.prev_default.len() - 1);
+            for (d, s) in meta.prev_default.iter_mut().zip(&bytes[..n]) {
+                *d = *s as _;
+            }
+            meta.default_set = 1;
+            set_default = true;
+        }
+    }
     with_loaded(algo, false, opts.verbose, |loaded| {
         let map = loaded.map("params")?;
         for profile in 0..intf::CCL_NR_PROFILES {
@@ -382,8 +404,12 @@ pub fn attach(opts: &AttachOpts) -> Result<AttachOutcome> {
             map.update(&profile.to_ne_bytes(), &p.to_bytes(), MapFlags::ANY)
                 .context("failed to write tunables")?;
         }
+        loaded
+            .map("meta")?
+            .update(&0u32.to_ne_bytes(), meta_bytes(&meta), MapFlags::ANY)
+            .context("failed to write meta")?;
         for name in MAPS {
-            let pin = map_pin(algo, name);
+            let pin = tmp.join(name);
             loaded
                 .map(name)?
                 .pin(&pin)
@@ -391,27 +417,34 @@ pub fn attach(opts: &AttachOpts) -> Result<AttachOutcome> {
             guard.paths.push(pin);
         }
         let mut link = loaded.struct_ops_link()?;
-        link.pin(link_pin(algo))
-            .with_context(|| format!("failed to pin the {algo} link"))?;
-        guard.paths.insert(0, link_pin(algo));
+        let pin = tmp.join("link");
+        link.pin(&pin)
+            .with_context(|| format!("failed to pin the {algo} link at {}", pin.display()))?;
+        guard.paths.insert(0, pin);
         Ok(())
     })?;
+    let dir = pin_dir(algo);
+    std::fs::rename(&tmp, &dir)
+        .with_context(|| format!("failed to rename {} to {}", tmp.display(), dir.display()))?;
+    guard.armed = false;
 
-    if opts.make_default {
-        let prev = sysctl::default_cc()?;
-        if prev != algo.name() {
-            sysctl::set_default_cc(algo.name())?;
-            let bytes = prev.as_bytes();
-            let n = bytes.len().min(meta.prev_default.len() - 1);
-            for (d, s) in meta.prev_default.iter_mut().zip(&bytes[..n]) {
-                *d = *s as _;
-            }
-            meta.default_set = 1;
+    if set_default {
+        if let Err(e) = sysctl::set_default_cc(algo.name()) {
+            let _ = detach(algo);
+            return Err(e.context(format!("{algo} was not attached")));
         }
     }
-    write_meta(algo, &meta)?;
-    guard.armed = false;
     Ok(AttachOutcome::Attached)
+}
+
+fn meta_bytes(meta: &intf::ccl_meta) -> &[u8] {
+    // SAFETY: ccl_meta is plain old data; the slice borrows it.
+    unsafe {
+        std::slice::from_raw_parts(
+            meta as *const _ as *const u8,
+            std::mem::size_of::<intf::ccl_meta>(),
+        )
+    }
 }
 
 /// Unregister and unpin `algo`, restoring the default CC it replaced.
@@ -524,19 +557,6 @@ pub fn read_meta(algo: Algo) -> Result<intf::ccl_meta> {
     }
     // SAFETY: ccl_meta is plain old data and the size was checked.
     Ok(unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const intf::ccl_meta) })
-}
-
-pub fn write_meta(algo: Algo, meta: &intf::ccl_meta) -> Result<()> {
-    let map = open_map(algo, "meta")?;
-    // SAFETY: ccl_meta is plain old data without padding holes that matter.
-    let bytes = unsafe {
-        std::slice::from_raw_parts(
-            meta as *const _ as *const u8,
-            std::mem::size_of::<intf::ccl_meta>(),
-        )
-    };
-    map.update(&0u32.to_ne_bytes(), bytes, MapFlags::ANY)
-        .context("failed to write meta")
 }
 
 /// Kernel ids of an attached algorithm, for `status`.

@@ -95,16 +95,36 @@ pub fn set(path: &Path, algo: &str, profile: u32) -> Result<Binding> {
         bail!("congestion control name `{algo}` too long");
     }
     bpf::require_kernel()?;
-    if cg_dir(id).exists() {
-        remove(id);
+    // What a killed ccload left (the state lock is held: nobody is building).
+    crate::leftovers::remove()?;
+    // Crash consistency: the new binding is attached and pinned in a private
+    // directory, then renamed into place.  Its program runs after the old
+    // one's (cgroup programs run in attach order), so the new choice holds
+    // from the moment it is attached, and the cgroup is never unbound during
+    // a rebind.  A kill leaves at most `tmp-*` directories, which the next
+    // state-changing command removes (crate::leftovers).
+    std::fs::create_dir_all(cg_root())
+        .with_context(|| format!("failed to create {}", cg_root().display()))?;
+    let pid = std::process::id();
+    let tmp = Path::new(PIN_ROOT).join(format!("tmp-cg-{id}-{pid}"));
+    std::fs::create_dir(&tmp).with_context(|| format!("failed to create {}", tmp.display()))?;
+    if let Err(e) = attach(path, id, algo, profile, &tmp) {
+        unpin_dir(&tmp);
+        bpf::gc_pin_root();
+        return Err(e);
     }
     let dir = cg_dir(id);
-    std::fs::create_dir_all(&dir)?;
-    let r = attach(path, id, algo, profile, &dir);
-    if r.is_err() {
-        remove(id);
+    let old = Path::new(PIN_ROOT).join(format!("tmp-cg-old-{id}-{pid}"));
+    let had_old = dir.exists();
+    if had_old {
+        std::fs::rename(&dir, &old)
+            .with_context(|| format!("failed to rename {} to {}", dir.display(), old.display()))?;
     }
-    r?;
+    std::fs::rename(&tmp, &dir)
+        .with_context(|| format!("failed to rename {} to {}", tmp.display(), dir.display()))?;
+    if had_old {
+        unpin_dir(&old);
+    }
     Ok(Binding {
         cgroup: Some(path.to_path_buf()),
         cgroup_id: id,
@@ -156,12 +176,16 @@ fn attach(path: &Path, id: u64, algo: &str, profile: u32, dir: &Path) -> Result<
     Ok(())
 }
 
-fn remove(id: u64) {
-    let dir = cg_dir(id);
+/// Unpin a binding directory's objects and remove it.
+fn unpin_dir(dir: &Path) {
     for f in ["link", "binding", "cg_stats"] {
         let _ = std::fs::remove_file(dir.join(f));
     }
-    let _ = std::fs::remove_dir(&dir);
+    let _ = std::fs::remove_dir(dir);
+}
+
+fn remove(id: u64) {
+    unpin_dir(&cg_dir(id));
     let _ = std::fs::remove_dir(cg_root());
     bpf::gc_pin_root();
 }
@@ -227,7 +251,14 @@ pub fn list() -> Result<Vec<Binding>> {
         let Some(id) = e.file_name().to_str().and_then(|s| s.parse::<u64>().ok()) else {
             continue;
         };
-        let m = MapHandle::from_pinned_path(e.path().join("binding"))?;
+        // A binding without its link (or its maps) is a leftover of a killed
+        // ccload: `status`/`doctor` report it, `detach --all` removes it.
+        if !e.path().join("link").exists() {
+            continue;
+        }
+        let pin = e.path().join("binding");
+        let m = MapHandle::from_pinned_path(&pin)
+            .with_context(|| format!("failed to open {}", pin.display()))?;
         let bytes = m
             .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)?
             .context("binding entry missing")?;
@@ -236,7 +267,9 @@ pub fn list() -> Result<Vec<Binding>> {
         }
         // SAFETY: plain old data, size checked.
         let b: intf::ccl_cg_binding = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast()) };
-        let st = MapHandle::from_pinned_path(e.path().join("cg_stats"))?;
+        let pin = e.path().join("cg_stats");
+        let st = MapHandle::from_pinned_path(&pin)
+            .with_context(|| format!("failed to open {}", pin.display()))?;
         let mut c = [0u64; intf::CCL_CG_NR_STATS as usize];
         for (i, slot) in c.iter_mut().enumerate() {
             *slot = bpf::sum_percpu_u64(

@@ -150,6 +150,25 @@ pub fn checks() -> Vec<Check> {
         cg.unwrap_or_else(|| "no cgroup2 mount".into()),
         Some("mount -t cgroup2 none /sys/fs/cgroup/unified (needed by `ccload cgroup`)"),
     );
+    let left = crate::leftovers::find();
+    let fix = if left.iter().all(|l| l.removable) {
+        "`ccload detach --all` removes them (the next attach or cgroup set does too)"
+    } else {
+        "see each item; `ccload detach --all` removes those ccload owns"
+    };
+    add(
+        "leftovers",
+        left.is_empty(),
+        if left.is_empty() {
+            "no half-built pins or bindings".into()
+        } else {
+            left.iter()
+                .map(|l| format!("{}: {}", l.path.display(), l.what))
+                .collect::<Vec<_>>()
+                .join("; ")
+        },
+        Some(fix),
+    );
     v
 }
 

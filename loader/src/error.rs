@@ -37,15 +37,23 @@ pub enum CclError {
     #[error("layout mismatch: {0}")]
     Layout(String),
 
+    #[error(
+        "another ccload is changing state (pid {pid}); waited {waited} s for it to finish \
+         (/run/ccload/lock); nothing was changed"
+    )]
+    Busy { pid: String, waited: f64 },
+
     #[error("the kernel verifier rejected {algo}:\n{log}")]
     Verifier { algo: &'static str, log: String },
 }
 
 impl CclError {
-    /// 1 = soft failure (nothing to do), 2 = error.
+    /// 1 = soft failure (nothing to do), 75 (EX_TEMPFAIL) = refused by the
+    /// state lock, try again; 2 = error.
     pub fn exit_code(&self) -> i32 {
         match self {
             CclError::NotAttached { .. } => 1,
+            CclError::Busy { .. } => 75,
             _ => 2,
         }
     }

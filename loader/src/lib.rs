@@ -14,6 +14,8 @@ pub mod config;
 pub(crate) mod diag;
 pub mod doctor;
 pub mod error;
+pub mod leftovers;
+pub(crate) mod lock;
 pub mod netlink;
 pub(crate) mod serve;
 pub(crate) mod stats;

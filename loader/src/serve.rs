@@ -195,6 +195,8 @@ fn render(m: &mut Metrics, d: &Desired) -> String {
 }
 
 fn apply(d: &Desired, verbose: bool) -> Result<()> {
+    // Held while the kernel state is reconciled, as every CLI command does.
+    let _lock = crate::lock::state()?;
     let plan = config::plan(d)?;
     if plan.is_empty() {
         log(6, "config: kernel already matches");

@@ -7,40 +7,25 @@
 //! each record is framed as a little-endian u32 length and the raw
 //! `struct ccl_event` bytes ([`frame`], [`Deframer`]).
 
-use std::io::Write;
 use std::os::fd::AsRawFd;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 
 use crate::algos::Algo;
 
 /// Exclusive consumer lock, released when the process exits.
-pub struct ConsumerLock(#[allow(dead_code)] std::fs::File);
+pub type ConsumerLock = crate::lock::PidLock;
 
 /// Take `algo`'s consumer lock, or say who holds it.
 pub fn lock_consumer(algo: Algo) -> Result<ConsumerLock> {
-    std::fs::create_dir_all("/run/ccload").context("failed to create /run/ccload")?;
-    let path = format!("/run/ccload/watch-{algo}.lock");
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(&path)
-        .with_context(|| format!("failed to open {path}"))?;
-    // SAFETY: flock on an fd we own.
-    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        let holder = std::fs::read_to_string(&path).unwrap_or_default();
-        bail!(
-            "{algo} telemetry is already being consumed (pid {}); a BPF ring buffer gives each \
-             record to one reader only, so a second `watch` would silently split the stream",
-            holder.trim()
-        );
+    let path = format!("{}/watch-{algo}.lock", crate::lock::RUN_DIR);
+    match crate::lock::pid_lock(&path, std::time::Duration::ZERO)? {
+        Ok(l) => Ok(l),
+        Err(holder) => bail!(
+            "{algo} telemetry is already being consumed (pid {holder}); a BPF ring buffer gives \
+             each record to one reader only, so a second `watch` would silently split the stream"
+        ),
     }
-    let mut f = f;
-    let _ = f.set_len(0);
-    let _ = write!(f, "{}", std::process::id());
-    Ok(ConsumerLock(f))
 }
 
 /// A borrowed raw fd for tokio's AsyncFd (the owner outlives the wrapper).

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use libbpf_rs::RingBufferBuilder;
 use tokio::io::unix::AsyncFd;
 
@@ -48,12 +48,29 @@ fn matches(ev: &Event, o: &WatchOpts) -> bool {
     true
 }
 
-/// Restores trace_every on exit when `--every` changed it.
-struct EveryGuard(Vec<(Algo, crate::algos::Params)>);
+/// Set profile 0's trace_every of `algo` to `n`, changing no other field
+/// (under the state lock, so a concurrent `tune` is not undone).  Returns
+/// the previous value.
+fn set_trace_every(algo: Algo, n: u32) -> Result<u32> {
+    let _lock = crate::lock::state()?;
+    let mut p = bpf::read_params(algo, 0)?;
+    let idx = algo
+        .params()
+        .iter()
+        .position(|d| d.name == "trace_every")
+        .context("no trace_every tunable")?;
+    let old = p.raw[idx];
+    p.apply(&[("trace_every".to_string(), n.to_string())])?;
+    bpf::write_params(algo, &p, 0)?;
+    Ok(old)
+}
+
+/// Restores trace_every (only it) on exit when `--every` changed it.
+struct EveryGuard(Vec<(Algo, u32)>);
 impl Drop for EveryGuard {
     fn drop(&mut self) {
-        for (algo, p) in &self.0 {
-            let _ = bpf::write_params(*algo, p, 0);
+        for (algo, old) in &self.0 {
+            let _ = set_trace_every(*algo, *old);
         }
     }
 }
@@ -80,11 +97,7 @@ pub fn run(o: WatchOpts) -> Result<()> {
         }
         maps.push(bpf::open_map(*algo, "events")?);
         if let Some(n) = o.args.every {
-            let old = bpf::read_params(*algo, 0)?;
-            let mut new = old.clone();
-            new.apply(&[("trace_every".to_string(), n.to_string())])?;
-            bpf::write_params(*algo, &new, 0)?;
-            restore.push((*algo, old));
+            restore.push((*algo, set_trace_every(*algo, n)?));
         }
     }
     let _every = EveryGuard(restore);
@@ -113,12 +126,19 @@ pub fn run(o: WatchOpts) -> Result<()> {
         // the end of this block), and nobody closes it meanwhile.
         let afd =
             unsafe { AsyncFd::register(FdWrap(rb.epoll_fd())) }.map_err(|e| e.into_parts().1)?;
+        // SIGINT, SIGTERM (systemd, timeout(1), kill) and SIGHUP end the
+        // loop normally, so `--every` is restored on every usual way out.
+        use tokio::signal::unix::{signal, SignalKind};
         let ctrl_c = tokio::signal::ctrl_c();
         tokio::pin!(ctrl_c);
+        let mut term = signal(SignalKind::terminate())?;
+        let mut hup = signal(SignalKind::hangup())?;
         loop {
             let tick = tokio::time::sleep(Duration::from_millis(200));
             tokio::select! {
                 _ = &mut ctrl_c => break,
+                _ = term.recv() => break,
+                _ = hup.recv() => break,
                 r = afd.readable() => {
                     let mut g = r?;
                     rb.consume()?;

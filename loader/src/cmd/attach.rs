@@ -49,6 +49,9 @@ pub(super) fn detach(algo: Option<Algo>, all: bool) -> Result<i32> {
         return Ok(0);
     }
     bpf::require_root()?;
+    for l in crate::leftovers::remove()? {
+        println!("removed leftover {}: {}", l.path.display(), l.what);
+    }
     let n = crate::cgroup::unset_all();
     if n > 0 {
         println!("removed {n} cgroup binding(s)");

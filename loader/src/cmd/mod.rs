@@ -13,10 +13,28 @@ mod watch;
 
 use anyhow::Result;
 
-use crate::cli::{Cli, Cmd};
+use crate::cli::{CgroupCmd, Cli, Cmd};
+
+/// Does this command change kernel state?  Those hold the state lock
+/// (`crate::lock`) for their whole run, so two never interleave.
+fn changes_state(cmd: &Cmd) -> bool {
+    match cmd {
+        Cmd::Attach { .. } | Cmd::Detach { .. } => true,
+        Cmd::Tune { show, .. } => !show,
+        Cmd::Apply { dry_run, .. } => !dry_run,
+        Cmd::Cgroup { cmd } => !matches!(cmd, CgroupCmd::List { .. }),
+        // `watch --every` and `serve` lock around their own changes.
+        _ => false,
+    }
+}
 
 pub fn run(cli: Cli) -> Result<i32> {
     let verbose = cli.verbose;
+    let _lock = if changes_state(&cli.cmd) {
+        crate::lock::state()?
+    } else {
+        None
+    };
     match cli.cmd {
         Cmd::Attach {
             algo,

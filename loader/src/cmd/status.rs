@@ -18,6 +18,8 @@ type Ordered<V> = serde_json::Map<String, V>;
 struct Status {
     default_cc: String,
     attached: Vec<AlgoStatus>,
+    /// State a killed ccload left behind (crate::leftovers).
+    leftovers: Vec<crate::leftovers::Leftover>,
 }
 
 #[derive(Serialize)]
@@ -112,6 +114,17 @@ fn print_text(s: &Status) -> std::io::Result<()> {
         };
         writeln!(w, "  stats: {st}")?;
     }
+    if !s.leftovers.is_empty() {
+        writeln!(w, "\nleftovers of an interrupted ccload:")?;
+        for l in &s.leftovers {
+            let fix = if l.removable {
+                "`ccload detach --all` removes it"
+            } else {
+                "not ccload's to remove"
+            };
+            writeln!(w, "  {}: {} ({fix})", l.path.display(), l.what)?;
+        }
+    }
     Ok(())
 }
 
@@ -134,6 +147,7 @@ pub(super) fn run(as_json: bool) -> Result<i32> {
     let s = Status {
         default_cc,
         attached,
+        leftovers: crate::leftovers::find(),
     };
     if as_json {
         println!("{}", serde_json::to_string_pretty(&s)?);
