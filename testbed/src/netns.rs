@@ -75,6 +75,11 @@ impl Default for NetNs {
 
 impl Drop for NetNs {
     fn drop(&mut self) {
+        // Abort the namespace's TCP sockets first (SOCK_DESTROY): a socket
+        // orphaned with data in flight would otherwise outlive the deleted
+        // namespace for minutes, retransmitting into a dead link, and keep
+        // its controller's struct_ops map alive after the test detached it.
+        let _ = sh("ip", &["netns", "exec", &self.name, "ss", "-K", "-t", "-a"]);
         let _ = sh("ip", &["netns", "del", &self.name]);
     }
 }
