@@ -363,10 +363,8 @@ pub fn attach(opts: &AttachOpts) -> Result<AttachOutcome> {
     // written; only then is the default changed.  A kill at any point leaves
     // either nothing visible or a complete attachment, plus at most a
     // `tmp-*` directory that the next state-changing command removes
-    // (`remove_leftovers`).
-    std::fs::create_dir_all(PIN_ROOT).with_context(|| format!("failed to create {PIN_ROOT}"))?;
-    let tmp = Path::new(PIN_ROOT).join(format!("tmp-{algo}-{}", std::process::id()));
-    std::fs::create_dir(&tmp).with_context(|| format!("failed to create {}", tmp.display()))?;
+    // (`leftovers::remove`).
+    let tmp = new_tmp_pin_dir(algo.name())?;
     let mut guard = PinGuard {
         paths: Vec::new(),
         dir: Some(tmp.clone()),
@@ -465,24 +463,60 @@ pub fn detach(algo: Algo) -> Result<()> {
         }
     }
     remove_pins(algo);
-    // Link release (and so unregistration) runs from a kernel workqueue.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while is_registered(algo.name()) {
-        if Instant::now() > deadline {
-            bail!("{algo} still registered 5 s after unpinning: another process holds its link");
-        }
-        std::thread::sleep(Duration::from_millis(10));
+    if !wait_unregistered(&[algo]) {
+        bail!("{algo} still registered 5 s after unpinning: another process holds its link");
     }
     Ok(())
 }
 
-fn remove_pins(algo: Algo) {
-    let _ = std::fs::remove_file(link_pin(algo));
-    for m in MAPS {
-        let _ = std::fs::remove_file(map_pin(algo, m));
+/// Wait (up to 5 s) until none of `algos` is registered: link release, and
+/// so unregistration, runs from a kernel workqueue after the last unpin.
+pub fn wait_unregistered(algos: &[Algo]) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while algos.iter().any(|a| is_registered(a.name())) {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
-    let _ = std::fs::remove_dir(pin_dir(algo));
+    true
+}
+
+fn remove_pins(algo: Algo) {
+    let _ = unpin_dir(&pin_dir(algo));
     gc_pin_root();
+}
+
+/// Unpin everything in one pin directory (its link first) and remove it.
+/// Errors name the path.
+pub fn unpin_dir(dir: &Path) -> Result<()> {
+    let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
+        Ok(d) => d.filter_map(|e| e.ok()).map(|e| e.path()).collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("failed to read {}", dir.display())),
+    };
+    files.sort_by_key(|f| f.file_name() != Some(std::ffi::OsStr::new("link")));
+    for f in files {
+        std::fs::remove_file(&f).with_context(|| format!("failed to unpin {}", f.display()))?;
+    }
+    std::fs::remove_dir(dir).with_context(|| format!("failed to remove {}", dir.display()))
+}
+
+/// Prefix of the private directories an attach or a cgroup binding pins
+/// into before renaming them into place (bpffs allows no dot in a name).
+pub const TMP_PREFIX: &str = "tmp-";
+
+/// `<pin root>/tmp-<tag>-<pid>`: a private pin directory of this process.
+pub fn tmp_pin_path(tag: &str) -> PathBuf {
+    Path::new(PIN_ROOT).join(format!("{TMP_PREFIX}{tag}-{}", std::process::id()))
+}
+
+/// Create [`tmp_pin_path`]`(tag)` (and the pin root).
+pub fn new_tmp_pin_dir(tag: &str) -> Result<PathBuf> {
+    std::fs::create_dir_all(PIN_ROOT).with_context(|| format!("failed to create {PIN_ROOT}"))?;
+    let tmp = tmp_pin_path(tag);
+    std::fs::create_dir(&tmp).with_context(|| format!("failed to create {}", tmp.display()))?;
+    Ok(tmp)
 }
 
 pub fn c_name(bytes: &[std::os::raw::c_char]) -> String {

@@ -105,16 +105,14 @@ pub fn set(path: &Path, algo: &str, profile: u32) -> Result<Binding> {
     // state-changing command removes (crate::leftovers).
     std::fs::create_dir_all(cg_root())
         .with_context(|| format!("failed to create {}", cg_root().display()))?;
-    let pid = std::process::id();
-    let tmp = Path::new(PIN_ROOT).join(format!("tmp-cg-{id}-{pid}"));
-    std::fs::create_dir(&tmp).with_context(|| format!("failed to create {}", tmp.display()))?;
+    let tmp = bpf::new_tmp_pin_dir(&format!("cg-{id}"))?;
     if let Err(e) = attach(path, id, algo, profile, &tmp) {
-        unpin_dir(&tmp);
+        let _ = bpf::unpin_dir(&tmp);
         bpf::gc_pin_root();
         return Err(e);
     }
     let dir = cg_dir(id);
-    let old = Path::new(PIN_ROOT).join(format!("tmp-cg-old-{id}-{pid}"));
+    let old = bpf::tmp_pin_path(&format!("cg-old-{id}"));
     let had_old = dir.exists();
     if had_old {
         std::fs::rename(&dir, &old)
@@ -123,7 +121,7 @@ pub fn set(path: &Path, algo: &str, profile: u32) -> Result<Binding> {
     std::fs::rename(&tmp, &dir)
         .with_context(|| format!("failed to rename {} to {}", tmp.display(), dir.display()))?;
     if had_old {
-        unpin_dir(&old);
+        let _ = bpf::unpin_dir(&old);
     }
     Ok(Binding {
         cgroup: Some(path.to_path_buf()),
@@ -176,16 +174,8 @@ fn attach(path: &Path, id: u64, algo: &str, profile: u32, dir: &Path) -> Result<
     Ok(())
 }
 
-/// Unpin a binding directory's objects and remove it.
-fn unpin_dir(dir: &Path) {
-    for f in ["link", "binding", "cg_stats"] {
-        let _ = std::fs::remove_file(dir.join(f));
-    }
-    let _ = std::fs::remove_dir(dir);
-}
-
 fn remove(id: u64) {
-    unpin_dir(&cg_dir(id));
+    let _ = bpf::unpin_dir(&cg_dir(id));
     let _ = std::fs::remove_dir(cg_root());
     bpf::gc_pin_root();
 }

@@ -13,7 +13,6 @@
 //!   another process or loader (reported; ccload cannot remove it).
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use crate::algos::Algo;
 use crate::bpf::{self, PIN_ROOT};
@@ -50,7 +49,7 @@ pub fn find() -> Vec<Leftover> {
             .unwrap_or_default()
             .to_string_lossy()
             .to_string();
-        if name.starts_with("tmp-") {
+        if name.starts_with(bpf::TMP_PREFIX) {
             out.push(Leftover {
                 what: "unfinished attach or binding (killed while pinning)".into(),
                 path: p,
@@ -89,15 +88,6 @@ pub fn find() -> Vec<Leftover> {
     out
 }
 
-/// Remove one pin directory (its files, then itself).  Errors name the path.
-fn remove_dir(dir: &Path) -> anyhow::Result<()> {
-    use anyhow::Context;
-    for f in entries(dir) {
-        std::fs::remove_file(&f).with_context(|| format!("failed to unpin {}", f.display()))?;
-    }
-    std::fs::remove_dir(dir).with_context(|| format!("failed to remove {}", dir.display()))
-}
-
 /// Remove every removable leftover; returns what was removed.  Call with the
 /// state lock held.  A removed `tmp-*` directory may have held a link: wait
 /// (up to 5 s) until the kernel has released the names it registered.
@@ -106,21 +96,19 @@ pub fn remove() -> anyhow::Result<Vec<Leftover>> {
     let mut had_link = false;
     for l in &found {
         had_link |= l.path.join("link").exists();
-        remove_dir(&l.path)?;
+        bpf::unpin_dir(&l.path)?;
     }
     let _ = std::fs::remove_dir(crate::cgroup::cg_root()); // only if empty
     if !found.is_empty() {
         bpf::gc_pin_root();
     }
     if had_link {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Algo::ALL
-            .iter()
-            .any(|a| !bpf::is_attached(*a) && bpf::is_registered(a.name()))
-            && Instant::now() < deadline
-        {
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        // Only names without an attachment can have been held by a tmp-* link.
+        let free: Vec<Algo> = Algo::ALL
+            .into_iter()
+            .filter(|a| !bpf::is_attached(*a))
+            .collect();
+        bpf::wait_unregistered(&free);
     }
     Ok(found)
 }

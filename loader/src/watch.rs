@@ -54,12 +54,7 @@ fn matches(ev: &Event, o: &WatchOpts) -> bool {
 fn set_trace_every(algo: Algo, n: u32) -> Result<u32> {
     let _lock = crate::lock::state()?;
     let mut p = bpf::read_params(algo, 0)?;
-    let idx = algo
-        .params()
-        .iter()
-        .position(|d| d.name == "trace_every")
-        .context("no trace_every tunable")?;
-    let old = p.raw[idx];
+    let old = p.get("trace_every").context("no trace_every tunable")?;
     p.apply(&[("trace_every".to_string(), n.to_string())])?;
     bpf::write_params(algo, &p, 0)?;
     Ok(old)
