@@ -7,6 +7,17 @@ use ccload_itests::*;
 
 const MB: u64 = 1 << 20;
 
+/// CLOCK_MONOTONIC in microseconds: the clock of `tcp_mstamp` (`t_us`).
+fn mono_us() -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes only into `ts`.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec * 1_000_000 + ts.tv_nsec / 1_000
+}
+
 /// The Kp of the kernel's L1 law in a controlled record (Kd = 0 here).
 fn kp_used(rec: &serde_json::Value) -> Option<i64> {
     ccpd_kp_used(rec, &[2048, 8192])
@@ -41,28 +52,34 @@ fn tune_during_a_transfer_changes_the_law_within_rounds() {
             before >= 5,
             "no controlled rounds seen under kp=2 (link too slow to lose?)"
         );
+        // Records carry the ACK's tcp_mstamp (CLOCK_MONOTONIC, us). The
+        // law reads its gains from the map on every ACK, so a record
+        // stamped after `tune` returned must use the new Kp, and one
+        // stamped before `tune` started the old one, however long the
+        // record then sat in the ring, the pipe or the channel.
+        let t0 = mono_us();
         let out = ccload_ok(&["tune", "--algo", "ccpd", "--set", "kp=8"]);
+        let t1 = mono_us();
         assert!(out.contains("kp: 2 -> 8"), "{out}");
         let t_tune = Instant::now();
-        // Phase 2: within a few rounds every controlled record uses Kp = 8.
-        let (mut after, mut stale) = (0, 0);
+        // Phase 2: every controlled record stamped after the tune uses Kp = 8.
+        let mut after = 0;
         while after < 5 && t_tune.elapsed() < Duration::from_secs(20) {
             if let Ok(r) = w.rx.recv_timeout(Duration::from_millis(500)) {
+                let t = i(&r, "t_us");
                 match kp_used(&r) {
-                    Some(8192) => after += 1,
-                    Some(_) => {
-                        assert_eq!(after, 0, "old Kp used after the new one took effect");
-                        stale += 1;
-                    }
-                    None => {}
+                    Some(kp) if t >= t1 => assert_eq!(kp, 8192, "old Kp at t={t} after the tune"),
+                    Some(kp) if t < t0 => assert_eq!(kp, 2048, "new Kp at t={t} before the tune"),
+                    // Stamped while `tune` ran: either gain is right.
+                    Some(_) => {}
+                    None => continue,
+                }
+                if t >= t1 {
+                    after += 1;
                 }
             }
         }
         assert!(after >= 5, "kp=8 never reached the kernel's law");
-        assert!(
-            stale <= 3,
-            "{stale} rounds still used the old Kp (records queued before the tune)"
-        );
         h.join().unwrap()
     });
     let t = flow.expect("transfer completes");
