@@ -16,6 +16,7 @@
 //! would spread the layout over files.
 
 use std::mem::MaybeUninit;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -56,12 +57,44 @@ pub fn attached() -> Vec<Algo> {
     Algo::ALL.into_iter().filter(|a| is_attached(*a)).collect()
 }
 
+/// Root, with the capabilities that loading and attaching need:
+/// CAP_BPF and CAP_PERFMON (struct_ops programs), CAP_NET_ADMIN (the
+/// cgroup sock_ops program); CAP_SYS_ADMIN stands in for all three, as in
+/// the kernel. Nothing else is needed (tests/tests/deploy.rs runs the
+/// daemon with exactly these).
 pub fn require_root() -> Result<(), CclError> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Err(CclError::NotRoot);
     }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let missing = missing_caps(&status);
+    if !missing.is_empty() {
+        return Err(CclError::MissingCaps(missing.join(", ")));
+    }
     Ok(())
+}
+
+/// The needed capabilities absent from `CapEff` in a /proc/PID/status text
+/// (none when the line cannot be read: the kernel will say EPERM then).
+pub(crate) fn missing_caps(status: &str) -> Vec<&'static str> {
+    const SYS_ADMIN: u32 = 21;
+    const NEEDED: [(u32, &str); 3] = [(39, "CAP_BPF"), (38, "CAP_PERFMON"), (12, "CAP_NET_ADMIN")];
+    let Some(eff) = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|h| u64::from_str_radix(h.trim(), 16).ok())
+    else {
+        return Vec::new();
+    };
+    if eff & (1 << SYS_ADMIN) != 0 {
+        return Vec::new();
+    }
+    NEEDED
+        .iter()
+        .filter(|(bit, _)| eff & (1u64 << bit) == 0)
+        .map(|(_, name)| *name)
+        .collect()
 }
 
 /// bpffs at /sys/fs/bpf, and struct_ops support.
@@ -71,6 +104,7 @@ pub fn require_kernel() -> Result<(), CclError> {
             "bpffs is not mounted at /sys/fs/bpf (fix: mount -t bpf bpf /sys/fs/bpf)".into(),
         ));
     }
+    check_pin_root()?;
     if !Path::new("/sys/kernel/btf/vmlinux").exists() {
         return Err(CclError::Unsupported(
             "the kernel has no BTF (/sys/kernel/btf/vmlinux); CONFIG_DEBUG_INFO_BTF=y is needed"
@@ -136,13 +170,56 @@ pub fn sk_profile_pin() -> PathBuf {
 /// Point the object's `sk_profile` map at the shared pin: libbpf reuses it
 /// when pinned, else creates and pins it at load.
 pub fn share_sk_profile(obj: &mut OpenObject) -> Result<()> {
-    std::fs::create_dir_all(PIN_ROOT)?;
+    ensure_pin_root()?;
     for mut map in obj.maps_mut() {
         if map.name() == "sk_profile" {
             map.set_pin_path(sk_profile_pin())?;
         }
     }
     Ok(())
+}
+
+/// Create the pin root (0700), or check the existing one: bpffs is often
+/// mounted world-writable (1777), so a directory someone else made first
+/// could hold maps or links they planted.
+pub fn ensure_pin_root() -> Result<()> {
+    match std::fs::DirBuilder::new().mode(0o700).create(PIN_ROOT) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(check_pin_root()?),
+        Err(e) => Err(e).with_context(|| format!("failed to create {PIN_ROOT}")),
+    }
+}
+
+/// An existing pin root must be a real directory (not a symlink), owned by
+/// root, writable by no one else. Absent is fine.
+pub fn check_pin_root() -> Result<(), CclError> {
+    match std::fs::symlink_metadata(PIN_ROOT) {
+        Ok(md) => pin_root_problem(&md).map_or(Ok(()), |why| {
+            Err(CclError::Unsupported(format!(
+                "refusing to use {PIN_ROOT}: {why}; someone else may have created it. \
+                 Inspect it, then remove it (rm -r {PIN_ROOT}) and run ccload again"
+            )))
+        }),
+        Err(_) => Ok(()),
+    }
+}
+
+fn pin_root_problem(md: &std::fs::Metadata) -> Option<String> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if md.file_type().is_symlink() {
+        return Some("it is a symlink".into());
+    }
+    if !md.is_dir() {
+        return Some("it is not a directory".into());
+    }
+    if md.uid() != 0 {
+        return Some(format!("it is owned by uid {}, not root", md.uid()));
+    }
+    let mode = md.permissions().mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Some(format!("it is group- or other-writable (mode {mode:04o})"));
+    }
+    None
 }
 
 /// Remove the shared pin and the pin root once nothing else is pinned there.
@@ -513,7 +590,7 @@ pub fn tmp_pin_path(tag: &str) -> PathBuf {
 
 /// Create [`tmp_pin_path`]`(tag)` (and the pin root).
 pub fn new_tmp_pin_dir(tag: &str) -> Result<PathBuf> {
-    std::fs::create_dir_all(PIN_ROOT).with_context(|| format!("failed to create {PIN_ROOT}"))?;
+    ensure_pin_root()?;
     let tmp = tmp_pin_path(tag);
     std::fs::create_dir(&tmp).with_context(|| format!("failed to create {}", tmp.display()))?;
     Ok(tmp)
@@ -642,6 +719,22 @@ mod tests {
             std::mem::size_of::<sk::ccl_meta>(),
             std::mem::size_of::<intf::ccl_meta>()
         );
+    }
+
+    #[test]
+    fn needed_capabilities_are_read_from_capeff() {
+        let st = |eff: u64| format!("Name:\tx\nCapEff:\t{eff:016x}\n");
+        assert!(missing_caps(&st(u64::MAX)).is_empty());
+        assert!(
+            missing_caps(&st(1 << 21)).is_empty(),
+            "CAP_SYS_ADMIN covers all"
+        );
+        assert_eq!(
+            missing_caps(&st((1 << 39) | (1 << 12))),
+            vec!["CAP_PERFMON"]
+        );
+        assert_eq!(missing_caps(&st(0)).len(), 3);
+        assert!(missing_caps("no such line").is_empty());
     }
 
     #[test]

@@ -41,27 +41,88 @@ pub struct Binding {
     pub errors: u64,
 }
 
+/// A cgroup v2 directory, opened once: its id and the attach all use this
+/// fd, so a path swapped (renamed, replaced by a symlink) after the checks
+/// cannot redirect the binding.
+pub struct CgroupDir {
+    /// Absolute, without symlinks (relative paths are taken from the
+    /// current directory).
+    pub path: PathBuf,
+    /// The cgroup id (the kernfs inode number).
+    pub id: u64,
+    fd: std::os::fd::OwnedFd,
+}
+
+impl CgroupDir {
+    pub fn open(path: &Path) -> Result<CgroupDir> {
+        use std::os::fd::FromRawFd;
+        let abs = std::path::absolute(path)
+            .with_context(|| format!("cgroup {}: bad path", path.display()))?;
+        let real = std::fs::canonicalize(&abs)
+            .with_context(|| format!("cgroup {}: no such directory", path.display()))?;
+        if real != normalize(&abs) {
+            bail!(
+                "cgroup {} goes through a symlink (it is {}); give the real path",
+                path.display(),
+                real.display()
+            );
+        }
+        let c = std::ffi::CString::new(real.as_os_str().as_encoded_bytes())?;
+        // SAFETY: open(2) on a valid C string; the fd is owned below.
+        let fd = unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            let e = std::io::Error::last_os_error();
+            bail!("cgroup {}: {e}", real.display());
+        }
+        // SAFETY: a fresh fd we own.
+        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        // SAFETY: fstatfs on an open fd into a zeroed struct.
+        let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstatfs(fd.as_raw_fd(), &mut st) } != 0 {
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("statfs {}", real.display()));
+        }
+        if st.f_type as i64 != CGROUP2_SUPER_MAGIC {
+            bail!(
+                "{} is not in a cgroup v2 hierarchy (sock_ops programs attach to cgroup2 only)",
+                real.display()
+            );
+        }
+        let file = std::fs::File::from(fd.try_clone()?);
+        let id = file
+            .metadata()
+            .with_context(|| format!("stat {}", real.display()))?
+            .ino();
+        Ok(CgroupDir { path: real, id, fd })
+    }
+}
+
+/// `p` with `.` and `..` components resolved lexically (`absolute` keeps
+/// them), to compare with the canonical path.
+fn normalize(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
 /// The cgroup v2 id (its kernfs inode) of `path`, which must be a cgroup v2
 /// directory.
 pub fn cgroup_id(path: &Path) -> Result<u64> {
-    let md = std::fs::metadata(path)
-        .with_context(|| format!("cgroup {}: no such directory", path.display()))?;
-    if !md.is_dir() {
-        bail!("{} is not a directory", path.display());
-    }
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())?;
-    // SAFETY: statfs on a valid C string into a zeroed struct.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
-        return Err(std::io::Error::last_os_error()).context("statfs");
-    }
-    if st.f_type as i64 != CGROUP2_SUPER_MAGIC {
-        bail!(
-            "{} is not in a cgroup v2 hierarchy (sock_ops programs attach to cgroup2 only)",
-            path.display()
-        );
-    }
-    Ok(md.ino())
+    Ok(CgroupDir::open(path)?.id)
 }
 
 /// Whether `name` can be given to sockets: a registered CC (ours must be
@@ -83,7 +144,8 @@ fn check_algo(name: &str) -> Result<()> {
 /// tunable profile `profile`.  Replaces an existing binding of that cgroup.
 pub fn set(path: &Path, algo: &str, profile: u32) -> Result<Binding> {
     bpf::require_root()?;
-    let id = cgroup_id(path)?;
+    let cg = CgroupDir::open(path)?;
+    let id = cg.id;
     check_algo(algo)?;
     if profile >= intf::CCL_NR_PROFILES {
         bail!(
@@ -106,7 +168,7 @@ pub fn set(path: &Path, algo: &str, profile: u32) -> Result<Binding> {
     std::fs::create_dir_all(cg_root())
         .with_context(|| format!("failed to create {}", cg_root().display()))?;
     let tmp = bpf::new_tmp_pin_dir(&format!("cg-{id}"))?;
-    if let Err(e) = attach(path, id, algo, profile, &tmp) {
+    if let Err(e) = attach(&cg, algo, profile, &tmp) {
         let _ = bpf::unpin_dir(&tmp);
         bpf::gc_pin_root();
         return Err(e);
@@ -124,7 +186,7 @@ pub fn set(path: &Path, algo: &str, profile: u32) -> Result<Binding> {
         let _ = bpf::unpin_dir(&old);
     }
     Ok(Binding {
-        cgroup: Some(path.to_path_buf()),
+        cgroup: Some(cg.path.clone()),
         cgroup_id: id,
         algo: algo.to_string(),
         profile,
@@ -134,7 +196,8 @@ pub fn set(path: &Path, algo: &str, profile: u32) -> Result<Binding> {
     })
 }
 
-fn attach(path: &Path, id: u64, algo: &str, profile: u32, dir: &Path) -> Result<()> {
+fn attach(cg: &CgroupDir, algo: &str, profile: u32, dir: &Path) -> Result<()> {
+    let (path, id) = (&cg.path, cg.id);
     let mut storage = MaybeUninit::uninit();
     let builder = crate::skel::cgroup::CgroupSkelBuilder::default();
     let mut open = builder
@@ -162,11 +225,10 @@ fn attach(path: &Path, id: u64, algo: &str, profile: u32, dir: &Path) -> Result<
     skel.maps
         .binding
         .update(&0u32.to_ne_bytes(), bytes, MapFlags::ANY)?;
-    let cg = std::fs::File::open(path)?;
     let mut link = skel
         .progs
         .ccl_cgroup_sockops
-        .attach_cgroup(cg.as_raw_fd())
+        .attach_cgroup(cg.fd.as_raw_fd())
         .with_context(|| format!("failed to attach sock_ops to {}", path.display()))?;
     skel.maps.binding.pin(dir.join("binding"))?;
     skel.maps.cg_stats.pin(dir.join("cg_stats"))?;

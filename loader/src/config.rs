@@ -19,6 +19,8 @@
 //! [serve]                           # for `ccload serve`
 //! metrics = "127.0.0.1:9464"
 //! on_exit = "keep"                  # or "remove"
+//! max_connections = 64              # metrics connections served at once
+//! request_timeout_ms = 10000        # whole HTTP exchange, read + write
 //! ```
 //!
 //! Size: over 400 lines because parsing, validation, the plan (diff) and its
@@ -85,9 +87,22 @@ pub struct ServeCfg {
     pub metrics: String,
     #[serde(default = "default_on_exit")]
     pub on_exit: OnExit,
-    /// Local socket where `ccload watch --from` clients get telemetry.
+    /// Local socket where `ccload watch` clients get telemetry.
     #[serde(default = "default_socket")]
     pub socket: PathBuf,
+    /// Metrics connections served at once; more are closed unanswered.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: Spanned<u32>,
+    /// Deadline of one HTTP exchange (accept to last byte written), ms.
+    #[serde(default = "default_request_timeout_ms")]
+    pub request_timeout_ms: Spanned<u32>,
+}
+
+fn default_max_connections() -> Spanned<u32> {
+    Spanned::new(0..0, 64)
+}
+fn default_request_timeout_ms() -> Spanned<u32> {
+    Spanned::new(0..0, 10_000)
 }
 
 fn default_metrics() -> String {
@@ -109,6 +124,8 @@ impl Default for ServeCfg {
             metrics: default_metrics(),
             on_exit: default_on_exit(),
             socket: default_socket(),
+            max_connections: default_max_connections(),
+            request_timeout_ms: default_request_timeout_ms(),
         }
     }
 }
@@ -131,6 +148,8 @@ pub struct ServeCfgResolved {
     pub metrics: String,
     pub remove_on_exit: bool,
     pub socket: PathBuf,
+    pub max_connections: usize,
+    pub request_timeout: std::time::Duration,
 }
 
 /// `file:line:col: msg` for a byte span of `text`.
@@ -196,8 +215,35 @@ pub fn parse(file: &Path, text: &str) -> Result<Desired> {
             metrics: cfg.serve.metrics.clone(),
             remove_on_exit: cfg.serve.on_exit == OnExit::Remove,
             socket: cfg.serve.socket.clone(),
+            max_connections: *cfg.serve.max_connections.get_ref() as usize,
+            request_timeout: std::time::Duration::from_millis(
+                *cfg.serve.request_timeout_ms.get_ref() as u64,
+            ),
         },
     };
+    let (mc, rt) = (&cfg.serve.max_connections, &cfg.serve.request_timeout_ms);
+    if !(1..=65536).contains(mc.get_ref()) {
+        return Err(at(
+            file,
+            text,
+            mc.span(),
+            format!(
+                "serve.max_connections {} is outside 1..=65536",
+                mc.get_ref()
+            ),
+        ));
+    }
+    if !(100..=600_000).contains(rt.get_ref()) {
+        return Err(at(
+            file,
+            text,
+            rt.span(),
+            format!(
+                "serve.request_timeout_ms {} is outside 100..=600000",
+                rt.get_ref()
+            ),
+        ));
+    }
     if let Err(e) = d.serve.metrics.parse::<std::net::SocketAddr>() {
         bail!(
             "{}: serve.metrics `{}`: {e}",
@@ -250,11 +296,26 @@ pub fn parse(file: &Path, text: &str) -> Result<Desired> {
         by_name.insert(name.get_ref().clone(), (algo, *id));
         *id += 1;
     }
+    // Two spellings of one cgroup (a relative path, a second mount) are one
+    // cgroup: keyed by id.
+    let mut ids: BTreeMap<u64, PathBuf> = BTreeMap::new();
     for c in &cfg.cgroups {
-        let path = c.path.get_ref();
-        if let Err(e) = cgroup::cgroup_id(path) {
-            return Err(at(file, text, c.path.span(), format!("{e:#}")));
+        let cg = cgroup::CgroupDir::open(c.path.get_ref())
+            .map_err(|e| at(file, text, c.path.span(), format!("{e:#}")))?;
+        if let Some(first) = ids.insert(cg.id, cg.path.clone()) {
+            return Err(at(
+                file,
+                text,
+                c.path.span(),
+                format!(
+                    "cgroup listed twice: {} is {} (cgroup id {})",
+                    c.path.get_ref().display(),
+                    first.display(),
+                    cg.id
+                ),
+            ));
         }
+        let path = &cg.path;
         let name = c.algo.get_ref();
         let ours = name.parse::<Algo>().ok();
         let profile = match (&c.profile, ours) {
@@ -306,12 +367,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Desired> {
             }
             _ => {}
         }
-        if d.cgroups
-            .insert(path.clone(), (name.clone(), profile))
-            .is_some()
-        {
-            return Err(at(file, text, c.path.span(), "cgroup listed twice"));
-        }
+        d.cgroups.insert(path.clone(), (name.clone(), profile));
     }
     if let Some(dc) = &cfg.default_cc {
         let n = dc.get_ref();
@@ -353,7 +409,11 @@ pub enum Change {
         algo: String,
         profile: u32,
     },
-    Unbind(PathBuf),
+    /// Unbind a cgroup by id; `path` when the binding recorded one.
+    Unbind {
+        id: u64,
+        path: Option<PathBuf>,
+    },
     DefaultCc {
         from: String,
         to: String,
@@ -384,7 +444,8 @@ impl std::fmt::Display for Change {
             } => {
                 write!(f, "+ bind {} -> {algo} profile {profile}", path.display())
             }
-            Change::Unbind(p) => write!(f, "- unbind {}", p.display()),
+            Change::Unbind { path: Some(p), .. } => write!(f, "- unbind {}", p.display()),
+            Change::Unbind { id, path: None } => write!(f, "- unbind <cgroup id {id}>"),
             Change::DefaultCc { from, to } => write!(f, "~ default_cc {from} -> {to}"),
         }
     }
@@ -444,11 +505,10 @@ pub fn plan(d: &Desired) -> Result<Vec<Change>> {
     }
     for (id, b) in &have {
         if !wanted_ids.contains(id) {
-            out.push(Change::Unbind(
-                b.cgroup
-                    .clone()
-                    .unwrap_or_else(|| PathBuf::from(format!("<cgroup id {id}>"))),
-            ));
+            out.push(Change::Unbind {
+                id: *id,
+                path: b.cgroup.clone(),
+            });
         }
     }
     if let Some(to) = &d.default_cc {
@@ -472,7 +532,7 @@ pub fn execute(changes: &[Change], verbose: bool) -> Result<()> {
         Change::Tune { .. } => 1,
         Change::Bind { .. } => 2,
         Change::DefaultCc { .. } => 3,
-        Change::Unbind(_) => 4,
+        Change::Unbind { .. } => 4,
         Change::Detach(_) => 5,
     };
     let mut v: Vec<&Change> = changes.iter().collect();
@@ -502,18 +562,9 @@ pub fn execute(changes: &[Change], verbose: bool) -> Result<()> {
                 cgroup::set(path, algo, *profile)?;
             }
             Change::DefaultCc { to, .. } => sysctl::set_default_cc(to)?,
-            Change::Unbind(p) => {
-                if p.exists() {
-                    cgroup::unset(p)?;
-                } else if let Some(id) = p
-                    .to_str()
-                    .and_then(|s| s.strip_prefix("<cgroup id "))
-                    .and_then(|s| s.strip_suffix('>'))
-                    .and_then(|s| s.parse().ok())
-                {
-                    cgroup::unset_id(id);
-                }
-            }
+            // By id: the directory may be gone (the binding then only
+            // holds a dead cgroup's link).
+            Change::Unbind { id, .. } => cgroup::unset_id(*id),
             Change::Detach(a) => bpf::detach(*a)?,
         }
     }

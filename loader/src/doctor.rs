@@ -37,12 +37,6 @@ pub fn kernel_version() -> Option<(u32, u32)> {
     Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
 }
 
-fn caps_effective() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with("CapEff:"))?;
-    u64::from_str_radix(line.split_whitespace().nth(1)?, 16).ok()
-}
-
 fn cgroup2_mount() -> Option<String> {
     let m = std::fs::read_to_string("/proc/mounts").ok()?;
     m.lines()
@@ -122,26 +116,29 @@ pub fn checks() -> Vec<Check> {
         "/sys/fs/bpf".into(),
         Some("mount -t bpf bpf /sys/fs/bpf"),
     );
-    let caps = caps_effective().unwrap_or(0);
-    let need = [
-        (39, "CAP_BPF"),
-        (12, "CAP_NET_ADMIN"),
-        (21, "CAP_SYS_ADMIN"),
-    ];
-    let missing: Vec<&str> = need
-        .iter()
-        .filter(|(bit, _)| caps & (1u64 << bit) == 0)
-        .map(|(_, n)| *n)
-        .collect();
+    if fs {
+        let problem = crate::bpf::check_pin_root().err();
+        add(
+            "pin root",
+            problem.is_none(),
+            problem.map_or_else(
+                || format!("{} absent or root-owned 0700", crate::bpf::PIN_ROOT),
+                |e| e.to_string(),
+            ),
+            Some("inspect it, then rm -r /sys/fs/bpf/ccload"),
+        );
+    }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let missing = crate::bpf::missing_caps(&status);
     add(
         "capabilities",
         missing.is_empty(),
         if missing.is_empty() {
-            "CAP_BPF, CAP_NET_ADMIN, CAP_SYS_ADMIN".into()
+            "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN (or CAP_SYS_ADMIN)".into()
         } else {
             format!("missing {}", missing.join(", "))
         },
-        Some("run as root (sudo ccload ...)"),
+        Some("run as root (sudo ccload ...) with CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN"),
     );
     let cg = cgroup2_mount();
     add(

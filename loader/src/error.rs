@@ -22,8 +22,15 @@ pub enum CclError {
         why: String,
     },
 
-    #[error("must run as root (loading BPF needs CAP_BPF, CAP_NET_ADMIN and CAP_SYS_ADMIN)")]
+    #[error("must run as root (loading BPF needs CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN)")]
     NotRoot,
+
+    #[error(
+        "running as root without {0}: ccload needs CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN \
+         (or CAP_SYS_ADMIN); check the service's CapabilityBoundingSet or the container's \
+         capabilities"
+    )]
+    MissingCaps(String),
 
     #[error("{0}")]
     Unsupported(String),

@@ -28,6 +28,8 @@ pub(crate) mod watch;
 mod ccpd_loop_tests;
 #[cfg(test)]
 mod core_tests;
+#[cfg(test)]
+mod fuzz_tests;
 
 /// The layouts of bpf/ccload_intf.h and the arithmetic cores (bindgen).
 pub(crate) mod intf {

@@ -80,7 +80,7 @@ pub fn dump(
 /// The messages of one receive batch: `on_msg` for data messages; Ok(true)
 /// at NLMSG_DONE; an error for an NLMSG_ERROR with a code, or one too short
 /// to carry its code (16-byte header + 4-byte error).
-fn walk(data: &[u8], on_msg: &mut impl FnMut(u16, &[u8])) -> io::Result<bool> {
+pub(crate) fn walk(data: &[u8], on_msg: &mut impl FnMut(u16, &[u8])) -> io::Result<bool> {
     let mut off = 0;
     while off + 16 <= data.len() {
         let len = u32::from_ne_bytes(data[off..off + 4].try_into().unwrap()) as usize;

@@ -47,21 +47,38 @@ pub fn frame(rec: &[u8]) -> [u8; 4] {
     (rec.len() as u32).to_le_bytes()
 }
 
+/// The largest record the wire carries: a `struct ccl_event` is a few
+/// hundred bytes; a larger length means a corrupt or hostile stream.
+pub const MAX_RECORD: usize = 64 * 1024;
+
 /// Reassembles framed records from a byte stream read in arbitrary chunks.
+/// A length above [`MAX_RECORD`] is skipped with its data rather than
+/// buffered (it can only come from a corrupt stream).
 #[derive(Default)]
 pub struct Deframer {
     buf: Vec<u8>,
+    /// A length above MAX_RECORD was seen.
+    pub corrupt: bool,
 }
 
 impl Deframer {
     /// Add bytes read from the socket; call [`Deframer::next_record`] after.
     pub fn push(&mut self, bytes: &[u8]) {
-        self.buf.extend_from_slice(bytes);
+        if !self.corrupt {
+            self.buf.extend_from_slice(bytes);
+        }
     }
 
     /// The next complete record, if one has arrived.
     pub fn next_record(&mut self) -> Option<Vec<u8>> {
         let len = u32::from_le_bytes(self.buf.get(..4)?.try_into().ok()?) as usize;
+        if len > MAX_RECORD {
+            // Resynchronisation is impossible in a length-prefixed stream:
+            // drop what we have; the reader reports the stream as corrupt.
+            self.buf.clear();
+            self.corrupt = true;
+            return None;
+        }
         if self.buf.len() - 4 < len {
             return None;
         }
@@ -94,5 +111,18 @@ mod tests {
             }
             assert_eq!(got, recs, "chunk {chunk}");
         }
+    }
+
+    #[test]
+    fn an_oversized_length_marks_the_stream_corrupt_without_buffering() {
+        let mut d = Deframer::default();
+        d.push(&u32::MAX.to_le_bytes());
+        d.push(&[0; 100]);
+        assert!(d.next_record().is_none());
+        assert!(d.corrupt);
+        d.push(&frame(b"abc"));
+        d.push(b"abc");
+        assert!(d.next_record().is_none(), "nothing after corruption");
+        assert!(d.buf.is_empty());
     }
 }

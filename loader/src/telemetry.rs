@@ -187,8 +187,23 @@ impl Event {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// The raw bytes of a record of `algo` with `profile` (srtt 10 ms,
+    /// cwnd 20), as the ring buffer delivers them.
+    pub(crate) fn sample_record(algo: Algo, profile: u32) -> Vec<u8> {
+        let ev = intf::ccl_event {
+            algo: algo.id(),
+            profile,
+            srtt_us: 10_000,
+            snd_cwnd: 20,
+            family: libc::AF_INET as u16,
+            ..Default::default()
+        };
+        // SAFETY: ccl_event is plain old data of EVENT_SIZE bytes.
+        unsafe { std::slice::from_raw_parts(&ev as *const _ as *const u8, EVENT_SIZE).to_vec() }
+    }
 
     #[test]
     fn descriptors_lie_inside_the_union() {

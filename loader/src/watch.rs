@@ -380,6 +380,13 @@ fn run_from_daemon(o: WatchOpts, sock: std::os::unix::net::UnixStream) -> Result
         if pr.push_all(batch, &o, &drops0)? {
             break;
         }
+        if frames.corrupt {
+            pr.finish(&o, &drops0)?;
+            bail!(
+                "the daemon's telemetry stream is corrupt (a record longer than {} bytes)",
+                crate::stream::MAX_RECORD
+            );
+        }
     }
     pr.finish(&o, &drops0)?;
     eprintln!("ccload: {} records shown (from the daemon)", pr.seen);

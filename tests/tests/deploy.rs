@@ -2,7 +2,11 @@
 //! hardening; the Kubernetes DaemonSet is well-formed, grants only the
 //! capabilities ccload needs, and its ConfigMap is a valid ccload config.
 
+use std::io::{Read, Write};
 use std::path::Path;
+use std::time::Duration;
+
+use ccload_itests::*;
 
 fn root() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
@@ -20,19 +24,21 @@ fn systemd_unit_verifies_and_is_hardened() {
     let caps = get("CapabilityBoundingSet").expect("bounding set");
     let mut c: Vec<&str> = caps.split_whitespace().collect();
     c.sort();
-    assert_eq!(
-        c,
-        [
-            "CAP_BPF",
-            "CAP_NET_ADMIN",
-            "CAP_PERFMON",
-            "CAP_SYS_ADMIN",
-            "CAP_SYS_RESOURCE"
-        ]
-    );
+    assert_eq!(c, ["CAP_BPF", "CAP_NET_ADMIN", "CAP_PERFMON"]);
+    assert_eq!(get("AmbientCapabilities"), Some(caps));
     for (k, v) in [
         ("NoNewPrivileges", "yes"),
         ("ProtectSystem", "strict"),
+        ("ProtectKernelTunables", "yes"),
+        ("ProtectControlGroups", "yes"),
+        (
+            "ReadWritePaths",
+            "/sys/fs/bpf /proc/sys/net/ipv4/tcp_congestion_control",
+        ),
+        ("IPAddressDeny", "any"),
+        ("IPAddressAllow", "localhost"),
+        ("LimitNOFILE", "4096"),
+        ("MemoryMax", "256M"),
         ("ProtectHome", "yes"),
         ("PrivateTmp", "yes"),
         ("ExecReload", "/bin/kill -HUP $MAINPID"),
@@ -112,10 +118,24 @@ fn daemonset_is_well_formed_and_least_privilege() {
         .map(|v| v.as_str().unwrap())
         .collect();
     add.sort();
+    assert_eq!(add, ["BPF", "NET_ADMIN", "PERFMON"]);
+    assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault");
     assert_eq!(
-        add,
-        ["BPF", "NET_ADMIN", "PERFMON", "SYS_ADMIN", "SYS_RESOURCE"]
+        spec["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
     );
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    let cg = c["volumeMounts"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|m| m["mountPath"] == "/sys/fs/cgroup")
+        .expect("cgroup mount");
+    assert_eq!(cg["readOnly"], true, "the cgroup tree is mounted read-only");
+    for probe in ["livenessProbe", "readinessProbe"] {
+        assert_eq!(c[probe]["httpGet"]["path"], "/healthz", "{probe}");
+        assert_eq!(c[probe]["httpGet"]["host"], "127.0.0.1", "{probe}");
+    }
     // Bidirectional propagation needs a privileged container.
     for m in c["volumeMounts"].as_sequence().unwrap() {
         assert_ne!(m["mountPropagation"], "Bidirectional", "{m:?}");
@@ -148,6 +168,11 @@ fn daemonset_is_well_formed_and_least_privilege() {
     let cfg = cm["data"]["config.toml"].as_str().unwrap();
     let d = ccload::config::parse(Path::new("daemonset.yaml:config.toml"), cfg)
         .unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(
+        d.serve.metrics.starts_with("127.0.0.1:"),
+        "metrics on loopback by default: {}",
+        d.serve.metrics
+    );
     assert_eq!(
         d.serve.metrics.rsplit(':').next(),
         c["ports"][0]["containerPort"]
@@ -155,4 +180,136 @@ fn daemonset_is_well_formed_and_least_privilege() {
             .map(|p| p.to_string())
             .as_deref()
     );
+}
+
+/// The capabilities the unit grants, as setpriv's bounding-set argument.
+fn unit_caps() -> Vec<String> {
+    let unit = std::fs::read_to_string(root().join("deploy/ccload.service")).unwrap();
+    unit.lines()
+        .find_map(|l| l.strip_prefix("CapabilityBoundingSet="))
+        .expect("bounding set")
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+fn setpriv_set(caps: &[String]) -> String {
+    let mut s = "-all".to_string();
+    for c in caps {
+        s.push_str(&format!(
+            ",+{}",
+            c.trim_start_matches("CAP_").to_lowercase()
+        ));
+    }
+    s
+}
+
+/// Run `ccload serve` under `setpriv --bounding-set`, stderr to `log`.
+fn serve_with_caps(caps: &[String], cfg: &Path, log: &Path) -> std::process::Child {
+    std::process::Command::new("setpriv")
+        .args(["--bounding-set", &setpriv_set(caps), "--"])
+        .arg(ccload_bin())
+        .args(["serve", "--config", cfg.to_str().unwrap()])
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .expect("setpriv (util-linux)")
+}
+
+/// The daemon does its whole job (attach, profile, cgroup binding, metrics,
+/// reload, remove on stop) with exactly the unit's and the DaemonSet's
+/// capabilities; with one of them missing it refuses at start, naming it.
+#[test]
+fn the_daemon_runs_with_exactly_the_units_capabilities() {
+    let _s = privileged!();
+    let caps = unit_caps();
+    let cg = TestCgroup::new("caps");
+    let dir = std::env::temp_dir().join(format!("ccl-caps-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    struct Cleanup(std::path::PathBuf);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = ccload(&["detach", "--all"]);
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _c = Cleanup(dir.clone());
+    let cfg = dir.join("caps.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[algos.ccpd]\n[profiles.p]\nalgo = \"ccpd\"\nset = {{ kp = 4 }}\n[[cgroups]]\npath = \"{}\"\nalgo = \"ccpd\"\nprofile = \"p\"\n[serve]\nmetrics = \"127.0.0.1:0\"\non_exit = \"remove\"\nsocket = \"{}\"\n",
+            cg.path(),
+            dir.join("t.sock").display()
+        ),
+    )
+    .unwrap();
+    let log = dir.join("serve.log");
+    let mut child = serve_with_caps(&caps, &cfg, &log);
+    let text = || std::fs::read_to_string(&log).unwrap_or_default();
+    let up = wait_until(Duration::from_secs(15), || {
+        text().contains("metrics on http://")
+    });
+    if !up {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("daemon with {caps:?} did not come up:\n{}", text());
+    }
+    // Its effective set is exactly the granted one.
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .map(|h| u64::from_str_radix(h.trim(), 16).unwrap())
+        .unwrap();
+    assert_eq!(eff.count_ones() as usize, caps.len(), "CapEff {eff:x}");
+    assert!(registered("ccpd"));
+    let list = ccload_ok(&["cgroup", "list"]);
+    assert!(list.contains(cg.path()) && list.contains("ccpd"), "{list}");
+    let addr = text()
+        .lines()
+        .find_map(|l| {
+            Some(
+                l.split_once("metrics on http://")?
+                    .1
+                    .strip_suffix("/metrics")?
+                    .to_string(),
+            )
+        })
+        .unwrap();
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    write!(s, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut r = String::new();
+    s.read_to_string(&mut r).unwrap();
+    assert!(r.starts_with("HTTP/1.1 200") && r.ends_with("ok\n"), "{r}");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+    assert!(
+        wait_until(Duration::from_secs(10), || text()
+            .contains("reload applied")),
+        "{}",
+        text()
+    );
+    // SAFETY: as above.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let st = child.wait().unwrap();
+    assert!(st.success(), "{st}: {}", text());
+    assert!(
+        !registered("ccpd"),
+        "on_exit = remove, with the same capabilities"
+    );
+    assert!(!ccload_ok(&["cgroup", "list"]).contains(cg.path()));
+
+    // One capability fewer: a clear refusal that names it, nothing changed.
+    for drop in &caps {
+        let fewer: Vec<String> = caps.iter().filter(|c| *c != drop).cloned().collect();
+        let mut child = serve_with_caps(&fewer, &cfg, &log);
+        let st = child.wait().unwrap();
+        assert!(!st.success());
+        assert!(
+            text().contains(&format!("running as root without {drop}")),
+            "{}",
+            text()
+        );
+        assert!(!registered("ccpd"));
+    }
 }

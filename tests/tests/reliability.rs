@@ -199,3 +199,115 @@ fn sigkill_at_random_points_leaves_state_that_the_next_command_repairs() {
     }
     eprintln!("30 killed commands left {left_behind} leftovers; all repaired");
 }
+
+/// bpffs is often mounted 1777: a pin root someone else created (or made
+/// writable, or replaced by a symlink) is refused with the fix, and
+/// nothing is loaded or pinned.
+#[test]
+fn a_pin_root_others_could_write_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let _s = privileged!();
+    let _c = CleanAll;
+    let root = std::path::Path::new("/sys/fs/bpf/ccload");
+    assert!(!root.exists(), "a previous test left {}", root.display());
+    struct RmRoot;
+    impl Drop for RmRoot {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir("/sys/fs/bpf/ccload");
+            let _ = std::fs::remove_file("/sys/fs/bpf/ccload");
+        }
+    }
+    let _r = RmRoot;
+    // Made by us, then opened to everyone.
+    std::fs::create_dir(root).unwrap();
+    std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let o = ccload(&["attach", "--algo", "ccpd"]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("refusing to use /sys/fs/bpf/ccload") && e.contains("mode 1777"),
+        "{e}"
+    );
+    assert!(!registered("ccpd"));
+    assert_eq!(
+        std::fs::read_dir(root).unwrap().count(),
+        0,
+        "nothing pinned"
+    );
+    // Owned by someone else.
+    std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::os::unix::fs::chown(root, Some(65534), None).unwrap();
+    let e = String::from_utf8_lossy(&ccload(&["attach", "--algo", "ccpd"]).stderr).to_string();
+    assert!(e.contains("owned by uid 65534"), "{e}");
+    let doc = ccload(&["doctor"]);
+    let d = String::from_utf8_lossy(&doc.stdout);
+    assert!(
+        d.contains("pin root") && d.contains("owned by uid 65534"),
+        "{d}"
+    );
+    // A fresh one is created 0700 and used.
+    std::fs::remove_dir(root).unwrap();
+    ccload_ok(&["attach", "--algo", "ccpd"]);
+    let mode = std::fs::metadata(root).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o700);
+}
+
+/// A cgroup path is opened once (O_NOFOLLOW) and recorded as the real
+/// absolute path: a symlink is refused, a relative path is resolved, and
+/// two spellings of one cgroup in a config are one cgroup.
+#[test]
+fn cgroup_paths_are_resolved_once_and_symlinks_refused() {
+    let _s = privileged!();
+    let _c = CleanAll;
+    let cg = TestCgroup::new("paths");
+    ccload_ok(&["attach", "--algo", "ccpd"]);
+    let link = std::env::temp_dir().join(format!("ccl-cglink-{}", std::process::id()));
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&cg.0, &link).unwrap();
+    struct Rm(std::path::PathBuf);
+    impl Drop for Rm {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+    let _l = Rm(link.clone());
+    let o = ccload(&["cgroup", "set", link.to_str().unwrap(), "--algo", "ccpd"]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && e.contains("goes through a symlink"),
+        "{e}"
+    );
+    assert!(!ccload_ok(&["cgroup", "list"]).contains(cg.path()));
+    // Relative to the working directory: recorded as the real path.
+    let parent = cg.0.parent().unwrap();
+    let name = cg.0.file_name().unwrap().to_str().unwrap();
+    let o = std::process::Command::new(ccload_bin())
+        .current_dir(parent)
+        .args(["cgroup", "set", name, "--algo", "ccpd"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let list = ccload_ok(&["cgroup", "list"]);
+    assert!(list.contains(cg.path()), "{list}");
+    // One cgroup under two spellings in a config.
+    let cfg = std::env::temp_dir().join(format!("ccl-cg2-{}.toml", std::process::id()));
+    let _f = Rm(cfg.clone());
+    std::fs::write(
+        &cfg,
+        format!(
+            "[algos.ccpd]\n[[cgroups]]\npath = \"{name}\"\nalgo = \"ccpd\"\n[[cgroups]]\npath = \"{}\"\nalgo = \"ccpd\"\n",
+            cg.path()
+        ),
+    )
+    .unwrap();
+    let o = std::process::Command::new(ccload_bin())
+        .current_dir(parent)
+        .args(["apply", "--dry-run", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && e.contains("cgroup listed twice"),
+        "{e}"
+    );
+}

@@ -43,6 +43,50 @@ impl Daemon {
     fn logged(&self, s: &str) -> bool {
         self.log.lock().unwrap().iter().any(|l| l.contains(s))
     }
+    /// The metrics address the daemon bound (configs here say port 0, so
+    /// no port is picked, released and raced for).
+    fn addr(&self) -> String {
+        let mut a = None;
+        assert!(
+            wait_until(Duration::from_secs(15), || {
+                a = self.log.lock().unwrap().iter().find_map(|l| {
+                    let rest = l.split_once("metrics on http://")?.1;
+                    Some(rest.strip_suffix("/metrics")?.to_string())
+                });
+                a.is_some()
+            }),
+            "the daemon never listened: {:?}",
+            self.log.lock().unwrap()
+        );
+        a.unwrap()
+    }
+    fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+    /// What the daemon's fds point to (for a failure message).
+    fn fd_list(&self) -> Vec<String> {
+        let dir = format!("/proc/{}/fd", self.child.id());
+        let mut v: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| {
+                let e = e.ok()?;
+                let t = std::fs::read_link(e.path()).ok()?;
+                Some(format!(
+                    "{}:{}",
+                    e.file_name().to_string_lossy(),
+                    t.display()
+                ))
+            })
+            .collect();
+        v.sort();
+        v
+    }
+    /// Open file descriptors of the daemon.
+    fn fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))
+            .unwrap()
+            .count()
+    }
     fn stop(mut self) -> std::process::ExitStatus {
         self.signal(libc::SIGTERM);
         let st = self.child.wait().unwrap();
@@ -91,12 +135,15 @@ fn metric(body: &str, series: &str) -> f64 {
         .unwrap_or_else(|| panic!("no {series} in:\n{body}"))
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// GET `path`: (status line, body), or None when the connection fails.
+fn get(addr: &str, path: &str) -> Option<(String, String)> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut r = String::new();
+    s.read_to_string(&mut r).ok()?;
+    let (head, body) = r.split_once("\r\n\r\n")?;
+    Some((head.lines().next()?.to_string(), body.to_string()))
 }
 
 fn config(dir: &std::path::Path, name: &str, text: &str) -> std::path::PathBuf {
@@ -111,12 +158,10 @@ fn daemon_metrics_fanout_reload_and_exit() {
     let dir = std::env::temp_dir().join(format!("ccl-serve-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let _c = Cleanup(dir.clone());
-    let addr = format!("127.0.0.1:{}", free_port());
-    let base = format!(
-        "[algos.ccpd]\n[profiles.fast]\nalgo = \"ccpd\"\nset = {{ kp = 8 }}\n[serve]\nmetrics = \"{addr}\"\non_exit = \"keep\"\n"
-    );
+    let base = "[algos.ccpd]\n[profiles.fast]\nalgo = \"ccpd\"\nset = { kp = 8 }\n[serve]\nmetrics = \"127.0.0.1:0\"\non_exit = \"keep\"\n".to_string();
     let cfg = config(&dir, "serve.toml", &base);
     let d = Daemon::start(&cfg);
+    let addr = d.addr();
     assert!(
         wait_until(Duration::from_secs(15), || scrape(&addr).is_some()),
         "metrics never came up: {:?}",
@@ -160,7 +205,7 @@ fn daemon_metrics_fanout_reload_and_exit() {
     );
     let srtt_n = metric(
         &m1,
-        "ccload_srtt_ms_count{algo=\"ccpd\",profile=\"default\"}",
+        "ccload_srtt_seconds_count{algo=\"ccpd\",profile=\"default\"}",
     );
     let flows = metric(&m1, "ccload_flows_total{algo=\"ccpd\"}");
     eprintln!(
@@ -169,14 +214,14 @@ fn daemon_metrics_fanout_reload_and_exit() {
     assert!(r1 >= r0 + 50.0, "rounds did not move: {r0} -> {r1}");
     assert!(recs >= 10.0 && srtt_n == recs, "{recs} {srtt_n}");
     assert!(flows >= 2.0);
-    // The 10-ms RTT of this path lands in the le="20" bucket, not le="5".
+    // The 10-ms RTT of this path lands in the le="0.02" bucket, not le="0.005".
     let le5 = metric(
         &m1,
-        "ccload_srtt_ms_bucket{algo=\"ccpd\",profile=\"default\",le=\"5\"}",
+        "ccload_srtt_seconds_bucket{algo=\"ccpd\",profile=\"default\",le=\"0.005\"}",
     );
     let le20 = metric(
         &m1,
-        "ccload_srtt_ms_bucket{algo=\"ccpd\",profile=\"default\",le=\"20\"}",
+        "ccload_srtt_seconds_bucket{algo=\"ccpd\",profile=\"default\",le=\"0.02\"}",
     );
     assert!(le20 > le5, "RTT histogram: le5 {le5} le20 {le20}");
 
@@ -230,9 +275,236 @@ fn daemon_metrics_fanout_reload_and_exit() {
     // With on_exit = remove, stopping takes ccload's state away.
     let cfg2 = config(&dir, "remove.toml", &base.replace("\"keep\"", "\"remove\""));
     let d2 = Daemon::start(&cfg2);
+    let addr = d2.addr();
     assert!(wait_until(Duration::from_secs(15), || scrape(&addr).is_some()));
     assert!(!registered("hetcp"), "the new config detached hetcp");
     let st = d2.stop();
     assert!(st.success(), "{st}");
     assert!(!registered("ccpd"), "on_exit = remove kept ccpd");
+}
+
+/// A daemon with ccpd attached, metrics on an ephemeral port and the given
+/// extra `[serve]` lines; detached and cleaned up on drop.
+fn daemon_with(tag: &str, serve_extra: &str) -> (Daemon, String, Cleanup, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("ccl-serve-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let c = Cleanup(dir.clone());
+    let cfg = config(
+        &dir,
+        "serve.toml",
+        &format!("[algos.ccpd]\n[serve]\nmetrics = \"127.0.0.1:0\"\n{serve_extra}"),
+    );
+    let d = Daemon::start(&cfg);
+    let addr = d.addr();
+    assert!(wait_until(Duration::from_secs(15), || scrape(&addr).is_some()));
+    (d, addr, c, cfg)
+}
+
+/// Slowloris: silent and trickling clients fill the connection cap. Each is
+/// cut at the request deadline however it trickles; connections past the
+/// cap are closed at once; the daemon then answers again.
+#[test]
+fn slow_clients_are_cut_at_the_deadline_and_the_cap_holds() {
+    let _s = privileged!();
+    let (mut d, addr, _c, _) =
+        daemon_with("slow", "max_connections = 8\nrequest_timeout_ms = 1500\n");
+    let fds0 = d.fds();
+    let t0 = std::time::Instant::now();
+    let mut slow: Vec<TcpStream> = (0..8).map(|_| TcpStream::connect(&addr).unwrap()).collect();
+    // The daemon has accepted all eight (one fd each) before more arrive.
+    assert!(wait_until(Duration::from_secs(5), || d.fds() >= fds0 + 8));
+    // Past the cap: closed without an answer, long before the deadline.
+    for _ in 0..20 {
+        let mut s = TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        let mut b = [0u8; 64];
+        let r = s.read(&mut b);
+        assert!(
+            matches!(r, Ok(0))
+                || r.as_ref()
+                    .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
+            "a connection past the cap was not closed at once: {r:?}"
+        );
+    }
+    // Four of the eight trickle a request head, one byte every 100 ms.
+    let head = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Pad: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n";
+    let mut closed_at = vec![None; slow.len()];
+    let mut k = 0;
+    while closed_at.iter().any(|c| c.is_none()) && t0.elapsed() < Duration::from_secs(6) {
+        for (j, s) in slow.iter_mut().enumerate() {
+            if closed_at[j].is_some() {
+                continue;
+            }
+            if j % 2 == 0 && k < head.len() && s.write_all(&head[k..k + 1]).is_err() {
+                closed_at[j] = Some(t0.elapsed());
+                continue;
+            }
+            s.set_nonblocking(true).unwrap();
+            let mut b = [0u8; 256];
+            match s.read(&mut b) {
+                Ok(0) => closed_at[j] = Some(t0.elapsed()),
+                Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => {
+                    closed_at[j] = Some(t0.elapsed())
+                }
+                _ => {}
+            }
+            s.set_nonblocking(false).unwrap();
+        }
+        k += 1;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for (j, c) in closed_at.iter().enumerate() {
+        let c = c.unwrap_or_else(|| panic!("slow client {j} still open after 6 s"));
+        // Deadline 1.5 s after the accept, plus slack for the 100-ms polls.
+        assert!(
+            c < Duration::from_millis(3500),
+            "slow client {j} cut at {c:?}"
+        );
+    }
+    drop(slow);
+    let m = scrape(&addr).expect("the daemon answers after the attack");
+    assert!(metric(&m, "ccload_http_refused_total") >= 20.0, "{m}");
+    assert!(metric(&m, "ccload_http_timeouts_total") >= 8.0, "{m}");
+    assert!(d.alive());
+    // Every connection's fd was released.
+    assert!(
+        wait_until(Duration::from_secs(3), || d.fds() <= fds0),
+        "fds {fds0} -> {}",
+        d.fds()
+    );
+}
+
+/// With its fd limit reached, accept() fails with EMFILE; the daemon backs
+/// off and keeps serving once fds are free again (it used to exit).
+#[test]
+fn accept_errors_back_off_and_never_end_the_daemon() {
+    let _s = privileged!();
+    let (mut d, addr, _c, _) = daemon_with(
+        "emfile",
+        "max_connections = 1000\nrequest_timeout_ms = 1000\n",
+    );
+    let n = d.fds() as u64;
+    // Room for 4 more fds: the 5th and later connections hit EMFILE.
+    let lim = libc::rlimit {
+        rlim_cur: n + 4,
+        rlim_max: n + 4,
+    };
+    // SAFETY: prlimit on our own child with a valid struct.
+    let rc = unsafe {
+        libc::prlimit(
+            d.child.id() as i32,
+            libc::RLIMIT_NOFILE,
+            &lim,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+    let conns: Vec<TcpStream> = (0..30)
+        .filter_map(|_| TcpStream::connect(&addr).ok())
+        .collect();
+    assert!(
+        wait_until(Duration::from_secs(5), || d.logged("metrics accept failed")),
+        "no accept error with {} fds: {:?}",
+        n + 4,
+        d.log.lock().unwrap()
+    );
+    drop(conns);
+    // Once the held connections time out, every later scrape is answered.
+    assert!(
+        wait_until(Duration::from_secs(10), || scrape(&addr).is_some()),
+        "no answer after the fd storm"
+    );
+    let m = scrape(&addr).unwrap();
+    assert!(metric(&m, "ccload_accept_errors_total") >= 1.0, "{m}");
+    assert!(d.alive(), "the daemon exited on EMFILE");
+}
+
+/// SIGHUP reloads hold no fd more than before (it leaked one ring-buffer map
+/// per algorithm per reload).
+#[test]
+fn reloads_do_not_leak_file_descriptors() {
+    let _s = privileged!();
+    let (d, addr, _c, _) = daemon_with("fds", "");
+    // One reload first: lazily opened fds (the blocking pool) settle.
+    let applies = |want: f64| {
+        wait_until(Duration::from_secs(10), || {
+            scrape(&addr).is_some_and(|m| metric(&m, "ccload_config_applies_total") == want)
+        })
+    };
+    d.signal(libc::SIGHUP);
+    assert!(applies(2.0));
+    // The connection of the scrape that saw the reload closes just after
+    // the client read its end: the baseline is the settled count.
+    let settled = || {
+        (0..10)
+            .map(|_| {
+                std::thread::sleep(Duration::from_millis(50));
+                d.fds()
+            })
+            .min()
+            .unwrap()
+    };
+    let fds0 = settled();
+    let list0 = d.fd_list();
+    for k in 0..10 {
+        d.signal(libc::SIGHUP);
+        assert!(applies(3.0 + k as f64), "reload {k} not applied");
+    }
+    // One leaked fd per reload would leave 10 more, settled or not.
+    assert_eq!(
+        settled(),
+        fds0,
+        "fds after 10 reloads: {:?}, before: {list0:?}",
+        d.fd_list()
+    );
+}
+
+/// /healthz is 200 while the configured controllers are attached and 503,
+/// with the reason, when one was detached behind the daemon's back; a
+/// SIGHUP re-applies and heals.
+#[test]
+fn healthz_reports_drift_from_the_config() {
+    let _s = privileged!();
+    let (d, addr, _c, _) = daemon_with("health", "");
+    let (st, body) = get(&addr, "/healthz").unwrap();
+    assert!(st.starts_with("HTTP/1.1 200"), "{st} {body}");
+    assert_eq!(body, "ok\n");
+    let (st, _) = get(&addr, "/nope").unwrap();
+    assert!(st.starts_with("HTTP/1.1 404"), "{st}");
+    ccload_ok(&["detach", "--algo", "ccpd"]);
+    let (st, body) = get(&addr, "/healthz").unwrap();
+    assert!(st.starts_with("HTTP/1.1 503"), "{st}");
+    assert!(body.contains("configured but not attached: ccpd"), "{body}");
+    d.signal(libc::SIGHUP);
+    assert!(
+        wait_until(Duration::from_secs(10), || get(&addr, "/healthz")
+            .is_some_and(|(s, _)| s.starts_with("HTTP/1.1 200"))),
+        "SIGHUP did not heal: {:?}",
+        d.log.lock().unwrap()
+    );
+}
+
+/// A `watch` that holds a ring buffer when the daemon starts (or grabs it
+/// during a reload) no longer stops the daemon: the ring is reported
+/// unread and taken over once the watch ends.
+#[test]
+fn a_ring_held_by_a_watch_is_retried_not_fatal() {
+    let _s = privileged!();
+    let _g = Attached::new("ccpd", &[]);
+    let w = Watch::start(&["--algo", "ccpd"]);
+    assert!(wait_until(Duration::from_secs(5), || {
+        std::fs::read_to_string("/run/ccload/watch-ccpd.lock")
+            .is_ok_and(|s| s.trim() == w.child.id().to_string())
+    }));
+    let (mut d, addr, _c, _) = daemon_with("ring", "");
+    assert!(d.logged("ccpd telemetry not read, retrying"));
+    let m = scrape(&addr).unwrap();
+    assert_eq!(metric(&m, "ccload_ring_unread{algo=\"ccpd\"}"), 1.0);
+    drop(w);
+    assert!(
+        wait_until(Duration::from_secs(10), || scrape(&addr)
+            .is_some_and(|m| !m.contains("ccload_ring_unread{"))),
+        "the daemon never took the ring over"
+    );
+    assert!(d.alive());
 }

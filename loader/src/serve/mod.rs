@@ -1,0 +1,421 @@
+//! `ccload serve --config FILE`: the daemon for servers.
+//!
+//! - applies the config at start and again on SIGHUP (a bad file is logged
+//!   and the running state kept);
+//! - owns the telemetry ring buffers of the attached controllers and fans
+//!   every record out to `ccload watch` clients over a local socket
+//!   (length-prefixed raw records; a slow client loses records, counted);
+//! - serves Prometheus/OpenMetrics text on `serve.metrics` (default
+//!   127.0.0.1:9464): per algorithm the kernel counters (flows, rounds,
+//!   losses, RTOs, ring-buffer overruns) and socket counts, and per
+//!   algorithm x profile the telemetry record counts and histograms of RTT
+//!   and window (at most 4 x 16 label sets);
+//! - logs one line per event on stderr with sd-daemon priority prefixes
+//!   (`<6>`, `<4>`, `<3>`), which journald understands;
+//! - on SIGTERM/SIGINT keeps the kernel state, or removes it when the config
+//!   says `on_exit = "remove"`.
+//!
+//! Failure model: after the start-up apply and listener binds, nothing
+//! ends the daemon but a signal. A ring buffer it cannot open (a `watch`
+//! holds it) is reported on `/metrics` and retried; accept errors back off
+//! ([`http`]); a failed reload keeps the running state. So `on_exit =
+//! "remove"` only ever runs on SIGTERM/SIGINT, never because of an error.
+//!
+//! Everything runs on one thread (a tokio `LocalSet`): state is in
+//! `RefCell`s, with no mutex to poison. The one blocking piece, the
+//! netlink socket dump for `ccload_sockets`, runs on tokio's blocking pool
+//! and is cached for [`SOCK_CACHE_TTL`].
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use libbpf_rs::{MapHandle, RingBufferBuilder};
+use tokio::io::unix::AsyncFd;
+use tokio::io::AsyncWriteExt;
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::algos::Algo;
+use crate::config::{self, Desired};
+use crate::telemetry::Event;
+use crate::{bpf, stream};
+
+mod http;
+mod metrics;
+#[cfg(test)]
+mod tests;
+
+use metrics::Metrics;
+
+/// How long a socket count stays fresh.
+const SOCK_CACHE_TTL: Duration = Duration::from_secs(2);
+/// How often ring buffers that could not be opened are tried again.
+const RING_RETRY: Duration = Duration::from_secs(3);
+
+fn log(prio: u8, msg: impl std::fmt::Display) {
+    eprintln!("<{prio}>ccload: {msg}");
+}
+
+/// What the daemon's tasks share (one thread; see the module comment).
+struct State {
+    metrics: RefCell<Metrics>,
+    desired: RefCell<Desired>,
+    /// Socket counts per CC and when they were taken. An async mutex:
+    /// concurrent scrapes wait for one dump instead of starting their own.
+    sockets: tokio::sync::Mutex<(Option<Instant>, BTreeMap<String, u64>)>,
+}
+
+impl State {
+    fn new(d: Desired) -> State {
+        State {
+            metrics: Default::default(),
+            desired: RefCell::new(d),
+            sockets: Default::default(),
+        }
+    }
+
+    async fn scrape(&self) -> String {
+        let socks = {
+            let mut c = self.sockets.lock().await;
+            if c.0.is_none_or(|t| t.elapsed() >= SOCK_CACHE_TTL) {
+                // A dump can take long on a busy host: off this thread.
+                match tokio::task::spawn_blocking(crate::diag::count_by_cc).await {
+                    Ok(Ok(n)) => *c = (Some(Instant::now()), n),
+                    Ok(Err(e)) => log(4, format!("socket count: {e}")),
+                    Err(e) => log(4, format!("socket count: {e}")),
+                }
+            }
+            c.1.clone()
+        };
+        let stats: metrics::KernelStats = bpf::attached()
+            .into_iter()
+            .filter_map(|a| bpf::read_stats(a).ok().map(|s| (a, s)))
+            .collect();
+        let d = self.desired.borrow().clone();
+        metrics::render(&mut self.metrics.borrow_mut(), &d, &stats, &socks)
+    }
+
+    /// Healthy when every controller the config names is attached.
+    fn health(&self) -> std::result::Result<(), String> {
+        let attached = bpf::attached();
+        let gone: Vec<String> = self
+            .desired
+            .borrow()
+            .algos
+            .keys()
+            .filter(|a| !attached.contains(a))
+            .map(|a| a.to_string())
+            .collect();
+        if gone.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "configured but not attached: {} (SIGHUP re-applies the config)",
+                gone.join(", ")
+            ))
+        }
+    }
+}
+
+fn apply(d: &Desired, verbose: bool) -> Result<()> {
+    // Held while the kernel state is reconciled, as every CLI command does.
+    let _lock = crate::lock::state()?;
+    let plan = config::plan(d)?;
+    if plan.is_empty() {
+        log(6, "config: kernel already matches");
+    }
+    for c in &plan {
+        log(6, format!("config: {c}"));
+    }
+    config::execute(&plan, verbose)?;
+    config::save_profile_names(d)
+}
+
+type Queue = Rc<RefCell<Vec<Vec<u8>>>>;
+
+/// The ring buffers of the attached controllers the daemon could lock.
+///
+/// The ring buffer reads maps it does not own; they live beside it in a
+/// heap slice that is never moved, and `rb` is declared first so that it is
+/// dropped first. A reload drops the whole struct: no fd outlives it.
+struct Rings {
+    rb: Option<libbpf_rs::RingBuffer<'static>>,
+    _maps: Box<[MapHandle]>,
+    _locks: Vec<stream::ConsumerLock>,
+    /// Attached controllers whose ring buffer could not be opened.
+    missing: Vec<Algo>,
+}
+
+impl Rings {
+    fn empty() -> Rings {
+        Rings {
+            rb: None,
+            _maps: Box::new([]),
+            _locks: Vec::new(),
+            missing: Vec::new(),
+        }
+    }
+
+    /// Open what can be opened; an algorithm whose ring another consumer
+    /// holds (or that vanished mid-reload) is logged and left for a retry.
+    fn open(q: &Queue) -> Rings {
+        Self::try_open(q).unwrap_or_else(|e| {
+            log(4, format!("telemetry not read, retrying: {e:#}"));
+            Rings {
+                missing: bpf::attached(),
+                ..Rings::empty()
+            }
+        })
+    }
+
+    fn try_open(q: &Queue) -> Result<Rings> {
+        let mut locks = Vec::new();
+        let mut maps = Vec::new();
+        let mut missing = Vec::new();
+        for a in bpf::attached() {
+            match stream::lock_consumer(a).and_then(|l| Ok((l, bpf::open_map(a, "events")?))) {
+                Ok((l, m)) => {
+                    locks.push(l);
+                    maps.push(m);
+                }
+                Err(e) => {
+                    log(4, format!("{a} telemetry not read, retrying: {e:#}"));
+                    missing.push(a);
+                }
+            }
+        }
+        let maps = maps.into_boxed_slice();
+        // SAFETY: the slice's heap storage is never moved or mutated while
+        // `rb` exists, and `rb` is dropped before it (field order).
+        let refs: &'static [MapHandle] = unsafe { &*(&*maps as *const [MapHandle]) };
+        let mut b = RingBufferBuilder::new();
+        for m in refs {
+            let q = q.clone();
+            b.add(m, move |data: &[u8]| {
+                q.borrow_mut().push(data.to_vec());
+                0
+            })?;
+        }
+        Ok(Rings {
+            rb: if refs.is_empty() {
+                None
+            } else {
+                Some(b.build()?)
+            },
+            _maps: maps,
+            _locks: locks,
+            missing,
+        })
+    }
+}
+
+/// Why the main loop ended.
+enum Exit {
+    Signal(&'static str),
+}
+
+pub fn run(config_path: &Path, verbose: bool) -> Result<()> {
+    bpf::require_root()?;
+    let desired = config::load(config_path)?;
+    apply(&desired, verbose).context("initial config apply")?;
+    log(6, format!("applied {}", config_path.display()));
+    let st = Rc::new(State::new(desired));
+    st.metrics.borrow_mut().applies = 1;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let local = tokio::task::LocalSet::new();
+    let res = local.block_on(
+        &rt,
+        main_loop(config_path.to_path_buf(), st.clone(), verbose),
+    );
+    let d = st.desired.borrow().clone();
+    let _ = std::fs::remove_file(&d.serve.socket);
+    match res {
+        Ok(Exit::Signal(sig)) => {
+            log(6, sig);
+            if d.serve.remove_on_exit {
+                let empty = config::parse(Path::new("<on_exit = remove>"), "")?;
+                apply(&empty, verbose)?;
+                log(6, "exit: removed ccload's kernel state (on_exit = remove)");
+            } else {
+                log(6, "exit: kernel state kept (on_exit = keep)");
+            }
+            Ok(())
+        }
+        Err(e) => {
+            // Not a stop request: leave the kernel as it is.
+            log(3, format!("exit on error, kernel state kept: {e:#}"));
+            Err(e)
+        }
+    }
+}
+
+/// Serve one `ccload watch` client until it goes away.
+async fn fan_out(
+    mut s: tokio::net::UnixStream,
+    mut rx: tokio::sync::broadcast::Receiver<Rc<[u8]>>,
+    st: Rc<State>,
+) {
+    st.metrics.borrow_mut().clients += 1;
+    loop {
+        match rx.recv().await {
+            Ok(rec) => {
+                let len = stream::frame(&rec);
+                if s.write_all(&len).await.is_err() || s.write_all(&rec).await.is_err() {
+                    break;
+                }
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                st.metrics.borrow_mut().fanout_dropped += n;
+            }
+            Err(_) => break,
+        }
+    }
+    st.metrics.borrow_mut().clients -= 1;
+}
+
+async fn main_loop(path: PathBuf, st: Rc<State>, verbose: bool) -> Result<Exit> {
+    let (mlisten, sock_path, limits) = {
+        let d = st.desired.borrow();
+        let limits = http::Limits {
+            deadline: d.serve.request_timeout,
+            max_conns: d.serve.max_connections,
+        };
+        (d.serve.metrics.clone(), d.serve.socket.clone(), limits)
+    };
+    let http = tokio::net::TcpListener::bind(&mlisten)
+        .await
+        .with_context(|| format!("metrics listener on {mlisten}"))?;
+    // The bound address: a config may say port 0.
+    log(
+        6,
+        format!("metrics on http://{}/metrics", http.local_addr()?),
+    );
+    if let Some(dir) = sock_path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("{}", dir.display()))?;
+    }
+    let _ = std::fs::remove_file(&sock_path);
+    let unix = tokio::net::UnixListener::bind(&sock_path)
+        .with_context(|| format!("telemetry socket {}", sock_path.display()))?;
+    std::fs::set_permissions(
+        &sock_path,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .with_context(|| format!("{}", sock_path.display()))?;
+    log(
+        6,
+        format!("telemetry for `ccload watch` on {}", sock_path.display()),
+    );
+    tokio::task::spawn_local(http::accept_loop(http, st.clone(), limits));
+    let (tx, _) = tokio::sync::broadcast::channel::<Rc<[u8]>>(16384);
+    let q: Queue = Default::default();
+    let mut rings = Rings::open(&q);
+    st.metrics.borrow_mut().rings_missing = rings.missing.clone();
+    let mut hup = signal(SignalKind::hangup())?;
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut unix_backoff = Duration::from_millis(10);
+    loop {
+        // SAFETY: the epoll fd belongs to `rings.rb`, which outlives `afd`
+        // (dropped before `rings` is replaced).
+        let reg = (rings.rb.as_ref())
+            .map(|rb| unsafe { AsyncFd::register(stream::FdWrap(rb.epoll_fd())) });
+        let afd = match reg {
+            Some(Ok(a)) => Some(a),
+            Some(Err(e)) => {
+                log(4, format!("ring buffer poll: {e}; retrying"));
+                rings = Rings {
+                    missing: bpf::attached(),
+                    ..Rings::empty()
+                };
+                None
+            }
+            None => None,
+        };
+        let retry_at = tokio::time::Instant::now() + RING_RETRY;
+        let reload = loop {
+            let readable = async {
+                match &afd {
+                    Some(a) => a.readable().await.map(Some),
+                    None => std::future::pending().await,
+                }
+            };
+            let retry = async {
+                if rings.missing.is_empty() {
+                    std::future::pending::<()>().await
+                } else {
+                    tokio::time::sleep_until(retry_at).await
+                }
+            };
+            tokio::select! {
+                _ = term.recv() => return Ok(Exit::Signal("SIGTERM")),
+                _ = int.recv() => return Ok(Exit::Signal("SIGINT")),
+                _ = hup.recv() => break true,
+                _ = retry => break false,
+                r = readable => {
+                    match r {
+                        Ok(Some(mut g)) => {
+                            if let Some(rb) = &rings.rb {
+                                if let Err(e) = rb.consume() {
+                                    log(4, format!("ring buffer: {e}"));
+                                }
+                            }
+                            g.clear_ready();
+                        }
+                        Ok(None) => {}
+                        Err(e) => log(4, format!("ring buffer poll: {e}")),
+                    }
+                }
+                c = unix.accept() => match c {
+                    Ok((s, _)) => {
+                        unix_backoff = Duration::from_millis(10);
+                        tokio::task::spawn_local(fan_out(s, tx.subscribe(), st.clone()));
+                    }
+                    Err(e) => {
+                        st.metrics.borrow_mut().accept_errors += 1;
+                        log(4, format!("telemetry accept failed ({e}); backing off"));
+                        tokio::time::sleep(unix_backoff).await;
+                        unix_backoff = (unix_backoff * 2).min(Duration::from_secs(1));
+                    }
+                },
+                _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            }
+            let batch = std::mem::take(&mut *q.borrow_mut());
+            if !batch.is_empty() {
+                let mut m = st.metrics.borrow_mut();
+                for raw in batch {
+                    if let Some(ev) = Event::decode(&raw) {
+                        m.record(&ev);
+                    }
+                    let _ = tx.send(raw.into());
+                }
+            }
+        };
+        drop(afd);
+        // Release the consumer locks before applying (and re-locking).
+        drop(std::mem::replace(&mut rings, Rings::empty()));
+        if reload {
+            log(6, format!("SIGHUP: reloading {}", path.display()));
+            match config::load(&path).and_then(|d| apply(&d, verbose).map(|_| d)) {
+                Ok(d) => {
+                    *st.desired.borrow_mut() = d;
+                    st.metrics.borrow_mut().applies += 1;
+                    log(6, "reload applied");
+                }
+                Err(e) => {
+                    st.metrics.borrow_mut().apply_errors += 1;
+                    log(
+                        3,
+                        format!("reload failed, keeping the running state: {e:#}"),
+                    );
+                }
+            }
+        }
+        rings = Rings::open(&q);
+        st.metrics.borrow_mut().rings_missing = rings.missing.clone();
+    }
+}
