@@ -17,6 +17,9 @@ accdir=$(mktemp -d)
 trap 'rm -rf "$log" "$accdir"' EXIT
 set +e
 # --no-fail-fast: every test binary runs and every failure is reported.
+# The property tests ("fuzzing", loader/src/fuzz_tests.rs and
+# serve/tests.rs) run a bounded number of cases here; README has the long run.
+export PROPTEST_CASES=${PROPTEST_CASES:-1000}
 cargo test --locked --workspace --no-fail-fast --lib --bins --tests -- --test-threads=2 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 # The controllers' acceptance cells through the emulated link (ALGORITHMS 6:
@@ -29,6 +32,29 @@ if [ "$(id -u)" = 0 ] && [ -e /sys/kernel/btf/vmlinux ]; then
     if [ "$arc" -ne 0 ]; then
         echo "acceptance: FAILED (exit $arc)" | tee -a "$log"
         rc=1
+    fi
+    # Two minutes of flows, concurrent and killed commands, daemon reloads
+    # and kills (issue 13); the 30-minute run is in the README.
+    cargo xtask soak --minutes 2 --out "$accdir/soak" 2>&1 | tee -a "$log"
+    src=${PIPESTATUS[0]}
+    if [ "$src" -ne 0 ]; then
+        echo "soak: FAILED (exit $src)" | tee -a "$log"
+        rc=1
+    fi
+    # Nothing of ours may outlive the suite: no pins, and no struct_ops map
+    # of our controllers once their last sockets are gone (bounded wait).
+    left=""
+    for _ in $(seq 60); do
+        left=$(bpftool -j struct_ops list 2>/dev/null |
+            grep -Eo '"name":"(ccpd|hetcp|ctcp_plus|ub_reno)[^"]*"' || true)
+        [ -z "$left" ] && [ ! -e /sys/fs/bpf/ccload ] && break
+        sleep 1
+    done
+    if [ -n "$left" ] || [ -e /sys/fs/bpf/ccload ]; then
+        echo "leftovers: FAILED (struct_ops: ${left:-none}; pins: $(ls /sys/fs/bpf/ccload 2>/dev/null | tr '\n' ' '))" | tee -a "$log"
+        rc=1
+    else
+        echo "leftovers: none" | tee -a "$log"
     fi
 elif [ "${CCLOAD_REQUIRE_PRIVILEGED:-0}" = 1 ]; then
     echo "acceptance: FAILED (needs root and BTF; CCLOAD_REQUIRE_PRIVILEGED=1)" | tee -a "$log"
@@ -43,6 +69,11 @@ failed=$(grep -Eo '[0-9]+ failed;' "$log" | awk '{s+=$1} END {print s+0}')
 # the acceptance check counts as one test
 if grep -q '^checks: .* 0 failed' "$log"; then passed=$((passed + 1)); fi
 if grep -q '^acceptance: FAILED' "$log"; then failed=$((failed + 1)); fi
+# the soak and the leftover check count as one test each
+if grep -q '^soak: PASSED' "$log"; then passed=$((passed + 1)); fi
+if grep -q '^soak: FAILED' "$log"; then failed=$((failed + 1)); fi
+if grep -q '^leftovers: FAILED' "$log"; then failed=$((failed + 1)); fi
+if grep -q '^leftovers: none' "$log"; then passed=$((passed + 1)); fi
 skipped=$(grep -c '^SKIPPED' "$log" || true)
 echo "tests: ${passed} passed, ${failed} failed, ${skipped} skipped"
 exit "$rc"

@@ -8,11 +8,14 @@
 //! - [`session`]: a whole scenario: attach, run, write, check.
 //! - [`report`], [`plot`]: report.md and the PNG/SVG plots.
 //!
-//! `cargo xtask lab list|run|check` is the front end.
+//! - [`soak`]: ccload under a hostile operator, for `cargo xtask soak`.
+//!
+//! `cargo xtask lab list|run|check` and `cargo xtask soak` are the front ends.
 
 pub mod plot;
 pub mod report;
 pub mod run;
 pub mod scenario;
 pub mod session;
+pub mod soak;
 pub mod summary;

@@ -63,7 +63,9 @@ pub(crate) fn pid_lock(path: &str, wait: Duration) -> Result<std::result::Result
             let holder = std::fs::read_to_string(path).unwrap_or_default();
             return Ok(Err(holder.trim().to_string()));
         }
-        std::thread::sleep(Duration::from_millis(20));
+        // Short polls: a holder that runs commands back to back leaves
+        // gaps of a few ms between them, which a 20-ms poll kept missing.
+        std::thread::sleep(Duration::from_millis(2 + u64::from(std::process::id() % 4)));
     }
     let mut f = f;
     f.set_len(0).with_context(|| format!("truncate {path}"))?;

@@ -169,7 +169,16 @@ pub fn transfer_across(
     let server = std::thread::spawn(move || serve(listener));
     let cc2 = cc.to_string();
     let sent = snd.run(move || send(addr, &cc2, bytes));
-    finish(server, sent)
+    match sent {
+        // The sender never connected (say its CC was not registered): wake
+        // the server's accept so its thread ends instead of leaking.
+        Err(e) => {
+            let _ = snd.run(move || TcpStream::connect(addr).map(drop));
+            let _ = server.join();
+            Err(e)
+        }
+        ok => finish(server, ok),
+    }
 }
 
 /// An unconnected TCP socket, so TCP_CONGESTION is set before the handshake.

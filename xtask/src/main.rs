@@ -23,6 +23,20 @@ enum Task {
     Test,
     /// Run the main job (scripts/demo.sh).
     Demo,
+    /// ccload under load and abuse: flows, concurrent and killed commands,
+    /// daemon reloads and kills; fails on a lost flow, a failed command, a
+    /// leak or state that differs from the last applied config.
+    Soak {
+        /// How long, in minutes.
+        #[arg(long, default_value_t = 2.0)]
+        minutes: f64,
+        /// Seed of the random commands (a soak replays from its seed).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Results folder (default lab-results/soak-<time>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Paper-style experiments on the emulated link (configs/lab/*.toml).
     Lab {
         #[command(subcommand)]
@@ -106,6 +120,30 @@ fn main() -> Result<()> {
         }
         Task::Test => run(Command::new("bash").arg(root.join("scripts/test.sh")))?,
         Task::Demo => run(Command::new("bash").arg(root.join("scripts/demo.sh")))?,
+        Task::Soak { minutes, seed, out } => {
+            if !(minutes > 0.0 && minutes <= 24.0 * 60.0) {
+                bail!("--minutes {minutes}: give a duration in (0, 1440]");
+            }
+            build_ccload(&root)?;
+            let out = out.unwrap_or_else(|| {
+                let t = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0);
+                root.join(format!("lab-results/soak-{t}"))
+            });
+            let r = ccload_lab::soak::run(minutes, seed, &out)?;
+            println!("{}", serde_json::to_string_pretty(&r)?);
+            let bad = r.failures();
+            if bad.is_empty() {
+                println!("soak: PASSED ({minutes} min)");
+            } else {
+                for b in &bad {
+                    println!("soak: FAILED: {b}");
+                }
+                std::process::exit(1);
+            }
+        }
         Task::Lab { cmd: LabCmd::List } => lab::list(&root)?,
         Task::Lab {
             cmd:

@@ -122,7 +122,24 @@ impl State {
 
 fn apply(d: &Desired, verbose: bool) -> Result<()> {
     // Held while the kernel state is reconciled, as every CLI command does.
-    let _lock = crate::lock::state()?;
+    // A daemon outwaits busy operators (six times the CLI's wait) rather
+    // than give up a start or a reload.
+    let mut tries = 0;
+    let _lock = loop {
+        match crate::lock::state() {
+            Err(e)
+                if tries < 5
+                    && matches!(
+                        e.downcast_ref::<crate::error::CclError>(),
+                        Some(crate::error::CclError::Busy { .. })
+                    ) =>
+            {
+                tries += 1;
+                log(4, format!("{e}; waiting again"));
+            }
+            other => break other?,
+        }
+    };
     let plan = config::plan(d)?;
     if plan.is_empty() {
         log(6, "config: kernel already matches");
