@@ -39,6 +39,9 @@ pub struct Binding {
     pub active: u64,
     pub passive: u64,
     pub errors: u64,
+    /// `set` attached the controller for this binding.
+    #[serde(skip)]
+    pub auto_attached: bool,
 }
 
 /// A cgroup v2 directory, opened once: its id and the attach all use this
@@ -125,14 +128,11 @@ pub fn cgroup_id(path: &Path) -> Result<u64> {
     Ok(CgroupDir::open(path)?.id)
 }
 
-/// Whether `name` can be given to sockets: a registered CC (ours must be
-/// attached first).
+/// Whether `name` can be given to sockets: a registered CC, or one of ours
+/// (attached on first use by [`set`]).
 fn check_algo(name: &str) -> Result<()> {
-    if bpf::is_registered(name) {
+    if bpf::is_registered(name) || name.parse::<Algo>().is_ok() {
         return Ok(());
-    }
-    if let Ok(a) = name.parse::<Algo>() {
-        bail!("{a} is not attached: run `ccload attach --algo {a}` first");
     }
     bail!(
         "unknown congestion control `{name}` (available: {})",
@@ -142,11 +142,56 @@ fn check_algo(name: &str) -> Result<()> {
 
 /// Bind the TCP connections of processes in cgroup `path` to `algo` with
 /// tunable profile `profile`.  Replaces an existing binding of that cgroup.
+/// One of our controllers that is not attached is attached first, with
+/// its defaults, as the kernel loads a CC module on first use
+/// (`Binding::auto_attached`); if the binding then fails, it is detached
+/// again, so a failed `set` changes nothing.
 pub fn set(path: &Path, algo: &str, profile: u32) -> Result<Binding> {
+    let auto = match algo.parse::<Algo>() {
+        Ok(a) if !bpf::is_attached(a) => Some(a),
+        _ => None,
+    };
+    // Everything that can be checked without the kernel is checked first.
+    bpf::require_root()?;
+    CgroupDir::open(path)?;
+    check_algo(algo)?;
+    if profile >= intf::CCL_NR_PROFILES {
+        bail!(
+            "profile {profile} out of range 0..{}; nothing was changed",
+            intf::CCL_NR_PROFILES - 1
+        );
+    }
+    if let Some(a) = auto {
+        bpf::attach(&bpf::AttachOpts {
+            algo: a,
+            sets: Vec::new(),
+            make_default: false,
+            replace: false,
+            verbose: false,
+        })
+        .with_context(|| format!("attaching {a} for the binding"))?;
+    }
+    match bind(path, algo, profile) {
+        Ok(mut b) => {
+            b.auto_attached = auto.is_some();
+            Ok(b)
+        }
+        Err(e) => {
+            if let Some(a) = auto {
+                let _ = bpf::detach(a);
+            }
+            Err(e)
+        }
+    }
+}
+
+fn bind(path: &Path, algo: &str, profile: u32) -> Result<Binding> {
     bpf::require_root()?;
     let cg = CgroupDir::open(path)?;
     let id = cg.id;
-    check_algo(algo)?;
+    if !bpf::is_registered(algo) {
+        bail!("{algo} is not attached (detached meanwhile?); nothing was changed");
+    }
     if profile >= intf::CCL_NR_PROFILES {
         bail!(
             "profile {profile} out of range 0..{}; nothing was changed",
@@ -193,6 +238,7 @@ pub fn set(path: &Path, algo: &str, profile: u32) -> Result<Binding> {
         active: 0,
         passive: 0,
         errors: 0,
+        auto_attached: false,
     })
 }
 
@@ -337,6 +383,7 @@ pub fn list() -> Result<Vec<Binding>> {
             active: c[intf::CCL_CG_ACTIVE as usize],
             passive: c[intf::CCL_CG_PASSIVE as usize],
             errors: c[intf::CCL_CG_ERRORS as usize],
+            auto_attached: false,
         });
     }
     out.sort_by_key(|b| b.cgroup_id);

@@ -277,9 +277,19 @@ impl Bottleneck {
     /// A TcpExt counter of the sender's namespace (/proc/net/netstat), e.g.
     /// `TCPSackRecoveryFail`: RTOs that fired in Recovery.
     pub fn sender_tcpext(&self, name: &str) -> u64 {
-        let o = self.sender.exec("cat", &["/proc/net/netstat"]);
+        self.sender_counter("/proc/net/netstat", "TcpExt:", name)
+    }
+
+    /// A Tcp counter of the sender's namespace (/proc/net/snmp), e.g.
+    /// `OutSegs`, `RetransSegs`.
+    pub fn sender_tcp(&self, name: &str) -> u64 {
+        self.sender_counter("/proc/net/snmp", "Tcp:", name)
+    }
+
+    fn sender_counter(&self, file: &str, prefix: &str, name: &str) -> u64 {
+        let o = self.sender.exec("cat", &[file]);
         let text = String::from_utf8_lossy(&o.stdout);
-        let mut lines = text.lines().filter(|l| l.starts_with("TcpExt:"));
+        let mut lines = text.lines().filter(|l| l.starts_with(prefix));
         let (Some(keys), Some(vals)) = (lines.next(), lines.next()) else {
             return 0;
         };

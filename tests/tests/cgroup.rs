@@ -218,8 +218,8 @@ fn bad_cgroup_requests_are_rejected_and_change_nothing() {
     let _s = privileged!();
     let a = TestCgroup::new("bad");
     let before = ccload_ok(&["cgroup", "list", "--json"]);
-    // Missing cgroup, not a cgroup v2 directory, ours not attached, unknown
-    // CC, profile out of range.
+    // Missing cgroup, not a cgroup v2 directory, unknown CC, profile out of
+    // range (also for one of ours not attached: it must stay unattached).
     for (args, want) in [
         (
             vec![
@@ -233,7 +233,18 @@ fn bad_cgroup_requests_are_rejected_and_change_nothing() {
             vec!["/tmp", "--algo", "cubic"],
             "not in a cgroup v2 hierarchy",
         ),
-        (vec![a.path(), "--algo", "hetcp"], "is not attached"),
+        (
+            vec![a.path(), "--algo", "hetcp", "--profile", "16"],
+            "out of range",
+        ),
+        (
+            vec![
+                "/sys/fs/cgroup/unified/ccl-no-such-cgroup",
+                "--algo",
+                "hetcp",
+            ],
+            "no such directory",
+        ),
         (
             vec![a.path(), "--algo", "nosuchcc"],
             "unknown congestion control",
@@ -253,4 +264,29 @@ fn bad_cgroup_requests_are_rejected_and_change_nothing() {
     let o = ccload(&["cgroup", "unset", a.path()]);
     assert_eq!(o.status.code(), Some(1), "unset of an unbound cgroup");
     assert_eq!(ccload_ok(&["cgroup", "list", "--json"]), before);
+    assert!(!registered("hetcp"), "a refused binding attached hetcp");
+}
+
+/// Binding a cgroup to one of ours that is not attached attaches it first,
+/// as the kernel loads a CC module on first use.
+#[test]
+fn binding_to_an_unattached_controller_attaches_it() {
+    let _s = privileged!();
+    struct Detach;
+    impl Drop for Detach {
+        fn drop(&mut self) {
+            let _ = ccload(&["detach", "--all"]);
+        }
+    }
+    let _d = Detach;
+    let a = TestCgroup::new("auto");
+    assert!(!registered("hetcp"));
+    let out = ccload_ok(&["cgroup", "set", a.path(), "--algo", "hetcp"]);
+    assert!(out.contains("attached hetcp (first use"), "{out}");
+    assert!(registered("hetcp"));
+    let l = ccload_ok(&["cgroup", "list"]);
+    assert!(l.contains(a.path()) && l.contains("hetcp"), "{l}");
+    // Already attached: nothing more is said.
+    let out = ccload_ok(&["cgroup", "set", a.path(), "--algo", "hetcp"]);
+    assert!(!out.contains("first use"), "{out}");
 }

@@ -220,17 +220,30 @@ fn replace_swaps_objects_under_a_running_flow() {
     let _g = Attached::new("ccpd", &["--set", "kp=4"]);
     let link = status_json()["attached"][0]["link_id"].clone();
     let map0 = status_json()["attached"][0]["struct_ops_map_id"].clone();
-    let ns = NetNs::new();
-    // The flow runs in the namespace (NetNs::run) while the swap happens here.
+    // 24 MB through 50 Mbit/s takes about 4 s: the swap lands mid-flow.
+    let bn = ccload_itests::link::Bottleneck::new(ccload_itests::link::LinkCfg {
+        rate_mbit: 50.0,
+        buffer_pkts: 50,
+        ..Default::default()
+    });
     let flow = std::thread::scope(|sc| {
-        let h = sc.spawn(|| ns.run(|| transfer("ccpd", 2048 * MB, "127.0.0.1:0".parse().unwrap())));
-        std::thread::sleep(Duration::from_millis(200));
+        let h = sc.spawn(|| bn.transfer("ccpd", 24 * MB));
+        // The flow is established on ccpd before the swap...
+        assert!(
+            wait_until(Duration::from_secs(5), || {
+                let o = bn.sender.exec("ss", &["-tinH", "state", "established"]);
+                String::from_utf8_lossy(&o.stdout).contains("ccpd")
+            }),
+            "the flow never started"
+        );
         let out = ccload_ok(&["attach", "--algo", "ccpd", "--replace"]);
         assert!(out.contains("replaced"), "{out}");
+        // ...and still running after it.
+        assert!(!h.is_finished(), "the flow ended before the swap landed");
         h.join().unwrap()
     });
     let t = flow.expect("flow survives the swap");
-    assert_eq!(t.bytes, 2048 * MB);
+    assert_eq!(t.bytes, 24 * MB);
     let st = status_json();
     assert_eq!(st["attached"][0]["link_id"], link, "same pinned link");
     assert_ne!(

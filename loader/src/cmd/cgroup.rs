@@ -14,6 +14,9 @@ pub(super) fn run(cmd: CgroupCmd) -> Result<i32> {
         } => {
             let profile = crate::config::resolve_profile(&algo, &profile)?;
             let b = cgroup::set(&path, &algo, profile)?;
+            if b.auto_attached {
+                println!("attached {algo} (first use; `ccload detach --algo {algo}` removes it)");
+            }
             println!(
                 "bound cgroup {} (id {}) to {} profile {}",
                 path.display(),
