@@ -240,4 +240,8 @@ pub struct WatchArgs {
     /// Describe every telemetry field with its unit, and exit (no root needed).
     #[arg(long)]
     pub help_fields: bool,
+    /// The daemon's telemetry socket, read when `ccload serve` owns the ring
+    /// buffers (its config's `[serve] socket`).
+    #[arg(long, default_value = crate::config::DEFAULT_SOCKET)]
+    pub socket: std::path::PathBuf,
 }

@@ -221,28 +221,23 @@ pub fn parse(file: &Path, text: &str) -> Result<Desired> {
             ),
         },
     };
-    let (mc, rt) = (&cfg.serve.max_connections, &cfg.serve.request_timeout_ms);
-    if !(1..=65536).contains(mc.get_ref()) {
-        return Err(at(
-            file,
-            text,
-            mc.span(),
-            format!(
-                "serve.max_connections {} is outside 1..=65536",
-                mc.get_ref()
-            ),
-        ));
-    }
-    if !(100..=600_000).contains(rt.get_ref()) {
-        return Err(at(
-            file,
-            text,
-            rt.span(),
-            format!(
-                "serve.request_timeout_ms {} is outside 100..=600000",
-                rt.get_ref()
-            ),
-        ));
+    for (key, v, range) in [
+        ("max_connections", &cfg.serve.max_connections, 1..=65536),
+        (
+            "request_timeout_ms",
+            &cfg.serve.request_timeout_ms,
+            100..=600_000,
+        ),
+    ] {
+        if !range.contains(v.get_ref()) {
+            let (lo, hi) = range.into_inner();
+            return Err(at(
+                file,
+                text,
+                v.span(),
+                format!("serve.{key} {} is outside {lo}..={hi}", v.get_ref()),
+            ));
+        }
     }
     if let Err(e) = d.serve.metrics.parse::<std::net::SocketAddr>() {
         bail!(

@@ -37,9 +37,9 @@ impl AsRawFd for FdWrap {
     }
 }
 
-/// Connect to a running daemon's telemetry socket, if there is one.
-pub fn daemon_socket() -> Option<std::os::unix::net::UnixStream> {
-    std::os::unix::net::UnixStream::connect(crate::config::DEFAULT_SOCKET).ok()
+/// Connect to a running daemon's telemetry socket at `path`, if one listens.
+pub fn daemon_socket(path: &std::path::Path) -> Option<std::os::unix::net::UnixStream> {
+    std::os::unix::net::UnixStream::connect(path).ok()
 }
 
 /// The length prefix of one record on the daemon's socket.

@@ -83,7 +83,7 @@ pub fn run(o: WatchOpts) -> Result<()> {
             Ok(l) => locks.push(l),
             Err(e) => {
                 // `ccload serve` owns the ring buffers: read its fan-out.
-                if let Some(sock) = daemon_socket() {
+                if let Some(sock) = daemon_socket(&o.args.socket) {
                     drop(locks);
                     return run_from_daemon(o, sock);
                 }
@@ -332,7 +332,7 @@ fn run_from_daemon(o: WatchOpts, sock: std::os::unix::net::UnixStream) -> Result
     use std::io::Read;
     eprintln!(
         "ccload: reading telemetry from the ccload daemon ({})",
-        crate::config::DEFAULT_SOCKET
+        o.args.socket.display()
     );
     let drops0 = ring_drops(&o.algos)?;
     let mut pr = Printer::new(&o);

@@ -162,6 +162,14 @@ impl Watch {
         Watch { child, rx }
     }
 
+    /// Wait (up to 5 s) until this watch holds `algo`'s consumer lock.
+    pub fn wait_holding(&self, algo: &str) -> bool {
+        let path = format!("/run/ccload/watch-{algo}.lock");
+        wait_until(Duration::from_secs(5), || {
+            std::fs::read_to_string(&path).is_ok_and(|s| s.trim() == self.child.id().to_string())
+        })
+    }
+
     pub fn stop(mut self) -> String {
         use std::io::Read;
         // SAFETY: signalling our own child.

@@ -21,8 +21,14 @@ struct Daemon {
 
 impl Daemon {
     fn start(config: &std::path::Path) -> Daemon {
+        Self::start_env(config, &[])
+    }
+    fn start_env(config: &std::path::Path, env: &[(&str, &str)]) -> Daemon {
         let mut child = Command::new(ccload_bin())
             .args(["serve", "--config", config.to_str().unwrap()])
+            .env_remove("JOURNAL_STREAM")
+            .env_remove("NOTIFY_SOCKET")
+            .envs(env.iter().copied())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
@@ -256,7 +262,7 @@ fn daemon_metrics_fanout_reload_and_exit() {
     std::fs::write(&cfg, format!("{base}bogus = 1\n")).unwrap();
     d.signal(libc::SIGHUP);
     assert!(wait_until(Duration::from_secs(5), || d
-        .logged("<3>ccload: reload failed")));
+        .logged("ccload: error: reload failed")));
     assert!(registered("hetcp") && registered("ccpd"));
     assert_eq!(
         metric(&scrape(&addr).unwrap(), "ccload_config_errors_total"),
@@ -492,10 +498,10 @@ fn a_ring_held_by_a_watch_is_retried_not_fatal() {
     let _s = privileged!();
     let _g = Attached::new("ccpd", &[]);
     let w = Watch::start(&["--algo", "ccpd"]);
-    assert!(wait_until(Duration::from_secs(5), || {
-        std::fs::read_to_string("/run/ccload/watch-ccpd.lock")
-            .is_ok_and(|s| s.trim() == w.child.id().to_string())
-    }));
+    assert!(
+        w.wait_holding("ccpd"),
+        "the first watch never took the lock"
+    );
     let (mut d, addr, _c, _) = daemon_with("ring", "");
     assert!(d.logged("ccpd telemetry not read, retrying"));
     let m = scrape(&addr).unwrap();
@@ -507,4 +513,79 @@ fn a_ring_held_by_a_watch_is_retried_not_fatal() {
         "the daemon never took the ring over"
     );
     assert!(d.alive());
+}
+
+/// Under systemd (Type=notify) the daemon says READY=1 once it serves,
+/// RELOADING=1 then READY=1 around a SIGHUP, STOPPING=1 on SIGTERM; its log
+/// lines carry journald priorities only when stderr is the journal; `watch
+/// --socket` reads a daemon whose `[serve] socket` is not the default.
+#[test]
+fn the_daemon_notifies_systemd_logs_levels_and_serves_a_custom_socket() {
+    let _s = privileged!();
+    let dir = std::env::temp_dir().join(format!("ccl-serve-notify-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let _c = Cleanup(dir.clone());
+    let ns = dir.join("notify.sock");
+    let rx = std::os::unix::net::UnixDatagram::bind(&ns).unwrap();
+    rx.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    let msg = || {
+        let mut b = [0u8; 512];
+        let n = rx.recv(&mut b).expect("a notification");
+        String::from_utf8_lossy(&b[..n]).to_string()
+    };
+    let tsock = dir.join("t.sock");
+    let cfg = config(
+        &dir,
+        "n.toml",
+        &format!(
+            "[algos.ccpd]\n[serve]\nmetrics = \"127.0.0.1:0\"\nsocket = \"{}\"\n",
+            tsock.display()
+        ),
+    );
+    let d = Daemon::start_env(&cfg, &[("NOTIFY_SOCKET", ns.to_str().unwrap())]);
+    let m = msg();
+    assert!(m.starts_with("READY=1"), "{m}");
+    // Ready means serving: the metrics answer at once.
+    assert!(scrape(&d.addr()).is_some());
+    assert!(
+        d.logged("ccload: info: applied"),
+        "{:?}",
+        d.log.lock().unwrap()
+    );
+    let w = std::process::Command::new(ccload_bin())
+        .args([
+            "watch",
+            "--algo",
+            "ccpd",
+            "--format",
+            "json",
+            "--duration",
+            "1",
+            "--socket",
+        ])
+        .arg(&tsock)
+        .output()
+        .unwrap();
+    let werr = String::from_utf8_lossy(&w.stderr);
+    assert!(
+        w.status.success()
+            && werr.contains(&format!("from the ccload daemon ({})", tsock.display())),
+        "{werr}"
+    );
+    d.signal(libc::SIGHUP);
+    let m = msg();
+    assert!(m.starts_with("RELOADING=1\nMONOTONIC_USEC="), "{m}");
+    assert!(msg().starts_with("READY=1"));
+    let st = d.stop();
+    assert!(st.success());
+    assert_eq!(msg(), "STOPPING=1");
+    // Under journald: sd-daemon priority prefixes instead of words.
+    let d = Daemon::start_env(&cfg, &[("JOURNAL_STREAM", "8:1234")]);
+    let _ = d.addr();
+    assert!(
+        d.logged("<6>ccload: applied"),
+        "{:?}",
+        d.log.lock().unwrap()
+    );
+    assert!(d.stop().success());
 }

@@ -140,12 +140,10 @@ fn a_second_consumer_is_refused() {
     let _s = privileged!();
     let _g = Attached::new("ccpd", &[]);
     let w = Watch::start(&["--algo", "ccpd"]);
-    // Wait until the first watch holds the lock.
-    assert!(wait_until(Duration::from_secs(5), || {
-        std::fs::read_to_string("/run/ccload/watch-ccpd.lock")
-            .map(|s| s.trim() == w.child.id().to_string())
-            .unwrap_or(false)
-    }));
+    assert!(
+        w.wait_holding("ccpd"),
+        "the first watch never took the lock"
+    );
     let o = ccload(&[
         "watch", "--algo", "ccpd", "--format", "json", "--count", "1",
     ]);

@@ -10,8 +10,10 @@
 //!   losses, RTOs, ring-buffer overruns) and socket counts, and per
 //!   algorithm x profile the telemetry record counts and histograms of RTT
 //!   and window (at most 4 x 16 label sets);
-//! - logs one line per event on stderr with sd-daemon priority prefixes
-//!   (`<6>`, `<4>`, `<3>`), which journald understands;
+//! - logs one line per event on stderr: with sd-daemon priority prefixes
+//!   under journald, with the level in words elsewhere ([`log`]); tells
+//!   systemd when it is ready, reloading and stopping ([`notify`],
+//!   `Type=notify`);
 //! - on SIGTERM/SIGINT keeps the kernel state, or removes it when the config
 //!   says `on_exit = "remove"`.
 //!
@@ -55,8 +57,63 @@ const SOCK_CACHE_TTL: Duration = Duration::from_secs(2);
 /// How often ring buffers that could not be opened are tried again.
 const RING_RETRY: Duration = Duration::from_secs(3);
 
+/// One log line on stderr. Under journald (`JOURNAL_STREAM` set: systemd
+/// connected stderr to the journal) with the sd-daemon priority prefix
+/// (`<3>` error, `<4>` warning, `<6>` info), which journald turns into the
+/// entry's priority; elsewhere (a terminal, `kubectl logs`) with the level
+/// in words.
 fn log(prio: u8, msg: impl std::fmt::Display) {
-    eprintln!("<{prio}>ccload: {msg}");
+    use std::sync::OnceLock;
+    static JOURNAL: OnceLock<bool> = OnceLock::new();
+    if *JOURNAL.get_or_init(|| std::env::var_os("JOURNAL_STREAM").is_some()) {
+        eprintln!("<{prio}>ccload: {msg}");
+    } else {
+        eprintln!("ccload: {}: {msg}", level_name(prio));
+    }
+}
+
+fn level_name(prio: u8) -> &'static str {
+    match prio {
+        0..=3 => "error",
+        4 => "warning",
+        5 => "notice",
+        6 => "info",
+        _ => "debug",
+    }
+}
+
+/// Tell the service manager about our state (sd_notify(3)): a datagram on
+/// `$NOTIFY_SOCKET` when systemd (Type=notify) set it; nothing otherwise.
+fn notify(state: &str) {
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+        return;
+    };
+    let Ok(sock) = std::os::unix::net::UnixDatagram::unbound() else {
+        return;
+    };
+    let bytes = path.as_encoded_bytes();
+    let sent = if let Some(name) = bytes.strip_prefix(b"@") {
+        // An abstract socket address.
+        use std::os::linux::net::SocketAddrExt;
+        std::os::unix::net::SocketAddr::from_abstract_name(name)
+            .and_then(|a| sock.send_to_addr(state.as_bytes(), &a))
+    } else {
+        sock.send_to(state.as_bytes(), std::path::Path::new(&path))
+    };
+    if let Err(e) = sent {
+        log(4, format!("sd_notify {state:?}: {e}"));
+    }
+}
+
+/// CLOCK_MONOTONIC in microseconds, for `RELOADING=1`'s MONOTONIC_USEC.
+fn monotonic_usec() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes only into `ts`.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1_000
 }
 
 /// What the daemon's tasks share (one thread; see the module comment).
@@ -254,6 +311,7 @@ pub fn run(config_path: &Path, verbose: bool) -> Result<()> {
     match res {
         Ok(Exit::Signal(sig)) => {
             log(6, sig);
+            notify("STOPPING=1");
             if d.serve.remove_on_exit {
                 let empty = config::parse(Path::new("<on_exit = remove>"), "")?;
                 apply(&empty, verbose)?;
@@ -332,6 +390,8 @@ async fn main_loop(path: PathBuf, st: Rc<State>, verbose: bool) -> Result<Exit> 
     let q: Queue = Default::default();
     let mut rings = Rings::open(&q);
     st.metrics.borrow_mut().rings_missing = rings.missing.clone();
+    // Config applied, listeners bound, rings open: ready.
+    notify("READY=1\nSTATUS=serving");
     let mut hup = signal(SignalKind::hangup())?;
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
@@ -417,6 +477,7 @@ async fn main_loop(path: PathBuf, st: Rc<State>, verbose: bool) -> Result<Exit> 
         drop(std::mem::replace(&mut rings, Rings::empty()));
         if reload {
             log(6, format!("SIGHUP: reloading {}", path.display()));
+            notify(&format!("RELOADING=1\nMONOTONIC_USEC={}", monotonic_usec()));
             match config::load(&path).and_then(|d| apply(&d, verbose).map(|_| d)) {
                 Ok(d) => {
                     *st.desired.borrow_mut() = d;
@@ -434,5 +495,8 @@ async fn main_loop(path: PathBuf, st: Rc<State>, verbose: bool) -> Result<Exit> 
         }
         rings = Rings::open(&q);
         st.metrics.borrow_mut().rings_missing = rings.missing.clone();
+        if reload {
+            notify("READY=1\nSTATUS=serving");
+        }
     }
 }
