@@ -46,7 +46,8 @@ n_flows = [4]
     // Four flows share a 50-packet buffer (~12 packets each), so gamma is
     // set below that share and the delay component is enabled from 10
     // segments; both variants run with the same settings, only `plus` differs.
-    for plus in ["1", "0"] {
+    // ABBA: drift over the four runs cancels in the sums.
+    for plus in ["1", "0", "0", "1"] {
         ccload_ok(&[
             "tune",
             "--algo",
@@ -69,15 +70,24 @@ n_flows = [4]
         );
         assert_eq!(s.flows.len(), 4);
         assert!(s.flows.iter().all(|f| f.cc == "ctcp_plus"));
-        res.push((losses, s.goodput_mbit, s.queue_drops));
+        res.push((plus, losses, s.goodput_mbit, s.queue_drops));
     }
     ccload_ok(&["tune", "--algo", "ctcp_plus", "--reset"]);
-    let ((lp, gp, dp), (lc, gc, dc)) = (res[0], res[1]);
-    assert!(lc >= 4, "plain Compound must see losses here ({lc})");
+    let sum = |p: &str| {
+        res.iter()
+            .filter(|r| r.0 == p)
+            .fold((0, 0.0, 0), |a, r| (a.0 + r.1, a.1 + r.2, a.2 + r.3))
+    };
+    let ((lp, gp, dp), (lc, gc, dc)) = (sum("1"), sum("0"));
+    assert!(
+        lc >= 8,
+        "plain Compound must see losses here ({lc} in two runs)"
+    );
     assert!(lp < lc, "CTCP+ {lp} loss events vs Compound {lc}");
     assert!(dp < dc, "CTCP+ {dp} queue drops vs Compound {dc}");
     // Goodput parity is not reliable run to run (measured 0.93-1.04 x over
-    // 20-s runs); the test holds CTCP+ to within 10 % while its loss-event
-    // reduction (~4x) is far outside the noise.
+    // single 20-s runs, once 0.86 x); summed over two alternated runs each,
+    // the test holds CTCP+ to within 10 % while its loss-event reduction
+    // (~4x) is far outside the noise.
     assert!(gp >= 0.90 * gc, "CTCP+ goodput {gp:.2} vs Compound {gc:.2}");
 }
