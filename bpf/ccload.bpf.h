@@ -115,10 +115,4 @@ static __always_inline void ccl_event_fill(struct ccl_event *ev, const struct so
 	}
 }
 
-/* Should this round be traced?  trace_every = 0 turns telemetry off. */
-static __always_inline bool ccl_trace_due(u32 round, u32 trace_every)
-{
-	return trace_every && (round % trace_every) == 0;
-}
-
 #endif /* __CCLOAD_BPF_H */

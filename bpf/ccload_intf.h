@@ -31,7 +31,7 @@ typedef int64_t s64;
 enum ccl_consts {
 	CCL_NAME_MAX = 16,	     /* TCP_CA_NAME_MAX including the NUL */
 	CCL_NR_PROFILES = 16,	     /* params map entries; 0 = the algorithm's defaults */
-	CCL_RINGBUF_BYTES = 1 << 20, /* per algorithm; ~9000 telemetry records */
+	CCL_RINGBUF_BYTES = 1 << 22, /* per algorithm; ~30000 telemetry records */
 	CCL_CA_PRIV_SIZE = 104,	     /* ICSK_CA_PRIV_SIZE: per-flow controller state */
 	CCL_Q10 = 1024,
 	CCL_Q16 = 65536,
@@ -129,7 +129,8 @@ enum ccl_phase {
 	X(bmax_on_loss, "bmax_on_loss", 1, 0, 0, 2, "", "on a loss in CA set rtt_max to rtts: 0 never, 1 congestive losses, 2 every loss") \
 	X(q_rtt, "q_rtt", 1, 0, 0, 1, "", "RTT the L1 law reads the queue from: 0 smoothed (paper), 1 the round's minimum") \
 	X(ss_exit, "ss_exit", 1, 1, 0, 1, "", "1 = slow start ends when the RTT shows a queue; 0 = at the first loss (paper)") \
-	X(trace_every, "trace_every", 1, 1, 0, 1000, "rounds", "telemetry every N rounds; 0 = off")
+	X(trace_every, "trace_every", 1, 1, 0, 1000, "rounds", "telemetry every N rounds; 0 = off") \
+	X(trace_ms, "trace_ms", 1, 0, 0, 60000, "ms", "at most one record per flow per N ms; 0 = no time limit")
 
 /* HE-TCP (docs/hetcp.md, "Tunables") */
 #define CCL_HETCP_PARAMS(X)                                                                     \
@@ -141,7 +142,8 @@ enum ccl_phase {
 	X(ss_mode, "ss_mode", 1, 0, 0, 2, "", "slow start: 0 = ends when a sample sees a queue, 1 = max(GTSW, burst), 2 = literal Fig. 2") \
 	X(rto_reset, "rto_reset", 1, 0, 0, 1, "", "1 = reset the estimator on RTO too")         \
 	X(ssth_floor, "ssth_floor", 1, 2, 2, 100, "segments", "floor of the written ssthresh")  \
-	X(trace_every, "trace_every", 1, 1, 0, 1000, "samples", "telemetry every N samples; 0 = off")
+	X(trace_every, "trace_every", 1, 1, 0, 1000, "samples", "telemetry every N samples; 0 = off") \
+	X(trace_ms, "trace_ms", 1, 0, 0, 60000, "ms", "at most one record per flow per N ms; 0 = no time limit")
 
 /* Compound TCP+ (docs/ctcp_plus.md, "Tunables") */
 #define CCL_CTCP_PLUS_PARAMS(X)                                                                 \
@@ -158,7 +160,8 @@ enum ccl_phase {
 	X(plus_md_q10, "plus_md", CCL_Q10, CCL_FIX(CCL_Q10, 2, 3), CCL_Q10 / 2, CCL_Q10, "", "rule (2) loss-window factor (2/3)") \
 	X(plus_dec_q10, "plus_dec", CCL_Q10, CCL_Q10 / 2, 0, 4 * CCL_Q10, "segments", "rule (3) decrease per RTT") \
 	X(gamma_exit, "gamma_exit", 1, 0, 0, 1000, "segments", "episode exit threshold; 0 = gamma") \
-	X(trace_every, "trace_every", 1, 1, 0, 1000, "rounds", "telemetry every N rounds; 0 = off")
+	X(trace_every, "trace_every", 1, 1, 0, 1000, "rounds", "telemetry every N rounds; 0 = off") \
+	X(trace_ms, "trace_ms", 1, 0, 0, 60000, "ms", "at most one record per flow per N ms; 0 = no time limit")
 
 /* Hyun & Jang under-buffered-link Reno (docs/ub_reno.md, "Tunables") */
 #define CCL_UB_RENO_PARAMS(X)                                                                   \
@@ -175,7 +178,8 @@ enum ccl_phase {
 	X(ls_h_mult, "ls_h_mult", 1, 4, 1, 32, "", "CUSUM threshold in mean abs deviations")    \
 	X(ls_dev_min_us, "ls_dev_min", 1, 50, 1, 10000, "us", "deviation floor")                \
 	X(ls_warm, "ls_warm", 1, 8, 1, 64, "samples", "plain-mean warm-up")                     \
-	X(trace_every, "trace_every", 1, 1, 0, 1000, "rounds", "telemetry every N rounds; 0 = off")
+	X(trace_every, "trace_every", 1, 1, 0, 1000, "rounds", "telemetry every N rounds; 0 = off") \
+	X(trace_ms, "trace_ms", 1, 0, 0, 60000, "ms", "at most one record per flow per N ms; 0 = no time limit")
 /* clang-format on */
 
 #define CCL_PARAM_FIELD(field, name, scale, def, lo, hi, unit, help) u32 field;
@@ -325,6 +329,100 @@ struct ccl_event {
 #define CCL_TEL_MEMBER(name, NAME, tel) struct ccl_tel_##tel tel;
 		CCL_ALGOS(CCL_TEL_MEMBER)
 	} u;
+};
+
+/* ---------------------------------------------------------------------------
+ * Aggregates: what metrics are made of.  Kept in the kernel, in per-CPU maps,
+ * so they are exact whatever the ring buffer drops:
+ *   - per (algorithm, profile) by every controller: the `agg` map of its
+ *     object, one entry per profile (ccload_agg.bpf.h);
+ *   - per cgroup by the cgroup sock_ops program, for sockets on any CC (a
+ *     bound cgroup, or a watched one that keeps its CC).
+ * Counters are summed over CPUs by the reader; histograms are log-linear
+ * (8 linear steps per power of two: ~9 % wide buckets), so quantiles such as
+ * an srtt p95 are good to a few percent.  Sampling and bucket arithmetic are
+ * pure functions in bpf/core/agg_core.h.
+ * ------------------------------------------------------------------------- */
+
+/* Counters, X(field, unit, help); `unit` "" = a count. */
+/* clang-format off */
+#define CCL_AGG_COUNTERS(X)                                                              \
+	X(flows_started, "", "flows that started: controller init, or established in the cgroup") \
+	X(flows_ended, "", "flows that ended: controller release, or closed in the cgroup") \
+	X(samples, "", "per-flow samples in the histograms (one per flow per smoothed RTT)") \
+	X(bytes_acked, "bytes", "bytes acknowledged by the receivers")                   \
+	X(segs_out, "segments", "data segments sent, retransmissions included")          \
+	X(retrans_segs, "segments", "data segments retransmitted")                       \
+	X(loss_events, "", "entries into fast recovery (one per loss episode)")          \
+	X(rtos, "", "retransmission timeouts")                                           \
+	X(recovery_ns, "ns", "time flows spent in Recovery or Loss, summed over flows")  \
+	X(srtt_sum_us, "us", "sum of the sampled smoothed RTTs")                         \
+	X(cwnd_sum, "segments", "sum of the sampled windows")                            \
+	X(rate_sum_kbps, "kbit/s", "sum of the sampled delivery rates")
+
+/* Histograms, X(name, unit, help): one sample per flow per smoothed RTT. */
+#define CCL_AGG_HISTS(X)                                          \
+	X(srtt, "us", "smoothed RTT")                             \
+	X(cwnd, "segments", "congestion window")                  \
+	X(rate, "kbit/s", "delivery rate (the kernel's rate sample)")
+/* clang-format on */
+
+#define CCL_AGG_COUNTER_ENUM(field, unit, help) CCL_AGG_##field,
+enum ccl_agg_counter {
+	CCL_AGG_COUNTERS(CCL_AGG_COUNTER_ENUM) /* CCL_AGG_flows_started, ... */
+	CCL_AGG_NR_COUNTERS,
+};
+
+#define CCL_AGG_HIST_ENUM(name, unit, help) CCL_HIST_##name,
+enum ccl_agg_hist {
+	CCL_AGG_HISTS(CCL_AGG_HIST_ENUM) /* CCL_HIST_srtt, ... */
+	CCL_AGG_NR_HISTS,
+};
+
+enum ccl_hist_consts {
+	CCL_HIST_SUB_BITS = 3,		       /* 8 linear steps per power of two */
+	CCL_HIST_SUB = 1 << CCL_HIST_SUB_BITS, /* values below it have exact buckets */
+	CCL_HIST_BUCKETS = 256,		       /* covers 0 .. 2^34 */
+};
+
+/* One aggregate slot (per CPU). */
+struct ccl_agg {
+	u64 c[CCL_AGG_NR_COUNTERS];
+	u64 hist[CCL_AGG_NR_HISTS][CCL_HIST_BUCKETS];
+};
+
+/* Per-socket bookkeeping of the aggregates (socket storage, one per object). */
+struct ccl_agg_sk {
+	u64 hist_ns;	  /* when the flow was last sampled into the histograms */
+	u64 rec_start_ns; /* when it entered Recovery/Loss; 0 = not in it */
+	u64 trace_ns;	  /* when it was last traced (trace_ms) */
+	u64 bytes_acked;  /* counters at the last flush, for deltas */
+	u32 segs_out;
+	u32 retrans;
+	u32 ca_state; /* last state seen */
+	u32 started;  /* 1 = counted in flows_started */
+	u32 slot;     /* its slot in the agg map (the profile, for controllers) */
+	u32 pad;
+};
+
+/* What a hook knows about a flow at one instant (inputs of agg_core.h). */
+struct ccl_agg_in {
+	u64 now_ns;
+	u64 bytes_acked;
+	u32 srtt_us;
+	u32 cwnd;
+	u32 mss;
+	u32 rate_delivered;   /* segments, of the last rate sample */
+	u32 rate_interval_us; /* its interval; 0 = no sample */
+	u32 segs_out;	      /* tp->data_segs_out */
+	u32 total_retrans;
+};
+
+/* Host-side descriptor of one counter or histogram (bpf/core/host_core.c). */
+struct ccl_agg_desc {
+	const char *name;
+	const char *unit;
+	const char *help;
 };
 
 /* One entry, pinned with each attached algorithm: what `detach` must restore. */

@@ -13,6 +13,8 @@
  *   stats   PERCPU_ARRAY[CCL_NR_STATS] of u64
  *   events  RINGBUF of struct ccl_event (per-round telemetry)
  *   meta    ARRAY[1] of struct ccl_meta (what detach must restore)
+ *   agg     PERCPU_ARRAY[CCL_NR_PROFILES] of struct ccl_agg (aggregates per
+ *           profile, ccload_agg.bpf.h)
  * plus the shared sk_profile socket storage (cgroup bindings).
  *
  * Defined here: stat_add/stat_inc, ccl_profile_of, ccl_params (the clamped
@@ -53,6 +55,9 @@ struct {
 } meta SEC(".maps");
 
 CCL_DEFINE_SK_PROFILE
+
+#define CCL_AGG_SLOTS CCL_NR_PROFILES
+#include "ccload_agg.bpf.h"
 
 static __always_inline void stat_add(u32 idx, u64 v)
 {
@@ -134,11 +139,24 @@ static __always_inline void ccl_event_submit(struct ccl_event *ev)
 	stat_inc(CCL_STAT_EVENTS);
 }
 
+/* Every controller's init() starts with this: count the flow in. */
+static __always_inline void ccl_flow_init(struct sock *sk)
+{
+	stat_inc(CCL_STAT_FLOW_INIT);
+	ccl_agg_init(sk, ccl_profile_of(sk));
+}
+
+/* Should this round be traced?  trace_every = 0 turns telemetry off;
+ * trace_ms > 0 also limits the flow to one record per trace_ms. */
+#define ccl_trace_due(sk, round, p) \
+	((p).trace_every && ((round) % (p).trace_every) == 0 && ccl_trace_ms(sk, (p).trace_ms))
+
 /* The same release for every controller: count the flow out. */
 SEC("struct_ops")
 void BPF_PROG(ccl_release, struct sock *sk)
 {
 	stat_inc(CCL_STAT_FLOW_RELEASE);
+	ccl_agg_release(sk);
 }
 
 #endif /* __CCLOAD_MAPS_BPF_H */

@@ -85,7 +85,7 @@ void BPF_PROG(ccpd_init, struct sock *sk)
 	struct tcp_sock *tp = tcp_sk(sk);
 
 	ccpd_on_init(inet_csk_ca(sk), tp->delivered, (u32)tp->tcp_mstamp);
-	stat_inc(CCL_STAT_FLOW_INIT);
+	ccl_flow_init(sk);
 }
 
 static __always_inline void ccpd_emit(struct sock *sk, struct ccpd *ca,
@@ -177,7 +177,7 @@ void BPF_PROG(ccpd_cong_control, struct sock *sk, u32 ack, int flag, const struc
 	sk->sk_pacing_rate = ~0UL;
 
 	/* Telemetry every round in every state. */
-	if (o.round_start && ccl_trace_due(ca->round.cnt, p.trace_every))
+	if (o.round_start && ccl_trace_due(sk, ca->round.cnt, p))
 		ccpd_emit(sk, ca, &p, &o, profile);
 }
 
@@ -187,6 +187,7 @@ void BPF_PROG(ccpd_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct ccl_ccpd_params p;
 
+	ccl_agg_ack(sk);
 	ccl_params(ccl_profile_of(sk), &p);
 	ccpd_on_rtt(inet_csk_ca(sk), &p, ccl_ca_state(sk), sample->rtt_us, (u32)tp->tcp_mstamp,
 		    tp->snd_cwnd);
@@ -226,6 +227,7 @@ void BPF_PROG(ccpd_set_state, struct sock *sk, __u8 new_state)
 	struct ccl_ccpd_params p;
 	u32 target;
 
+	ccl_agg_set_state(sk, new_state);
 	ccl_params(ccl_profile_of(sk), &p);
 	/* set_state runs before icsk_ca_state is overwritten. */
 	target = ccpd_on_set_state(inet_csk_ca(sk), &p, ccl_ca_state(sk), new_state, tp->snd_cwnd,

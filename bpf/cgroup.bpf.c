@@ -15,6 +15,18 @@
  * hook already sees the profile.  Sockets outside bound cgroups are never
  * touched.  The binding (algorithm, profile) lives in the `binding` map,
  * written by ccload before attaching.
+ *
+ * Aggregates (ccload_agg.bpf.h, one slot): for every connection of the
+ * cgroup, whatever its CC, the program asks for the RTT, retransmit, RTO
+ * and state callbacks when it is established and feeds the `agg` map from
+ * them: counter deltas and one histogram sample per smoothed RTT on RTT
+ * callbacks, congestion-state changes as seen at the next RTT or
+ * retransmit callback (the kernel has no callback for them; a Recovery
+ * episode starts with a retransmission, so its start is exact and its end
+ * is known within one ACK), RTOs from the RTO callback, the last deltas
+ * when the socket closes.  A binding with an empty algorithm is a *watch*:
+ * aggregates only, the cgroup keeps its CC (`ccload cgroup watch`).
+ * Connections that existed before the program was attached are not seen.
  */
 #include "ccload.bpf.h"
 
@@ -22,8 +34,12 @@ char _license[] SEC("license") = "GPL";
 
 #define SOL_TCP 6
 #define TCP_CONGESTION 13
+#define CCL_TCP_CLOSE 7 /* BPF_TCP_CLOSE */
 
 CCL_DEFINE_SK_PROFILE
+
+#define CCL_AGG_SLOTS 1
+#include "ccload_agg.bpf.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -47,30 +63,13 @@ static __always_inline void cg_inc(u32 idx)
 		*c += 1;
 }
 
-SEC("sockops")
-int ccl_cgroup_sockops(struct bpf_sock_ops *skops)
+/* Bind a new connection: profile into sk_profile, then TCP_CONGESTION. */
+static __always_inline void cg_bind(struct bpf_sock_ops *skops, struct bpf_sock *sk,
+				    struct ccl_cg_binding *b, int passive)
 {
 	struct ccl_sk_binding *sb;
-	struct ccl_cg_binding *b;
 	char name[CCL_NAME_MAX];
-	struct bpf_sock *sk;
-	u32 zero = 0;
-	int passive;
 
-	switch (skops->op) {
-	case BPF_SOCK_OPS_TCP_CONNECT_CB:
-		passive = 0;
-		break;
-	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
-		passive = 1;
-		break;
-	default:
-		return 1;
-	}
-	sk = skops->sk;
-	b = bpf_map_lookup_elem(&binding, &zero);
-	if (!sk || !b || !b->algo[0])
-		return 1;
 	sb = bpf_sk_storage_get(&sk_profile, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 	if (sb) {
 		sb->profile = b->profile < CCL_NR_PROFILES ? b->profile : 0;
@@ -80,8 +79,112 @@ int ccl_cgroup_sockops(struct bpf_sock_ops *skops)
 	name[CCL_NAME_MAX - 1] = 0;
 	if (bpf_setsockopt(skops, SOL_TCP, TCP_CONGESTION, name, sizeof(name))) {
 		cg_inc(CCL_CG_ERRORS);
-		return 1;
+		return;
 	}
 	cg_inc(passive ? CCL_CG_PASSIVE : CCL_CG_ACTIVE);
-	return 1;
+}
+
+/* The aggregate inputs from the sock_ops context (a full socket). */
+static __always_inline void cg_agg_in(struct ccl_agg_in *in, struct bpf_sock_ops *skops)
+{
+	in->now_ns = bpf_ktime_get_ns();
+	in->bytes_acked = skops->bytes_acked;
+	in->srtt_us = skops->srtt_us >> 3;
+	in->cwnd = skops->snd_cwnd;
+	in->mss = skops->mss_cache;
+	in->rate_delivered = skops->rate_delivered;
+	in->rate_interval_us = skops->rate_interval_us;
+	in->segs_out = skops->data_segs_out;
+	in->total_retrans = skops->total_retrans;
+}
+
+/* The socket's congestion state (enum tcp_ca_state); 0 if unreadable. */
+static __always_inline u32 cg_ca_state(struct bpf_sock *sk)
+{
+	struct tcp_sock *tp;
+
+	tp = bpf_skc_to_tcp_sock(sk);
+	if (!tp)
+		return CCL_CA_OPEN;
+	return BPF_CORE_READ_BITFIELD(&tp->inet_conn, icsk_ca_state);
+}
+
+/* Aggregates: one callback of an established connection. */
+static __always_inline void cg_agg(struct bpf_sock_ops *skops, struct bpf_sock *sk, u32 op)
+{
+	struct ccl_agg_sk *s;
+	struct ccl_agg_in in;
+	struct ccl_agg *a;
+	u32 st;
+
+	a = ccl_agg_slot(0);
+	if (!a)
+		return;
+	if (op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB || op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB) {
+		s = bpf_sk_storage_get(&agg_sk, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+		if (!s)
+			return;
+		bpf_sock_ops_cb_flags_set(
+			skops, BPF_SOCK_OPS_RTT_CB_FLAG | BPF_SOCK_OPS_RETRANS_CB_FLAG |
+				       BPF_SOCK_OPS_RTO_CB_FLAG | BPF_SOCK_OPS_STATE_CB_FLAG);
+		cg_agg_in(&in, skops);
+		ccl_agg_start(a, s, &in, CCL_CA_OPEN);
+		return;
+	}
+	s = bpf_sk_storage_get(&agg_sk, sk, 0, 0);
+	if (!s || !s->started)
+		return;
+	cg_agg_in(&in, skops);
+	switch (op) {
+	case BPF_SOCK_OPS_STATE_CB:
+		if (skops->args[1] == CCL_TCP_CLOSE)
+			ccl_agg_end(a, s, &in);
+		return;
+	case BPF_SOCK_OPS_RTO_CB:
+		a->c[CCL_AGG_rtos]++;
+		break;
+	default:
+		break;
+	}
+	st = cg_ca_state(sk);
+	if (st != s->ca_state) {
+		ccl_agg_flush(a, s, &in);
+		ccl_agg_state(a, s, st, in.now_ns, 0);
+	}
+	if (op == BPF_SOCK_OPS_RTT_CB)
+		ccl_agg_tick(a, s, &in);
+}
+
+SEC("sockops")
+int ccl_cgroup_sockops(struct bpf_sock_ops *skops)
+{
+	struct ccl_cg_binding *b;
+	struct bpf_sock *sk;
+	u32 op = skops->op;
+	u32 zero = 0;
+
+	sk = skops->sk;
+	if (!sk)
+		return 1;
+	b = bpf_map_lookup_elem(&binding, &zero);
+	switch (op) {
+	case BPF_SOCK_OPS_TCP_CONNECT_CB:
+		if (b && b->algo[0])
+			cg_bind(skops, sk, b, 0);
+		return 1;
+	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
+		if (b && b->algo[0])
+			cg_bind(skops, sk, b, 1);
+		cg_agg(skops, sk, op);
+		return 1;
+	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
+	case BPF_SOCK_OPS_RTT_CB:
+	case BPF_SOCK_OPS_RETRANS_CB:
+	case BPF_SOCK_OPS_RTO_CB:
+	case BPF_SOCK_OPS_STATE_CB:
+		cg_agg(skops, sk, op);
+		return 1;
+	default:
+		return 1;
+	}
 }

@@ -85,7 +85,7 @@ void BPF_PROG(ctcp_plus_init, struct sock *sk)
 	ca->diff_reno_q10 = -1;
 	ca->enabled = 1;
 	ctcp_plus_rearm(tp, ca);
-	stat_inc(CCL_STAT_FLOW_INIT);
+	ccl_flow_init(sk);
 }
 
 SEC("struct_ops")
@@ -94,6 +94,7 @@ void BPF_PROG(ctcp_plus_pkts_acked, struct sock *sk, const struct ack_sample *sa
 	struct ctcp_plus *ca = inet_csk_ca(sk);
 	u32 v;
 
+	ccl_agg_ack(sk);
 	if (!ca->enabled || sample->rtt_us <= 0)
 		return;
 	v = (u32)sample->rtt_us + 1;
@@ -216,7 +217,7 @@ void BPF_PROG(ctcp_plus_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 				stat_inc(CCL_STAT_EARLY_DECS);
 			}
 		}
-		if (ccl_trace_due(ca->round.cnt, p.trace_every))
+		if (ccl_trace_due(sk, ca->round.cnt, p))
 			ctcp_plus_emit(sk, ca, &r, rtt != CCL_U32_MAX ? rtt : 0, profile);
 		ctcp_plus_rearm(tp, ca);
 	}
@@ -276,6 +277,7 @@ void BPF_PROG(ctcp_plus_set_state, struct sock *sk, __u8 new_state)
 	struct ctcp_plus *ca = inet_csk_ca(sk);
 	u8 en = new_state == TCP_CA_Open;
 
+	ccl_agg_set_state(sk, new_state);
 	if (en && !ca->enabled)
 		ctcp_plus_rearm(tp, ca);
 	ca->enabled = en;

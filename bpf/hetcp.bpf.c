@@ -86,7 +86,7 @@ void BPF_PROG(hetcp_init, struct sock *sk)
 	ca->base_rtt_us = CCL_U32_MAX;
 	ca->pre_time_us = tp->tcp_mstamp;
 	ccl_round_reset(&ca->round, tp->snd_nxt);
-	stat_inc(CCL_STAT_FLOW_INIT);
+	ccl_flow_init(sk);
 }
 
 SEC("struct_ops")
@@ -94,6 +94,7 @@ void BPF_PROG(hetcp_pkts_acked, struct sock *sk, const struct ack_sample *sample
 {
 	struct hetcp *ca = inet_csk_ca(sk);
 
+	ccl_agg_ack(sk);
 	if (sample->rtt_us <= 0)
 		return;
 	ca->last_rtt_us = sample->rtt_us;
@@ -197,7 +198,7 @@ void BPF_PROG(hetcp_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 		ca->ack_cnt = 0;
 		ca->samples++;
 		stat_inc(CCL_STAT_EST_SAMPLES);
-		if (ccl_trace_due(ca->samples, p.trace_every))
+		if (ccl_trace_due(sk, ca->samples, p))
 			hetcp_emit(sk, ca, &s, si, profile);
 	}
 
@@ -256,6 +257,12 @@ __u32 BPF_PROG(hetcp_undo_cwnd, struct sock *sk)
 	return tp->snd_cwnd > tp->prior_cwnd ? tp->snd_cwnd : tp->prior_cwnd;
 }
 
+SEC("struct_ops")
+void BPF_PROG(hetcp_set_state, struct sock *sk, __u8 new_state)
+{
+	ccl_agg_set_state(sk, new_state); /* aggregates only: the law needs no state hook */
+}
+
 SEC(".struct_ops.link")
 struct tcp_congestion_ops hetcp = {
 	.init = (void *)hetcp_init,
@@ -264,6 +271,7 @@ struct tcp_congestion_ops hetcp = {
 	.cong_avoid = (void *)hetcp_cong_avoid,
 	.ssthresh = (void *)hetcp_ssthresh,
 	.cwnd_event = (void *)hetcp_cwnd_event,
+	.set_state = (void *)hetcp_set_state,
 	.undo_cwnd = (void *)hetcp_undo_cwnd,
 	.name = "hetcp",
 };

@@ -79,7 +79,7 @@ void BPF_PROG(ub_reno_init, struct sock *sk)
 	ca->rtt_min_us = CCL_U32_MAX;
 	ccl_round_reset(&ca->round, tp->snd_nxt);
 	ca->last_cwnd = tp->snd_cwnd;
-	stat_inc(CCL_STAT_FLOW_INIT);
+	ccl_flow_init(sk);
 }
 
 /* 4.3: RTT samples feed rtt_min and LSRTT, only in Open/Disorder. */
@@ -91,6 +91,7 @@ void BPF_PROG(ub_reno_pkts_acked, struct sock *sk, const struct ack_sample *samp
 	u16 up;
 	u32 r;
 
+	ccl_agg_ack(sk);
 	if (sample->rtt_us <= 0 || ccl_ca_state(sk) > TCP_CA_Disorder)
 		return;
 	r = sample->rtt_us;
@@ -168,7 +169,7 @@ void BPF_PROG(ub_reno_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 		if (ubl_round(&ca->w, ca->c_q16, tp->snd_ssthresh, &p))
 			stat_inc(CCL_STAT_WFULL_FOUND);
 		stat_inc(CCL_STAT_ROUNDS);
-		if (ccl_trace_due(ca->round.cnt, p.trace_every))
+		if (ccl_trace_due(sk, ca->round.cnt, p))
 			ub_reno_emit(sk, ca, ca->round.cnt, profile);
 	}
 
@@ -212,6 +213,12 @@ __u32 BPF_PROG(ub_reno_undo_cwnd, struct sock *sk)
 	return tcp_reno_undo_cwnd(sk);
 }
 
+SEC("struct_ops")
+void BPF_PROG(ub_reno_set_state, struct sock *sk, __u8 new_state)
+{
+	ccl_agg_set_state(sk, new_state); /* aggregates only: the law needs no state hook */
+}
+
 SEC(".struct_ops.link")
 struct tcp_congestion_ops ub_reno = {
 	.init = (void *)ub_reno_init,
@@ -220,6 +227,7 @@ struct tcp_congestion_ops ub_reno = {
 	.cong_avoid = (void *)ub_reno_cong_avoid,
 	.ssthresh = (void *)ub_reno_ssthresh,
 	.cwnd_event = (void *)ub_reno_cwnd_event,
+	.set_state = (void *)ub_reno_set_state,
 	.undo_cwnd = (void *)ub_reno_undo_cwnd,
 	.name = "ub_reno",
 };

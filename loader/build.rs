@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 
 use libbpf_cargo::SkeletonBuilder;
 
-/// Other BPF objects: the per-cgroup sock_ops binding.  The controllers
+/// Other BPF objects: the per-cgroup sock_ops binding and the bench's
+/// synthetic telemetry producer.  The controllers
 /// come from `CCL_ALGOS` in bpf/ccload_intf.h ([`algos_of`]).
-const OTHERS: &[&str] = &["cgroup"];
+const OTHERS: &[&str] = &["cgroup", "bench"];
 
 /// One row of `CCL_ALGOS(X)`: X(name, NAME, tel).
 struct Row {

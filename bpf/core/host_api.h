@@ -7,6 +7,7 @@
 #include "hetcp_core.h"
 #include "ctcp_core.h"
 #include "ubl_core.h"
+#include "agg_core.h"
 
 /* Per CCL_ALGOS row: the tunable and telemetry descriptor tables. */
 #define CCL_HOST_DECLS(name, NAME, tel)                               \
@@ -15,3 +16,8 @@
 	extern const struct ccl_tel_desc ccl_##name##_tel_desc[];     \
 	extern const u32 ccl_##name##_tel_count;
 CCL_ALGOS(CCL_HOST_DECLS)
+
+/* The aggregate descriptor tables, CCL_AGG_NR_COUNTERS and CCL_AGG_NR_HISTS
+ * entries. */
+extern const struct ccl_agg_desc ccl_agg_counter_desc[];
+extern const struct ccl_agg_desc ccl_agg_hist_desc[];

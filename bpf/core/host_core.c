@@ -10,6 +10,7 @@
 #include "hetcp_core.h"
 #include "ctcp_core.h"
 #include "ubl_core.h"
+#include "agg_core.h"
 
 #define CCL_PARAM_DESC(field, name, scale, def, lo, hi, unit, help) \
 	{ #field, name, scale, def, lo, hi, unit, help },
@@ -41,3 +42,8 @@ CCL_ALGOS(CCL_HOST_PARAM_TABLE)
 
 #define CCL_HOST_TEL_TABLE(name, NAME, tel) CCL_TEL_TABLE(name, tel, CCL_TEL_##NAME)
 CCL_ALGOS(CCL_HOST_TEL_TABLE)
+
+/* The aggregate counters and histograms (ccload_intf.h), in enum order. */
+#define CCL_AGG_DESC(name, unit, help) { #name, unit, help },
+const struct ccl_agg_desc ccl_agg_counter_desc[] = { CCL_AGG_COUNTERS(CCL_AGG_DESC) };
+const struct ccl_agg_desc ccl_agg_hist_desc[] = { CCL_AGG_HISTS(CCL_AGG_DESC) };

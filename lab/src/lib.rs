@@ -9,9 +9,13 @@
 //! - [`report`], [`plot`]: report.md and the PNG/SVG plots.
 //!
 //! - [`soak`]: ccload under a hostile operator, for `cargo xtask soak`.
+//! - [`bench`]: telemetry consumer rate and datapath costs, for `cargo
+//!   xtask bench`.
 //!
-//! `cargo xtask lab list|run|check` and `cargo xtask soak` are the front ends.
+//! `cargo xtask lab list|run|check`, `cargo xtask soak` and `cargo xtask
+//! bench` are the front ends.
 
+pub mod bench;
 pub mod plot;
 pub mod report;
 pub mod run;

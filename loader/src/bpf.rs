@@ -34,7 +34,7 @@ use crate::sysctl;
 pub const PIN_ROOT: &str = "/sys/fs/bpf/ccload";
 
 /// The maps every controller object has (see bpf/ccload.bpf.h).
-pub const MAPS: [&str; 4] = ["params", "stats", "events", "meta"];
+pub const MAPS: [&str; 5] = ["params", "stats", "events", "meta", "agg"];
 
 pub fn pin_dir(algo: Algo) -> PathBuf {
     Path::new(PIN_ROOT).join(algo.name())

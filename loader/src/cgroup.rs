@@ -5,7 +5,9 @@
 //! `/sys/fs/bpf/ccload/cgroup/<cgroup id>/`, so the binding outlives ccload.
 //! The program sets TCP_CONGESTION on the cgroup's connections (active and
 //! passive) and writes their tunable profile into the shared `sk_profile`
-//! socket storage that every controller reads.
+//! socket storage that every controller reads.  Every binding also keeps
+//! in-kernel aggregates of the cgroup's connections (`agg`, crate::agg);
+//! a *watch* is a binding with no algorithm: aggregates only.
 
 use std::mem::MaybeUninit;
 use std::os::fd::AsRawFd;
@@ -30,10 +32,17 @@ fn cg_dir(id: u64) -> PathBuf {
     cg_root().join(id.to_string())
 }
 
+/// The pinned aggregates (`agg` map) of the binding or watch of cgroup `id`.
+pub fn agg_pin(id: u64) -> PathBuf {
+    cg_dir(id).join("agg")
+}
+
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Binding {
     pub cgroup: Option<PathBuf>,
     pub cgroup_id: u64,
+    /// The congestion control given to the sockets; "" for a watch
+    /// (aggregates only, the sockets keep theirs).
     pub algo: String,
     pub profile: u32,
     pub active: u64,
@@ -185,11 +194,19 @@ pub fn set(path: &Path, algo: &str, profile: u32) -> Result<Binding> {
     }
 }
 
+/// Watch cgroup `path`: keep in-kernel aggregates of its TCP connections
+/// (`ccload stats`) without changing their congestion control.  Replaces
+/// a binding of that cgroup (a bound cgroup has the aggregates too).
+pub fn watch(path: &Path) -> Result<Binding> {
+    bpf::require_root()?;
+    bind(path, "", 0)
+}
+
 fn bind(path: &Path, algo: &str, profile: u32) -> Result<Binding> {
     bpf::require_root()?;
     let cg = CgroupDir::open(path)?;
     let id = cg.id;
-    if !bpf::is_registered(algo) {
+    if !algo.is_empty() && !bpf::is_registered(algo) {
         bail!("{algo} is not attached (detached meanwhile?); nothing was changed");
     }
     if profile >= intf::CCL_NR_PROFILES {
@@ -278,6 +295,7 @@ fn attach(cg: &CgroupDir, algo: &str, profile: u32, dir: &Path) -> Result<()> {
         .with_context(|| format!("failed to attach sock_ops to {}", path.display()))?;
     skel.maps.binding.pin(dir.join("binding"))?;
     skel.maps.cg_stats.pin(dir.join("cg_stats"))?;
+    skel.maps.agg.pin(dir.join("agg"))?;
     link.pin(dir.join("link"))?;
     Ok(())
 }

@@ -20,6 +20,33 @@ fn parse_seconds(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(v))
 }
 
+/// `watch --every`: rounds, or a time interval per flow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Every {
+    Rounds(u32),
+    Ms(u32),
+}
+
+fn parse_every(s: &str) -> Result<Every, String> {
+    let bad = || format!("`{s}`: want rounds (e.g. 4) or a time (e.g. 10ms, 1s) up to 60s");
+    let (num, mult) = if let Some(n) = s.strip_suffix("ms") {
+        (n, Some(1))
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, Some(1000))
+    } else {
+        (s, None)
+    };
+    let v: u32 = num.trim().parse().map_err(|_| bad())?;
+    match mult {
+        None if v <= 1000 => Ok(Every::Rounds(v)),
+        None => Err(format!("`{s}`: at most 1000 rounds")),
+        Some(m) => match v.checked_mul(m) {
+            Some(ms) if (1..=60_000).contains(&ms) => Ok(Every::Ms(ms)),
+            _ => Err(bad()),
+        },
+    }
+}
+
 fn parse_algo(s: &str) -> Result<Algo, String> {
     s.parse::<Algo>().map_err(|e| e.to_string())
 }
@@ -113,6 +140,20 @@ pub enum Cmd {
         #[arg(long)]
         config: std::path::PathBuf,
     },
+    /// In-kernel aggregates per controller profile and per bound or watched
+    /// cgroup: flows, retransmissions, loss events, RTOs, time in
+    /// Recovery, srtt/cwnd/rate quantiles.  Exact whatever `watch` drops.
+    Stats {
+        #[arg(long)]
+        json: bool,
+        /// Describe every counter and histogram, and exit (no root needed).
+        #[arg(long)]
+        help_fields: bool,
+    },
+    /// Canary rollout: bind a canary cgroup to a controller, compare it
+    /// with a control cgroup every interval (in-kernel aggregates), roll
+    /// back by itself when a guard fails twice in a row.
+    Rollout(RolloutArgs),
     /// Per-cgroup controller choice (cgroup v2 sock_ops).
     Cgroup {
         #[command(subcommand)]
@@ -136,7 +177,14 @@ pub enum CgroupCmd {
         #[arg(long, default_value = "0")]
         profile: String,
     },
-    /// Remove a cgroup's binding (its sockets keep their current CC).
+    /// Keep in-kernel aggregates of a cgroup's TCP connections (`ccload
+    /// stats`) without changing their congestion control: the control
+    /// group of a comparison.
+    Watch {
+        /// cgroup v2 directory
+        path: std::path::PathBuf,
+    },
+    /// Remove a cgroup's binding or watch (its sockets keep their current CC).
     Unset { path: std::path::PathBuf },
     /// Bound cgroups with their algorithm, profile and counters.
     List {
@@ -211,6 +259,79 @@ mod tests {
         }
         assert!(Cli::try_parse_from(["ccload", "watch", "--duration", "2.5"]).is_ok());
     }
+
+    #[test]
+    fn every_takes_rounds_or_a_time() {
+        assert_eq!(parse_every("4"), Ok(Every::Rounds(4)));
+        assert_eq!(parse_every("0"), Ok(Every::Rounds(0)));
+        assert_eq!(parse_every("10ms"), Ok(Every::Ms(10)));
+        assert_eq!(parse_every("2s"), Ok(Every::Ms(2000)));
+        for bad in ["", "x", "-1", "0ms", "61s", "1001", "5m", "4294967295s"] {
+            assert!(parse_every(bad).is_err(), "{bad}");
+        }
+    }
+}
+
+/// `5s`, `500ms`, `10m`, `1h` or plain seconds.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (num, mult) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = s.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (s, 1.0)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}`: want a duration such as 30s, 500ms, 10m"))?;
+    parse_seconds(&(v * mult).to_string()).map_err(|_| format!("`{s}`: must be > 0"))
+}
+
+/// `ccload rollout` options.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RolloutArgs {
+    /// The controller to try: one of ours or a registered kernel CC.
+    #[arg(long, required_unless_present = "resume")]
+    pub algo: Option<String>,
+    /// Its tunable profile (id or name from the last applied config).
+    #[arg(long, default_value = "0")]
+    pub profile: String,
+    /// The canary cgroup (gets the controller).
+    #[arg(long, required_unless_present = "resume")]
+    pub canary: Option<std::path::PathBuf>,
+    /// The control cgroup (keeps its CC; a sibling of the canary).
+    #[arg(long, required_unless_present = "resume")]
+    pub control: Option<std::path::PathBuf>,
+    /// METRIC OP NUMBER on canary/control ratios, repeatable: retrans_ratio,
+    /// srtt_p50_ratio, srtt_p95_ratio, goodput_ratio, rto_ratio (default:
+    /// retrans_ratio <= 1.5, srtt_p95_ratio <= 1.2, goodput_ratio >= 0.9).
+    #[arg(long = "guard")]
+    pub guards: Vec<String>,
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub interval: Duration,
+    /// How long the rollout runs.
+    #[arg(long = "for", default_value = "10m", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Consecutive failing intervals that roll back.
+    #[arg(long, default_value_t = 2)]
+    pub fail_after: u32,
+    /// Segments each side must send in an interval for it to be judged.
+    #[arg(long, default_value_t = 200)]
+    pub min_segments: u64,
+    /// After a clean run, bind the control cgroup too.
+    #[arg(long)]
+    pub promote: bool,
+    /// One JSON object per interval, and one for the end.
+    #[arg(long)]
+    pub json: bool,
+    /// Roll back the rollouts a killed `ccload rollout` left recorded.
+    #[arg(long, conflicts_with_all = ["algo", "canary", "control"])]
+    pub resume: bool,
 }
 
 /// `ccload watch` options, passed whole to the watch loop.
@@ -228,9 +349,11 @@ pub struct WatchArgs {
     /// Output format (default: table on a terminal, JSON lines otherwise).
     #[arg(long, value_enum)]
     pub format: Option<watch::Format>,
-    /// Rounds per record, set in the kernel for the watch's duration (0 = off).
-    #[arg(long)]
-    pub every: Option<u32>,
+    /// Per-flow sampling, set in the kernel for the watch's duration: N
+    /// rounds per record (0 = off), or `10ms` / `1s` for at most one record
+    /// per flow per interval (for servers with many flows).
+    #[arg(long, value_parser = parse_every)]
+    pub every: Option<Every>,
     /// Stop after N records.
     #[arg(long)]
     pub count: Option<u64>,
@@ -240,6 +363,13 @@ pub struct WatchArgs {
     /// Describe every telemetry field with its unit, and exit (no root needed).
     #[arg(long)]
     pub help_fields: bool,
+    /// Table: every field, raw (the default is a compact view in human units).
+    #[arg(long, conflicts_with = "columns")]
+    pub wide: bool,
+    /// Table: these fields, raw, by the names of `--help-fields` or the
+    /// record header (cwnd, srtt_us, round, ...), comma-separated.
+    #[arg(long)]
+    pub columns: Option<String>,
     /// The daemon's telemetry socket, read when `ccload serve` owns the ring
     /// buffers (its config's `[serve] socket`).
     #[arg(long, default_value = crate::config::DEFAULT_SOCKET)]

@@ -499,7 +499,8 @@ pub fn plan(d: &Desired) -> Result<Vec<Change>> {
         }
     }
     for (id, b) in &have {
-        if !wanted_ids.contains(id) {
+        // Watches (`cgroup watch`, rollouts) are not the config's to remove.
+        if !wanted_ids.contains(id) && !b.algo.is_empty() {
             out.push(Change::Unbind {
                 id: *id,
                 path: b.cgroup.clone(),

@@ -192,3 +192,30 @@ fn config_strategy_yields_valid_configs() {
         .count();
     assert!(ok >= 10, "{ok} of 2000 generated configs attach something");
 }
+
+proptest! {
+    /// The fast writer (no decoding, no allocation) prints exactly what the
+    /// decoded path prints, for any bytes of any algorithm's record.
+    #[test]
+    fn fast_writer_matches_the_decoded_record(
+        mut raw in proptest::collection::vec(any::<u8>(), crate::telemetry::EVENT_SIZE),
+        algo in 0usize..crate::algos::Algo::ALL.len(),
+        v6 in any::<bool>(),
+    ) {
+        use crate::telemetry::{write_fast, Event, FastFormat};
+        let a = crate::algos::Algo::ALL[algo];
+        let off = std::mem::offset_of!(crate::intf::ccl_event, algo);
+        raw[off..off + 4].copy_from_slice(&a.id().to_ne_bytes());
+        let off = std::mem::offset_of!(crate::intf::ccl_event, family);
+        let fam = if v6 { libc::AF_INET6 } else { libc::AF_INET } as u16;
+        raw[off..off + 2].copy_from_slice(&fam.to_ne_bytes());
+        let ev = Event::decode(&raw).unwrap();
+        let mut out = Vec::new();
+        prop_assert_eq!(write_fast(&raw, FastFormat::Json, &mut out), Some(a));
+        let got: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        prop_assert_eq!(got, ev.to_json());
+        out.clear();
+        write_fast(&raw, FastFormat::Csv, &mut out);
+        prop_assert_eq!(String::from_utf8(out).unwrap(), format!("{}\n", ev.to_csv()));
+    }
+}

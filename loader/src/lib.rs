@@ -5,7 +5,9 @@
 //! `pub`; the rest is `pub(crate)` so dead code is flagged.  See
 //! docs/architecture.md for the crates and the data path.
 
+pub mod agg;
 pub mod algos;
+pub mod bench;
 pub mod bpf;
 pub mod cgroup;
 pub mod cli;
@@ -17,6 +19,7 @@ pub mod error;
 pub mod leftovers;
 pub(crate) mod lock;
 pub mod netlink;
+pub mod rollout;
 pub(crate) mod serve;
 pub(crate) mod stats;
 pub(crate) mod stream;
@@ -24,6 +27,8 @@ pub(crate) mod sysctl;
 pub(crate) mod telemetry;
 pub(crate) mod watch;
 
+#[cfg(test)]
+mod agg_tests;
 #[cfg(test)]
 mod ccpd_loop_tests;
 #[cfg(test)]

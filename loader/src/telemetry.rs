@@ -95,8 +95,7 @@ impl Event {
         sockaddr(self.hdr.family, &self.hdr.daddr, self.hdr.dport)
     }
 
-    /// A law field by name (tests read records by name).
-    #[cfg(test)]
+    /// A law field by name.
     pub fn get(&self, name: &str) -> Option<i64> {
         self.fields
             .iter()
@@ -253,4 +252,114 @@ pub(crate) mod tests {
         );
         assert!(Event::decode(&bytes[..10]).is_none());
     }
+}
+
+/// Output of the fast path ([`write_fast`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum FastFormat {
+    Json,
+    Csv,
+}
+
+fn put_int(out: &mut Vec<u8>, v: impl itoa::Integer) {
+    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+}
+
+fn put_addr(out: &mut Vec<u8>, family: u16, raw: &[u8; 16], port: u16) {
+    if family == libc::AF_INET6 as u16 {
+        use std::io::Write;
+        let _ = write!(out, "{}", sockaddr(family, raw, port));
+        return;
+    }
+    for (i, b) in raw[..4].iter().enumerate() {
+        if i > 0 {
+            out.push(b'.');
+        }
+        put_int(out, *b);
+    }
+    out.push(b':');
+    put_int(out, port);
+}
+
+/// The header of a record without decoding its fields (filters read it).
+pub fn header(data: &[u8]) -> Option<intf::ccl_event> {
+    (data.len() >= EVENT_SIZE)
+        // SAFETY: plain old data; the length was checked.
+        .then(|| unsafe { std::ptr::read_unaligned(data.as_ptr() as *const intf::ccl_event) })
+}
+
+/// Append one record as a JSON line or CSV row (the same keys, columns and
+/// values as [`Event::to_json`] / [`Event::to_csv`]) straight from the
+/// ring's bytes: no decoding into an [`Event`], no allocation once `out`
+/// has grown.  None for a record of no known algorithm.
+pub fn write_fast(data: &[u8], f: FastFormat, out: &mut Vec<u8>) -> Option<Algo> {
+    let h = header(data)?;
+    let algo = Algo::from_id(h.algo)?;
+    let ev = Event {
+        algo,
+        hdr: h,
+        fields: Vec::new(),
+    };
+    let json = f == FastFormat::Json;
+    let mut first = true;
+    let mut key = |out: &mut Vec<u8>, k: &str| {
+        if json {
+            out.extend_from_slice(if first { b"{\"" } else { b",\"" });
+            out.extend_from_slice(k.as_bytes());
+            out.extend_from_slice(b"\":");
+        } else if !first {
+            out.push(b',');
+        }
+        first = false;
+    };
+    let q = if json { &b"\""[..] } else { &b""[..] };
+    let h = &ev.hdr;
+    key(out, "algo");
+    out.extend_from_slice(q);
+    out.extend_from_slice(algo.name().as_bytes());
+    out.extend_from_slice(q);
+    key(out, "local");
+    out.extend_from_slice(q);
+    put_addr(out, h.family, &h.saddr, h.sport);
+    out.extend_from_slice(q);
+    key(out, "remote");
+    out.extend_from_slice(q);
+    put_addr(out, h.family, &h.daddr, h.dport);
+    out.extend_from_slice(q);
+    key(out, "cookie");
+    put_int(out, h.cookie);
+    key(out, "t_us");
+    put_int(out, h.mstamp_us);
+    key(out, "round");
+    put_int(out, h.round);
+    key(out, "phase");
+    out.extend_from_slice(q);
+    out.extend_from_slice(ev.phase_name().as_bytes());
+    out.extend_from_slice(q);
+    for (k, v) in [
+        ("ca_state", h.ca_state as u32),
+        ("cwnd", h.snd_cwnd),
+        ("ssthresh", h.snd_ssthresh),
+        ("srtt_us", h.srtt_us),
+        ("in_flight", h.in_flight),
+        ("mss", h.mss),
+    ] {
+        key(out, k);
+        put_int(out, v);
+    }
+    if json {
+        key(out, "profile");
+        put_int(out, h.profile);
+    }
+    for d in fields(algo) {
+        key(out, d.name);
+        let b = &data[d.offset..d.offset + d.size];
+        match (d.size, d.signed) {
+            (8, _) => put_int(out, u64::from_ne_bytes(b.try_into().unwrap()) as i64),
+            (4, true) => put_int(out, i32::from_ne_bytes(b.try_into().unwrap())),
+            _ => put_int(out, u32::from_ne_bytes(b[..4].try_into().unwrap())),
+        }
+    }
+    out.extend_from_slice(if json { b"}\n" } else { b"\n" });
+    Some(algo)
 }

@@ -15,7 +15,48 @@ use crate::algos::Algo;
 use crate::bpf;
 use crate::intf;
 use crate::stream::{daemon_socket, lock_consumer, Deframer, FdWrap};
-use crate::telemetry::Event;
+use crate::telemetry::{write_fast, Event, FastFormat};
+
+/// The fast path's output: records formatted in the ring callback.
+#[derive(Default)]
+struct FastOut {
+    buf: Vec<u8>,
+    /// Records accepted (after the filters), for `--count` and the summary.
+    seen: u64,
+    csv_done: std::collections::HashSet<Algo>,
+}
+
+impl FastOut {
+    fn push(&mut self, data: &[u8], f: FastFormat, o: &WatchOpts) {
+        if o.args.count.is_some_and(|c| self.seen >= c) {
+            return;
+        }
+        let Some(hdr) = crate::telemetry::header(data) else {
+            return;
+        };
+        let Some(algo) = Algo::from_id(hdr.algo) else {
+            return;
+        };
+        // The filters read the header only (an Event without fields
+        // allocates nothing).
+        let ev = Event {
+            algo,
+            hdr,
+            fields: Vec::new(),
+        };
+        if !o.algos.contains(&algo) || !matches(&ev, o) {
+            return;
+        }
+        if f == FastFormat::Csv && self.csv_done.insert(algo) {
+            self.buf
+                .extend_from_slice(Event::csv_header(algo).as_bytes());
+            self.buf.push(b'\n');
+        }
+        if write_fast(data, f, &mut self.buf).is_some() {
+            self.seen += 1;
+        }
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -28,6 +69,18 @@ pub struct WatchOpts {
     /// Resolved from `args.algo`: the attached algorithms to read.
     pub algos: Vec<Algo>,
     pub args: crate::cli::WatchArgs,
+}
+
+impl WatchOpts {
+    fn view(&self) -> View {
+        if self.args.wide {
+            View::Wide
+        } else if let Some(c) = &self.args.columns {
+            View::Columns(c.split(',').map(|s| s.trim().to_string()).collect())
+        } else {
+            View::Compact
+        }
+    }
 }
 
 fn matches(ev: &Event, o: &WatchOpts) -> bool {
@@ -48,29 +101,69 @@ fn matches(ev: &Event, o: &WatchOpts) -> bool {
     true
 }
 
-/// Set profile 0's trace_every of `algo` to `n`, changing no other field
-/// (under the state lock, so a concurrent `tune` is not undone).  Returns
-/// the previous value.
-fn set_trace_every(algo: Algo, n: u32) -> Result<u32> {
+/// Set profile 0's tracing fields of `algo` (trace_every, trace_ms),
+/// changing no other field (under the state lock, so a concurrent `tune` is
+/// not undone).  Returns the previous values.
+fn set_tracing(algo: Algo, to: &[(&str, u32)]) -> Result<Vec<(String, u32)>> {
     let _lock = crate::lock::state()?;
     let mut p = bpf::read_params(algo, 0)?;
-    let old = p.get("trace_every").context("no trace_every tunable")?;
-    p.apply(&[("trace_every".to_string(), n.to_string())])?;
+    let mut old = Vec::new();
+    for (name, v) in to {
+        old.push((
+            name.to_string(),
+            p.get(name).with_context(|| format!("no {name} tunable"))?,
+        ));
+        p.apply(&[(name.to_string(), v.to_string())])?;
+    }
     bpf::write_params(algo, &p, 0)?;
     Ok(old)
 }
 
-/// Restores trace_every (only it) on exit when `--every` changed it.
-struct EveryGuard(Vec<(Algo, u32)>);
+/// What `--every` sets: N rounds per record, or at most one record per
+/// flow per N ms (every round otherwise).
+pub(crate) fn every_fields(e: crate::cli::Every) -> Vec<(&'static str, u32)> {
+    match e {
+        crate::cli::Every::Rounds(n) => vec![("trace_every", n), ("trace_ms", 0)],
+        crate::cli::Every::Ms(ms) => vec![("trace_every", 1), ("trace_ms", ms)],
+    }
+}
+
+/// Restores the tracing fields (only them) on exit when `--every` changed them.
+struct EveryGuard(Vec<(Algo, Vec<(String, u32)>)>);
 impl Drop for EveryGuard {
     fn drop(&mut self) {
         for (algo, old) in &self.0 {
-            let _ = set_trace_every(*algo, *old);
+            let old: Vec<(&str, u32)> = old.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+            let _ = set_tracing(*algo, &old);
         }
     }
 }
 
+/// `--columns` names that no watched algorithm's record has.
+fn unknown_columns(o: &WatchOpts) -> Vec<String> {
+    let View::Columns(names) = o.view() else {
+        return Vec::new();
+    };
+    names
+        .into_iter()
+        .filter(|n| {
+            !(Event::HEADER.contains(&n.as_str())
+                || n == "profile"
+                || o.algos
+                    .iter()
+                    .any(|a| crate::telemetry::fields(*a).iter().any(|d| d.name == n)))
+        })
+        .collect()
+}
+
 pub fn run(o: WatchOpts) -> Result<()> {
+    let bad = unknown_columns(&o);
+    if !bad.is_empty() {
+        bail!(
+            "--columns: no field named {} (ccload watch --help-fields lists them)",
+            bad.join(", ")
+        );
+    }
     bpf::require_root()?;
     if o.algos.is_empty() {
         bail!("nothing is attached (ccload attach --algo ALGO first)");
@@ -91,27 +184,46 @@ pub fn run(o: WatchOpts) -> Result<()> {
             }
         }
         maps.push(bpf::open_map(*algo, "events")?);
-        if let Some(n) = o.args.every {
-            restore.push((*algo, set_trace_every(*algo, n)?));
+        if let Some(e) = o.args.every {
+            restore.push((*algo, set_tracing(*algo, &every_fields(e))?));
         }
     }
     let _every = EveryGuard(restore);
     let drops_at_start = ring_drops(&o.algos)?;
 
+    let mut pr = Printer::new(&o);
+    // JSON and CSV take the fast path: each record is formatted in the
+    // ring callback straight from the ring's memory into one buffer that is
+    // written out once per batch (no Event, no allocation per record).  The
+    // table keeps decoded records (it shows the latest per flow).
+    let fast = match pr.format {
+        Format::Json => Some(FastFormat::Json),
+        Format::Csv => Some(FastFormat::Csv),
+        Format::Table => None,
+    };
+    let opts = std::rc::Rc::new(o);
+    let o = &*opts;
     let queue = std::rc::Rc::new(std::cell::RefCell::new(Vec::<Event>::new()));
+    let out = std::rc::Rc::new(std::cell::RefCell::new(FastOut::default()));
     let mut builder = RingBufferBuilder::new();
     for m in &maps {
         let q = queue.clone();
+        let fo = out.clone();
+        let oo = opts.clone();
         builder.add(m, move |data: &[u8]| {
-            if let Some(ev) = Event::decode(data) {
-                q.borrow_mut().push(ev);
+            match fast {
+                Some(f) => fo.borrow_mut().push(data, f, &oo),
+                None => {
+                    if let Some(ev) = Event::decode(data) {
+                        q.borrow_mut().push(ev);
+                    }
+                }
             }
             0
         })?;
     }
     let rb = builder.build()?;
 
-    let mut pr = Printer::new(&o);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -128,6 +240,7 @@ pub fn run(o: WatchOpts) -> Result<()> {
         tokio::pin!(ctrl_c);
         let mut term = signal(SignalKind::terminate())?;
         let mut hup = signal(SignalKind::hangup())?;
+        let mut stop = false;
         loop {
             let tick = tokio::time::sleep(Duration::from_millis(200));
             tokio::select! {
@@ -135,14 +248,43 @@ pub fn run(o: WatchOpts) -> Result<()> {
                 _ = term.recv() => break,
                 _ = hup.recv() => break,
                 r = afd.readable() => {
-                    let mut g = r?;
-                    rb.consume()?;
-                    g.clear_ready();
+                    // Readiness is cleared first and the ring drained until a
+                    // pass finds nothing: the kernel wakes a reader only when
+                    // a record lands in an empty ring, so a reader that
+                    // stopped short of empty (or cleared readiness after
+                    // new records came) would sleep until the next tick
+                    // while the ring fills and refuses records.
+                    r?.clear_ready();
+                    loop {
+                        let n = rb.consume_raw();
+                        if n < 0 {
+                            bail!("reading the ring buffer: {}", std::io::Error::from_raw_os_error(-n));
+                        }
+                        if fast.is_some() && pr.write_fast(&mut out.borrow_mut(), o)? {
+                            stop = true;
+                            break;
+                        }
+                        if n == 0 {
+                            break;
+                        }
+                    }
                 }
                 _ = tick => {}
             }
+            if stop {
+                break;
+            }
+            if fast.is_some() {
+                if pr.write_fast(&mut out.borrow_mut(), o)? {
+                    break;
+                }
+                if o.args.duration.is_some_and(|d| start.elapsed() >= d) {
+                    break;
+                }
+                continue;
+            }
             let batch: Vec<Event> = std::mem::take(&mut *queue.borrow_mut());
-            if pr.push_all(batch, &o, &drops_at_start)?
+            if pr.push_all(batch, o, &drops_at_start)?
                 || o.args.duration.is_some_and(|d| start.elapsed() >= d)
             {
                 break;
@@ -151,7 +293,12 @@ pub fn run(o: WatchOpts) -> Result<()> {
         Ok(())
     });
     result?;
-    pr.finish(&o, &drops_at_start)?;
+    if fast.is_some() && !pr.stopped {
+        // What the kernel wrote before the stop is still shown.
+        rb.consume()?;
+        pr.write_fast(&mut out.borrow_mut(), o)?;
+    }
+    pr.finish(o, &drops_at_start)?;
     let seen = pr.seen;
     for (algo, d0) in o.algos.iter().zip(&drops_at_start) {
         // A re-attach during the watch restarts the counters: saturate.
@@ -165,10 +312,167 @@ pub fn run(o: WatchOpts) -> Result<()> {
     Ok(())
 }
 
+/// A flow of the table, without formatting anything (a key per record must
+/// be cheap: the table sees every record).
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct FlowKey {
+    algo: u32,
+    family: u16,
+    saddr: [u8; 16],
+    sport: u16,
+    daddr: [u8; 16],
+    dport: u16,
+}
+
+impl FlowKey {
+    fn of(e: &Event) -> FlowKey {
+        FlowKey {
+            algo: e.hdr.algo,
+            family: e.hdr.family,
+            saddr: e.hdr.saddr,
+            sport: e.hdr.sport,
+            daddr: e.hdr.daddr,
+            dport: e.hdr.dport,
+        }
+    }
+}
+
+/// One column of the compact table: title and value in human units.
+type Col = (&'static str, fn(&Event) -> String);
+
+fn f1(v: f64) -> String {
+    format!("{v:.1}")
+}
+
+/// The law fields that matter for each controller, in human units; a
+/// controller without an entry (a new one) shows its first four fields raw.
+fn law_columns(algo: Algo) -> Option<&'static [Col]> {
+    Some(match algo {
+        Algo::Ccpd => &[
+            ("C Mb/s", |e| {
+                f1(e.get("c_sps").unwrap_or(0) as f64 * e.hdr.mss as f64 * 8.0 / 1e6)
+            }),
+            ("B seg", |e| f1(e.get("b_q10").unwrap_or(0) as f64 / 1024.0)),
+            ("x seg", |e| f1(e.get("x_q10").unwrap_or(0) as f64 / 1024.0)),
+            ("e seg", |e| f1(e.get("e_q10").unwrap_or(0) as f64 / 1024.0)),
+        ],
+        Algo::Hetcp => &[
+            ("BW Mb/s", |e| e.get("bw_mbps").unwrap_or(0).to_string()),
+            ("BW*RTT", |e| e.get("gtsw_ssth").unwrap_or(0).to_string()),
+            ("base ms", |e| {
+                f1(e.get("base_rtt_us").unwrap_or(0) as f64 / 1000.0)
+            }),
+            ("losses", |e| e.get("losses").unwrap_or(0).to_string()),
+        ],
+        Algo::CtcpPlus => &[
+            ("dwnd", |e| {
+                f1(e.get("dwnd_q10").unwrap_or(0) as f64 / 1024.0)
+            }),
+            ("diff", |e| {
+                f1(e.get("diff_q10").unwrap_or(0) as f64 / 1024.0)
+            }),
+            ("gamma", |e| e.get("gamma").unwrap_or(0).to_string()),
+            ("losses", |e| e.get("losses").unwrap_or(0).to_string()),
+        ],
+        Algo::UbReno => &[
+            ("extra", |e| e.get("extra").unwrap_or(0).to_string()),
+            ("W_full", |e| e.get("wfull_prev").unwrap_or(0).to_string()),
+            ("C(t)", |e| {
+                format!("{:.3}", e.get("c_q16").unwrap_or(0) as f64 / 65536.0)
+            }),
+            ("lsrtt ms", |e| {
+                f1(e.get("lsrtt_us").unwrap_or(0) as f64 / 1000.0)
+            }),
+        ],
+        #[allow(unreachable_patterns)]
+        _ => return None,
+    })
+}
+
+/// The columns every controller shares, in human units.
+const COMMON: &[Col] = &[
+    ("phase", |e| e.phase_name().to_string()),
+    ("state", |e| {
+        match e.hdr.ca_state {
+            0 => "Open",
+            1 => "Disorder",
+            2 => "CWR",
+            3 => "Recovery",
+            4 => "Loss",
+            _ => "?",
+        }
+        .to_string()
+    }),
+    ("cwnd", |e| e.hdr.snd_cwnd.to_string()),
+    ("srtt ms", |e| f1(e.hdr.srtt_us as f64 / 1000.0)),
+    // The window's rate: cwnd * mss / srtt.
+    ("rate Mb/s", |e| {
+        if e.hdr.srtt_us == 0 {
+            "-".into()
+        } else {
+            f1(e.hdr.snd_cwnd as f64 * e.hdr.mss as f64 * 8.0 / e.hdr.srtt_us as f64)
+        }
+    }),
+];
+
+/// What the table shows: the compact human view (default), every field
+/// raw (`--wide`), or chosen raw fields (`--columns`).
+#[derive(Clone, Debug)]
+pub enum View {
+    Compact,
+    Wide,
+    Columns(Vec<String>),
+}
+
+/// The (title, value) cells of one record in `view`.
+pub(crate) fn cells(e: &Event, view: &View) -> Vec<(String, String)> {
+    let raw = |name: &str| -> Option<String> {
+        let json = e.to_json();
+        json.get(name).map(|v| match v.as_str() {
+            Some(s) => s.to_string(),
+            None => v.to_string(),
+        })
+    };
+    match view {
+        View::Compact => {
+            let mut v: Vec<(String, String)> =
+                COMMON.iter().map(|(t, f)| (t.to_string(), f(e))).collect();
+            match law_columns(e.algo) {
+                Some(cols) => v.extend(cols.iter().map(|(t, f)| (t.to_string(), f(e)))),
+                None => v.extend(
+                    e.fields
+                        .iter()
+                        .take(4)
+                        .map(|(n, x)| (n.to_string(), x.to_string())),
+                ),
+            }
+            v
+        }
+        View::Wide => {
+            let mut v: Vec<(String, String)> = [
+                ("phase", e.phase_name().to_string()),
+                ("round", e.hdr.round.to_string()),
+                ("cwnd", e.hdr.snd_cwnd.to_string()),
+                ("srtt_us", e.hdr.srtt_us.to_string()),
+            ]
+            .into_iter()
+            .map(|(a, b)| (a.to_string(), b))
+            .collect();
+            v.extend(e.fields.iter().map(|(n, x)| (n.to_string(), x.to_string())));
+            v
+        }
+        View::Columns(names) => names
+            .iter()
+            .map(|n| (n.clone(), raw(n).unwrap_or_else(|| "-".into())))
+            .collect(),
+    }
+}
+
 fn draw_table(
-    latest: &BTreeMap<(String, String, String), Event>,
+    latest: &BTreeMap<FlowKey, Event>,
     algos: &[Algo],
     drops0: &[u64],
+    view: &View,
 ) -> Result<()> {
     let mut out = std::io::stdout().lock();
     // SAFETY: isatty has no preconditions.
@@ -187,32 +491,20 @@ fn draw_table(
             rows.len(),
             drops.saturating_sub(d0)
         )?;
-        let names: Vec<&str> = crate::telemetry::fields(*algo)
-            .iter()
-            .map(|d| d.name)
-            .collect();
-        write!(
-            out,
-            "{:<22} {:<22} {:>6} {:>6} {:>7} {:>8}",
-            "local", "remote", "phase", "round", "cwnd", "srtt_us"
-        )?;
-        for n in &names {
-            write!(out, " {:>12}", truncate(n, 12))?;
+        let Some(first) = rows.first() else {
+            writeln!(out)?;
+            continue;
+        };
+        let w = if matches!(view, View::Compact) { 9 } else { 12 };
+        write!(out, "{:<45}", "flow (local > remote)")?;
+        for (t, _) in cells(first, view) {
+            write!(out, " {:>w$}", truncate(&t, w))?;
         }
         writeln!(out)?;
         for e in rows {
-            write!(
-                out,
-                "{:<22} {:<22} {:>6} {:>6} {:>7} {:>8}",
-                e.local().to_string(),
-                e.remote().to_string(),
-                e.phase_name(),
-                e.hdr.round,
-                e.hdr.snd_cwnd,
-                e.hdr.srtt_us
-            )?;
-            for (_, v) in &e.fields {
-                write!(out, " {v:>12}")?;
+            write!(out, "{:<45}", format!("{} > {}", e.local(), e.remote()))?;
+            for (_, v) in cells(e, view) {
+                write!(out, " {v:>w$}")?;
             }
             writeln!(out)?;
         }
@@ -242,7 +534,7 @@ fn ring_drops(algos: &[Algo]) -> Result<Vec<u64>> {
 struct Printer {
     format: Format,
     seen: u64,
-    latest: BTreeMap<(String, String, String), Event>,
+    latest: BTreeMap<FlowKey, Event>,
     csv_done: std::collections::HashSet<Algo>,
     last_draw: Instant,
     stopped: bool,
@@ -287,14 +579,7 @@ impl Printer {
                     writeln!(out, "{}", ev.to_csv())
                 }
                 Format::Table => {
-                    self.latest.insert(
-                        (
-                            ev.algo.name().into(),
-                            ev.local().to_string(),
-                            ev.remote().to_string(),
-                        ),
-                        ev,
-                    );
+                    self.latest.insert(FlowKey::of(&ev), ev);
                     Ok(())
                 }
             };
@@ -312,15 +597,32 @@ impl Printer {
         out.flush().ok();
         drop(out);
         if self.format == Format::Table && self.last_draw.elapsed() >= Duration::from_millis(500) {
-            draw_table(&self.latest, &o.algos, drops0)?;
+            draw_table(&self.latest, &o.algos, drops0, &o.view())?;
             self.last_draw = Instant::now();
+        }
+        Ok(o.args.count.is_some_and(|c| self.seen >= c))
+    }
+
+    /// Write what the fast path formatted; true when the run should end.
+    fn write_fast(&mut self, f: &mut FastOut, o: &WatchOpts) -> Result<bool> {
+        self.seen = f.seen;
+        if !f.buf.is_empty() {
+            let res = std::io::stdout().lock().write_all(&f.buf);
+            f.buf.clear();
+            if let Err(e) = res {
+                if e.kind() == std::io::ErrorKind::BrokenPipe {
+                    self.stopped = true;
+                    return Ok(true);
+                }
+                return Err(e.into());
+            }
         }
         Ok(o.args.count.is_some_and(|c| self.seen >= c))
     }
 
     fn finish(&mut self, o: &WatchOpts, drops0: &[u64]) -> Result<()> {
         if self.format == Format::Table && !self.stopped {
-            draw_table(&self.latest, &o.algos, drops0)?;
+            draw_table(&self.latest, &o.algos, drops0, &o.view())?;
         }
         Ok(())
     }
@@ -391,4 +693,55 @@ fn run_from_daemon(o: WatchOpts, sock: std::os::unix::net::UnixStream) -> Result
     pr.finish(&o, &drops0)?;
     eprintln!("ccload: {} records shown (from the daemon)", pr.seen);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::telemetry::tests::sample_record;
+
+    fn opts(algos: Vec<Algo>, extra: &[&str]) -> WatchOpts {
+        use clap::Parser;
+        let mut argv = vec!["ccload", "watch"];
+        argv.extend_from_slice(extra);
+        let crate::cli::Cmd::Watch(args) = crate::cli::Cli::parse_from(argv).cmd else {
+            unreachable!()
+        };
+        WatchOpts { algos, args }
+    }
+
+    #[test]
+    fn compact_view_is_narrow_and_in_human_units() {
+        for a in Algo::ALL {
+            let e = Event::decode(&sample_record(a, 0)).unwrap();
+            let c = cells(&e, &View::Compact);
+            // 5 common columns and 4 law fields: fits a terminal.
+            assert_eq!(c.len(), 9, "{a}");
+            assert_eq!(c[2], ("cwnd".to_string(), "20".to_string()));
+            assert_eq!(c[3], ("srtt ms".to_string(), "10.0".to_string()));
+            assert!(cells(&e, &View::Wide).len() > 9);
+        }
+    }
+
+    #[test]
+    fn columns_are_checked_and_shown_raw() {
+        use clap::Parser;
+        let o = opts(vec![Algo::Ccpd], &["--columns", "cwnd,kp_nope,w_q10"]);
+        assert_eq!(unknown_columns(&o), vec!["kp_nope".to_string()]);
+        let o = opts(vec![Algo::Ccpd], &["--columns", "cwnd, srtt_us,w_q10"]);
+        assert!(unknown_columns(&o).is_empty());
+        let e = Event::decode(&sample_record(Algo::Ccpd, 0)).unwrap();
+        let c = cells(&e, &o.view());
+        assert_eq!(c[0], ("cwnd".to_string(), "20".to_string()));
+        assert_eq!(c[1], ("srtt_us".to_string(), "10000".to_string()));
+        assert_eq!(c[2].0, "w_q10");
+        assert!(crate::cli::Cli::try_parse_from([
+            "ccload",
+            "watch",
+            "--wide",
+            "--columns",
+            "cwnd"
+        ])
+        .is_err());
+    }
 }

@@ -290,3 +290,330 @@ fn binding_to_an_unattached_controller_attaches_it() {
     let out = ccload_ok(&["cgroup", "set", a.path(), "--algo", "hetcp"]);
     assert!(!out.contains("first use"), "{out}");
 }
+
+/// The in-kernel aggregates, from `ccload stats --json`: the entry of
+/// cgroup `path`, or of controller `algo` profile `p`.
+fn stats_of(f: impl Fn(&serde_json::Value) -> bool, list: &str) -> serde_json::Value {
+    let st: serde_json::Value = serde_json::from_str(&ccload_ok(&["stats", "--json"])).unwrap();
+    st[list]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| f(e))
+        .cloned()
+        .unwrap_or_else(|| panic!("not in stats: {st}"))
+}
+
+fn counter(e: &serde_json::Value, name: &str) -> u64 {
+    e["counters"][name].as_u64().unwrap()
+}
+
+/// One sending connection from cgroup `cg` to a server outside bound
+/// cgroups; (client CC, the client's final data segments sent,
+/// retransmissions, bytes acked from its TCP_INFO).
+fn sender_flow(link: &Bottleneck, cg: &str, bytes: u64) -> (String, u64, u64, u64) {
+    let srv = Helper::spawn(&["-", &link.receiver.name, "listen", "10.77.2.2"]);
+    let port = srv.get("PORT");
+    let cli = Helper::spawn(&[
+        cg,
+        &link.sender.name,
+        "connect",
+        &format!("10.77.2.2:{port}"),
+        &bytes.to_string(),
+    ]);
+    let cc = cli.get("CC");
+    assert_eq!(srv.get("BYTES").parse::<u64>().unwrap(), bytes);
+    let ti: Vec<u64> = cli
+        .get("TCPINFO")
+        .split(' ')
+        .map(|v| v.parse().unwrap())
+        .collect();
+    (cc, ti[0], ti[1], ti[2])
+}
+
+/// The aggregates are exact: per cgroup (a bound one on ccpd, a watched
+/// one that keeps the kernel's CC) they count each flow once, and its
+/// data segments, retransmissions and acked bytes equal what the socket's
+/// own TCP_INFO says at the end; the controller's per-profile aggregate
+/// saw the same ccpd flow with the same numbers; srtt quantiles sit at
+/// the path's RTT.  Random loss makes retransmissions and loss events.
+#[test]
+fn aggregates_match_each_sockets_own_counters() {
+    let _s = privileged!();
+    let _g = Attached::new("ccpd", &[]);
+    let (a, b) = (TestCgroup::new("aggA"), TestCgroup::new("aggB"));
+    ccload_ok(&["cgroup", "set", a.path(), "--algo", "ccpd"]);
+    let out = ccload_ok(&["cgroup", "watch", b.path()]);
+    assert!(out.contains("keep their congestion control"), "{out}");
+    let link = Bottleneck::new(LinkCfg {
+        rate_mbit: 20.0,
+        buffer_pkts: 60,
+        delay_ms: 10.0,
+        loss: 0.01,
+        ..Default::default()
+    });
+    let is_ccpd0 = |e: &serde_json::Value| e["algo"] == "ccpd" && e["profile"] == 0;
+    let p0 = stats_of(is_ccpd0, "algos");
+    let (cca, segs_a, retr_a, acked_a) = sender_flow(&link, a.path(), 4 * MB);
+    let (ccb, segs_b, retr_b, acked_b) = sender_flow(&link, b.path(), 4 * MB);
+    assert_eq!(cca, "ccpd");
+    assert_ne!(ccb, "ccpd", "a watched cgroup's CC was changed");
+    eprintln!("A: {segs_a} segs, {retr_a} retrans; B ({ccb}): {segs_b} segs, {retr_b} retrans");
+    assert!(retr_a > 0 && retr_b > 0, "1 % loss made no retransmissions");
+    // The close reaches the programs when the socket leaves TIME_WAIT's
+    // parent: wait for the flows to be counted out.
+    let ended = |p: &str| counter(&stats_of(|e| e["cgroup"] == p, "cgroups"), "flows_ended");
+    let t0 = std::time::Instant::now();
+    while (ended(a.path()) < 1 || ended(b.path()) < 1) && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let p1 = stats_of(is_ccpd0, "algos");
+    for (path, segs, retr, acked) in [
+        (a.path(), segs_a, retr_a, acked_a),
+        (b.path(), segs_b, retr_b, acked_b),
+    ] {
+        let e = stats_of(|e| e["cgroup"] == path, "cgroups");
+        eprintln!("{path}: {}", e["summary"]);
+        assert_eq!(counter(&e, "flows_started"), 1, "{path}");
+        assert_eq!(counter(&e, "flows_ended"), 1, "{path}");
+        assert_eq!(counter(&e, "segs_out"), segs, "{path}");
+        assert_eq!(counter(&e, "retrans_segs"), retr, "{path}");
+        // TCP_INFO's count includes the SYN, acked before the connection
+        // is established (where the cgroup program starts counting).
+        assert_eq!(counter(&e, "bytes_acked"), acked - 1, "{path}");
+        assert!(counter(&e, "loss_events") >= 1, "{path}");
+        // Path RTT 20 ms plus queueing: p50 between 20 ms and 20 ms + the
+        // 60-packet buffer at 20 Mbit/s (36 ms), with a bucket's slack.
+        let p50 = e["summary"]["srtt_ms_p50"].as_f64().unwrap();
+        assert!((18.0..70.0).contains(&p50), "{path}: srtt p50 {p50} ms");
+        assert!(counter(&e, "samples") >= 20, "{path}");
+    }
+    assert_eq!(stats_of(|e| e["cgroup"] == b.path(), "cgroups")["algo"], "");
+    // The controller saw the ccpd flow (and only it) under profile 0.
+    let d = |n: &str| counter(&p1, n) - counter(&p0, n);
+    assert_eq!(
+        (
+            d("flows_started"),
+            d("flows_ended"),
+            d("segs_out"),
+            d("retrans_segs")
+        ),
+        (1, 1, segs_a, retr_a)
+    );
+    // The controller is given the socket before the SYN: it counts it.
+    assert_eq!(d("bytes_acked"), acked_a);
+    assert!(d("loss_events") >= 1);
+}
+
+/// A long flow from cgroup `cg` through `link` (killed when dropped).
+fn long_flow(link: &Bottleneck, cg: &str) -> (Helper, Helper) {
+    let srv = Helper::spawn(&["-", &link.receiver.name, "listen", "10.77.2.2"]);
+    let port = srv.get("PORT");
+    let cli = Helper::spawn(&[
+        cg,
+        &link.sender.name,
+        "connect",
+        &format!("10.77.2.2:{port}"),
+        &(4u64 << 30).to_string(),
+    ]);
+    (srv, cli)
+}
+
+fn bound(path: &str) -> Option<(String, u64)> {
+    let l: serde_json::Value =
+        serde_json::from_str(&ccload_ok(&["cgroup", "list", "--json"])).unwrap();
+    l.as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["cgroup"] == path)
+        .map(|e| {
+            (
+                e["algo"].as_str().unwrap().to_string(),
+                e["profile"].as_u64().unwrap(),
+            )
+        })
+}
+
+/// `ccload rollout` with a canary that has flows through one link and a
+/// control on cubic with flows through an identical second link (so the
+/// canary cannot hurt the control): returns (exit code, JSON lines) and
+/// the seconds it ran.
+fn rollout(
+    canary: &TestCgroup,
+    control: &TestCgroup,
+    args: &[&str],
+) -> (i32, Vec<serde_json::Value>, f64) {
+    let cfg = LinkCfg {
+        rate_mbit: 20.0,
+        buffer_pkts: 40,
+        delay_ms: 10.0,
+        ..Default::default()
+    };
+    let (lc, lk) = (Bottleneck::new(cfg.clone()), Bottleneck::new(cfg));
+    let mut cmd = std::process::Command::new(ccload_bin());
+    cmd.args([
+        "rollout",
+        "--canary",
+        canary.path(),
+        "--control",
+        control.path(),
+        "--json",
+    ])
+    .args(args)
+    .stdout(Stdio::piped());
+    let t0 = std::time::Instant::now();
+    let mut child = cmd.spawn().unwrap();
+    // The canary's sockets get the controller at connect(): start its flow
+    // once the rollout has bound it.
+    let w0 = std::time::Instant::now();
+    while bound(canary.path()).is_none_or(|(a, _)| a != "ccpd")
+        && w0.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _fc = long_flow(&lc, canary.path());
+    let _fk = long_flow(&lk, control.path());
+    let out = child.stdout.take().unwrap();
+    let lines: Vec<serde_json::Value> = BufReader::new(out)
+        .lines()
+        .map_while(Result::ok)
+        .map(|l| serde_json::from_str(&l).unwrap())
+        .collect();
+    let code = child.wait().unwrap().code().unwrap_or(-1);
+    (code, lines, t0.elapsed().as_secs_f64())
+}
+
+/// The canary rollout (issue 15): a canary on a harmful ccpd profile (a
+/// buffer-estimate floor far above the 40-packet buffer, so the law keeps
+/// overflowing it) against a control on cubic is rolled back after 2
+/// failing intervals, the canary's binding restored exactly (unbound) and
+/// the control untouched; the same rollout with ccpd's defaults runs its
+/// course and `--promote` binds the control too.
+#[test]
+fn a_harmful_canary_is_rolled_back_and_a_good_one_promoted() {
+    let _s = privileged!();
+    let _g = Attached::new("ccpd", &[]);
+    ccload_ok(&[
+        "tune",
+        "--algo",
+        "ccpd",
+        "--profile",
+        "5",
+        "--set",
+        "b_min=1000",
+        "--set",
+        "bmax_on_loss=0",
+    ]);
+    let (can, ctl) = (TestCgroup::new("canary"), TestCgroup::new("control"));
+    ccload_ok(&["cgroup", "set", ctl.path(), "--algo", "cubic"]);
+
+    let (code, lines, secs) = rollout(
+        &can,
+        &ctl,
+        &[
+            "--algo",
+            "ccpd",
+            "--profile",
+            "5",
+            "--guard",
+            "retrans_ratio <= 2",
+            "--interval",
+            "2s",
+            "--for",
+            "30s",
+        ],
+    );
+    for l in &lines {
+        eprintln!("{l}");
+    }
+    assert_eq!(code, 1, "the harmful canary was not rolled back");
+    let intervals: Vec<_> = lines.iter().filter(|l| l.get("n").is_some()).collect();
+    let last = intervals.last().unwrap();
+    assert_eq!(last["verdict"], "fail");
+    assert_eq!(last["failing_in_a_row"], 2);
+    // Judged (not insufficient) intervals: the first two failing ones trip it.
+    let judged = intervals
+        .iter()
+        .filter(|i| i["verdict"] != "insufficient traffic")
+        .count();
+    assert_eq!(judged, 2, "rolled back within 2 judged intervals");
+    assert!(secs < 15.0, "took {secs:.1} s");
+    assert!(lines.last().unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .contains("retrans_ratio <= 2"));
+    assert_eq!(
+        bound(can.path()),
+        None,
+        "the canary was unbound (it had no binding)"
+    );
+    assert_eq!(bound(ctl.path()), Some(("cubic".to_string(), 0)));
+    assert!(ccload_ok(&["rollout", "--resume"]).contains("no interrupted rollout"));
+
+    let (code, lines, _) = rollout(
+        &can,
+        &ctl,
+        &[
+            "--algo",
+            "ccpd",
+            "--guard",
+            "retrans_ratio <= 3",
+            "--guard",
+            "srtt_p95_ratio <= 1.5",
+            "--interval",
+            "2s",
+            "--for",
+            "6s",
+            "--promote",
+        ],
+    );
+    for l in &lines {
+        eprintln!("{l}");
+    }
+    assert_eq!(code, 0, "the good canary was rolled back");
+    assert_eq!(lines.iter().filter(|l| l.get("n").is_some()).count(), 3);
+    assert_eq!(bound(can.path()), Some(("ccpd".to_string(), 0)));
+    assert_eq!(bound(ctl.path()), Some(("ccpd".to_string(), 0)), "promoted");
+
+    // A rollout killed half-way is reported and rolled back by --resume:
+    // the canary gets exactly its previous binding (ccpd, profile 0) back.
+    let mut child = std::process::Command::new(ccload_bin())
+        .args([
+            "rollout",
+            "--algo",
+            "ccpd",
+            "--profile",
+            "5",
+            "--canary",
+            can.path(),
+            "--control",
+            ctl.path(),
+            "--interval",
+            "1s",
+            "--for",
+            "60s",
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let w0 = std::time::Instant::now();
+    while bound(can.path()) != Some(("ccpd".to_string(), 5))
+        && w0.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(bound(can.path()), Some(("ccpd".to_string(), 5)));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let st = ccload_ok(&["status"]);
+    assert!(
+        st.contains("interrupted; `ccload rollout --resume`"),
+        "{st}"
+    );
+    let r = ccload_ok(&["rollout", "--resume"]);
+    assert!(r.contains("rolled back the interrupted rollout"), "{r}");
+    assert_eq!(bound(can.path()), Some(("ccpd".to_string(), 0)));
+    assert_eq!(bound(ctl.path()), Some(("ccpd".to_string(), 0)));
+    assert!(!ccload_ok(&["status"]).contains("rollout of"));
+    ccload_ok(&["tune", "--algo", "ccpd", "--profile", "5", "--reset"]);
+}

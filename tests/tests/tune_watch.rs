@@ -191,3 +191,54 @@ fn overruns_are_counted_and_reported() {
         .unwrap_or_else(|| panic!("no drop count in: {err}"));
     assert!(shown > 0, "watch did not report the kernel's drops: {err}");
 }
+
+/// `--every 40ms`: per-flow time sampling in the kernel.  Each flow's
+/// records are at least 40 ms apart by their kernel timestamps (on a 2-ms
+/// RTT path that traces every round otherwise), there are still records
+/// throughout the transfer, and the watch restores both fields.
+#[test]
+fn watch_every_ms_limits_records_per_flow_by_kernel_time() {
+    let _s = privileged!();
+    let _g = Attached::new("ccpd", &[]);
+    let link = Bottleneck::new(LinkCfg {
+        rate_mbit: 50.0,
+        buffer_pkts: 40,
+        delay_ms: 1.0,
+        ..Default::default()
+    });
+    let w = Watch::start(&["--algo", "ccpd", "--every", "40ms"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let t = link.transfer("ccpd", 24 * MB).expect("transfer");
+    // A flow is its address pair (cookies are 0 unless someone asked the
+    // kernel for one; both ends of the transfer run ccpd).
+    let mut per_flow: std::collections::HashMap<String, Vec<i64>> = Default::default();
+    while let Ok(r) = w.rx.recv_timeout(Duration::from_millis(500)) {
+        per_flow
+            .entry(format!("{} {}", r["local"], r["remote"]))
+            .or_default()
+            .push(i(&r, "t_us"));
+    }
+    w.stop();
+    let secs = t.secs;
+    let (flow, ts) = per_flow
+        .iter()
+        .max_by_key(|(_, v)| v.len())
+        .expect("no records");
+    // A 24 MB transfer at <= 50 Mbit/s lasts >= 4 s: >= ~100 records at one
+    // per 40 ms, far fewer than one per 2-ms round (>= 2000).
+    eprintln!("flow {flow}: {} records in {secs:.1} s", ts.len());
+    assert!(ts.len() >= 20, "{} records", ts.len());
+    assert!(
+        (ts.len() as f64) <= secs * 1000.0 / 40.0 + 2.0,
+        "{} records",
+        ts.len()
+    );
+    for w in ts.windows(2) {
+        assert!(w[1] - w[0] >= 40_000, "records {} us apart", w[1] - w[0]);
+    }
+    let p = ccload::bpf::read_params(ccload::algos::Algo::Ccpd, 0).unwrap();
+    assert_eq!(
+        (p.get("trace_every"), p.get("trace_ms")),
+        (Some(1), Some(0))
+    );
+}

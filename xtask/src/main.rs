@@ -37,6 +37,24 @@ enum Task {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// What telemetry and the controllers cost here: records/s the
+    /// `watch` consumer sustains with 0 drops, loopback throughput of each
+    /// controller and of tracing vs cubic, the cost of cgroup aggregates.
+    /// Writes bench.md (the README quotes it).
+    Bench {
+        /// Seconds per consumer rate.
+        #[arg(long, default_value_t = 2.0)]
+        secs: f64,
+        /// Repetitions of each datapath configuration (median and spread).
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+        /// MiB per loopback transfer.
+        #[arg(long, default_value_t = 2048)]
+        mib: u64,
+        /// Results folder (default lab-results/bench-<time>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Paper-style experiments on the emulated link (configs/lab/*.toml).
     Lab {
         #[command(subcommand)]
@@ -143,6 +161,34 @@ fn main() -> Result<()> {
                 }
                 std::process::exit(1);
             }
+        }
+        Task::Bench {
+            secs,
+            reps,
+            mib,
+            out,
+        } => {
+            if !(secs > 0.0 && secs <= 60.0) || reps == 0 || mib == 0 {
+                bail!("--secs in (0, 60], --reps and --mib at least 1");
+            }
+            // Measured as shipped: the release build.
+            run(Command::new(env!("CARGO")).current_dir(&root).args([
+                "build",
+                "--locked",
+                "-q",
+                "--release",
+                "-p",
+                "ccload",
+            ]))?;
+            std::env::set_var("CCLOAD_BIN", root.join("target/release/ccload"));
+            let out = out.unwrap_or_else(|| {
+                let t = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0);
+                root.join(format!("lab-results/bench-{t}"))
+            });
+            ccload_lab::bench::run(secs, reps, mib << 20, &out)?;
         }
         Task::Lab { cmd: LabCmd::List } => lab::list(&root)?,
         Task::Lab {

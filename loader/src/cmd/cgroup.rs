@@ -26,6 +26,15 @@ pub(super) fn run(cmd: CgroupCmd) -> Result<i32> {
             );
             Ok(0)
         }
+        CgroupCmd::Watch { path } => {
+            let b = cgroup::watch(&path)?;
+            println!(
+                "watching cgroup {} (id {}): `ccload stats` shows its connections; they keep their congestion control",
+                path.display(),
+                b.cgroup_id
+            );
+            Ok(0)
+        }
         CgroupCmd::Unset { path } => {
             if cgroup::unset(&path)? {
                 println!("unbound cgroup {}", path.display());
@@ -43,6 +52,17 @@ pub(super) fn run(cmd: CgroupCmd) -> Result<i32> {
                 println!("no cgroup bindings");
             } else {
                 for b in &l {
+                    if b.algo.is_empty() {
+                        println!(
+                            "{} (id {})  watch (aggregates only; sockets keep their CC)",
+                            b.cgroup
+                                .as_ref()
+                                .map(|p| p.display().to_string())
+                                .unwrap_or_else(|| "?".into()),
+                            b.cgroup_id
+                        );
+                        continue;
+                    }
                     println!(
                         "{} (id {})  algo={} profile={}  connections: active={} passive={} errors={}",
                         b.cgroup

@@ -7,6 +7,8 @@ mod attach;
 mod cgroup;
 mod doctor;
 mod flows;
+mod rollout;
+mod stats;
 mod status;
 mod tune;
 mod watch;
@@ -66,6 +68,11 @@ pub fn run(cli: Cli) -> Result<i32> {
             crate::serve::run(&config, verbose)?;
             Ok(0)
         }
+        Cmd::Stats {
+            help_fields: true, ..
+        } => stats::help_fields(),
+        Cmd::Stats { json, .. } => stats::run(json),
+        Cmd::Rollout(a) => rollout::run(a),
         Cmd::Cgroup { cmd } => cgroup::run(cmd),
     }
 }

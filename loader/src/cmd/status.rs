@@ -20,6 +20,8 @@ struct Status {
     attached: Vec<AlgoStatus>,
     /// State a killed ccload left behind (crate::leftovers).
     leftovers: Vec<crate::leftovers::Leftover>,
+    /// Rollouts in progress, or interrupted (`rollout --resume` undoes them).
+    rollouts: Vec<crate::rollout::State>,
 }
 
 #[derive(Serialize)]
@@ -39,6 +41,9 @@ struct AlgoStatus {
     /// Tunables in user units (as `tune --show` prints them).
     tunables: Ordered<serde_json::Value>,
     stats: Ordered<serde_json::Value>,
+    /// The in-kernel aggregates over every profile (`ccload stats` has them
+    /// per profile).
+    aggregates: Option<crate::agg::Summary>,
 }
 
 fn algo_status(algo: Algo, default: &str, socks: &[diag::TcpSock]) -> Result<AlgoStatus> {
@@ -73,6 +78,14 @@ fn algo_status(algo: Algo, default: &str, socks: &[diag::TcpSock]) -> Result<Alg
             .enumerate()
             .map(|(i, v)| (stats::name(i).to_string(), (*v).into()))
             .collect(),
+        // An object attached by an older ccload has no `agg` map.
+        aggregates: crate::agg::read_algo(algo).ok().map(|slots| {
+            let mut all = crate::agg::Agg::default();
+            for s in &slots {
+                all.add(s);
+            }
+            all.summary()
+        }),
     })
 }
 
@@ -113,6 +126,35 @@ fn print_text(s: &Status) -> std::io::Result<()> {
             st.join(" ")
         };
         writeln!(w, "  stats: {st}")?;
+        if let Some(g) = &a.aggregates {
+            writeln!(
+                w,
+                "  flows: {} started, {} open; retransmitted {} of {} segments; {} loss events, {} RTOs (ccload stats for more)",
+                g.flows_started,
+                g.flows_started.saturating_sub(g.flows_ended),
+                g.retrans_segs,
+                g.segs_out,
+                g.loss_events,
+                g.rtos
+            )?;
+        }
+    }
+    for r in &s.rollouts {
+        // SAFETY: kill(pid, 0) only checks that the process exists.
+        let alive = unsafe { libc::kill(r.pid as i32, 0) } == 0;
+        writeln!(
+            w,
+            "\nrollout of {} profile {} on {} (against {}): {}",
+            r.algo,
+            r.profile,
+            r.canary.display(),
+            r.control.display(),
+            if alive {
+                format!("in progress (pid {})", r.pid)
+            } else {
+                "interrupted; `ccload rollout --resume` rolls it back".to_string()
+            }
+        )?;
     }
     if !s.leftovers.is_empty() {
         writeln!(w, "\nleftovers of an interrupted ccload:")?;
@@ -148,6 +190,7 @@ pub(super) fn run(as_json: bool) -> Result<i32> {
         default_cc,
         attached,
         leftovers: crate::leftovers::find(),
+        rollouts: crate::rollout::recorded(),
     };
     if as_json {
         println!("{}", serde_json::to_string_pretty(&s)?);

@@ -1,46 +1,21 @@
 //! The daemon's metrics: what it counts about itself and the telemetry
 //! records it fans out, and the Prometheus text it renders on `/metrics`.
+//! Flow metrics (retransmissions, loss events, RTOs, Recovery time, srtt,
+//! cwnd and delivery-rate histograms) come from the in-kernel aggregates
+//! (crate::agg), per controller profile and per bound or watched cgroup:
+//! exact whatever the ring buffer drops, the same numbers as `ccload stats`.
 //!
 //! Rendering takes the socket counts as an argument: they come from a
 //! netlink dump made off the request path ([`super::SockCache`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::time::{Duration, Instant};
 
+use crate::agg::{self, Agg};
 use crate::algos::Algo;
 use crate::config::Desired;
 use crate::intf;
 use crate::telemetry::Event;
-
-/// Bucket bounds of the RTT histogram, seconds (Prometheus base unit).
-const SRTT_BUCKETS_S: [f64; 10] = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0];
-const CWND_BUCKETS: [f64; 10] = [
-    4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 4096.0,
-];
-
-/// A cumulative histogram over fixed bounds.
-#[derive(Default, Clone)]
-pub(super) struct Hist {
-    buckets: Vec<u64>,
-    sum: f64,
-    count: u64,
-}
-
-impl Hist {
-    fn observe(&mut self, bounds: &[f64], v: f64) {
-        if self.buckets.is_empty() {
-            self.buckets = vec![0; bounds.len()];
-        }
-        for (b, le) in self.buckets.iter_mut().zip(bounds) {
-            if v <= *le {
-                *b += 1;
-            }
-        }
-        self.sum += v;
-        self.count += 1;
-    }
-}
 
 /// Everything the daemon counts. Lives in one `RefCell` on the daemon's
 /// single thread: no mutex to poison, and a panic while rendering ends
@@ -48,9 +23,6 @@ impl Hist {
 #[derive(Default)]
 pub(super) struct Metrics {
     records: BTreeMap<(Algo, u32), u64>,
-    rtt: BTreeMap<(Algo, u32), Hist>,
-    cwnd: BTreeMap<(Algo, u32), Hist>,
-    last_seen: HashMap<(Algo, u32, u64), Instant>,
     pub applies: u64,
     pub apply_errors: u64,
     pub clients: u64,
@@ -68,16 +40,123 @@ impl Metrics {
     pub fn record(&mut self, ev: &Event) {
         let key = (ev.algo, ev.hdr.profile % intf::CCL_NR_PROFILES);
         *self.records.entry(key).or_default() += 1;
-        self.rtt
-            .entry(key)
-            .or_default()
-            .observe(&SRTT_BUCKETS_S, ev.hdr.srtt_us as f64 / 1e6);
-        self.cwnd
-            .entry(key)
-            .or_default()
-            .observe(&CWND_BUCKETS, ev.hdr.snd_cwnd as f64);
-        self.last_seen
-            .insert((key.0, key.1, ev.hdr.cookie), Instant::now());
+    }
+}
+
+/// How an aggregate counter is exposed: metric name (after the scope
+/// prefix) and the factor to base units; None = the `_sum`/`_count` of a
+/// histogram.
+fn counter_metric(name: &str) -> Option<(&'static str, f64)> {
+    Some(match name {
+        "flows_started" => ("flows_started_total", 1.0),
+        "flows_ended" => ("flows_ended_total", 1.0),
+        "bytes_acked" => ("acked_bytes_total", 1.0),
+        "segs_out" => ("sent_segments_total", 1.0),
+        "retrans_segs" => ("retransmitted_segments_total", 1.0),
+        "loss_events" => ("loss_events_total", 1.0),
+        "rtos" => ("rtos_total", 1.0),
+        "recovery_ns" => ("recovery_seconds_total", 1e-9),
+        _ => return None,
+    })
+}
+
+/// How an aggregate histogram is exposed: name, factor to base units, the
+/// counter holding its sum, and the `le` bounds (base units).  The kernel's
+/// log-linear buckets are ~9 % wide; a bucket is counted under the first
+/// bound its upper edge does not exceed.
+fn hist_metric(name: &str) -> (&'static str, f64, &'static str, &'static [f64]) {
+    match name {
+        "srtt" => (
+            "srtt_seconds",
+            1e-6,
+            "srtt_sum_us",
+            &[
+                0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0,
+            ],
+        ),
+        "cwnd" => (
+            "cwnd_segments",
+            1.0,
+            "cwnd_sum",
+            &[
+                4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 4096.0, 16384.0,
+            ],
+        ),
+        "rate" => (
+            "delivery_rate_bits_per_second",
+            1e3,
+            "rate_sum_kbps",
+            &[1e5, 1e6, 1e7, 5e7, 1e8, 5e8, 1e9, 1e10, 1e11],
+        ),
+        other => panic!("histogram {other} has no metric (serve/metrics.rs)"),
+    }
+}
+
+/// Help text from the aggregates table, as a sentence.
+fn sentence(d: &str) -> String {
+    let mut c = d.chars();
+    match c.next() {
+        Some(f) => format!("{}{}.", f.to_uppercase(), c.as_str()),
+        None => String::new(),
+    }
+}
+
+/// The aggregate families for one scope (`ccload_` per controller
+/// profile, `ccload_cgroup_` per cgroup): slots are (label text, Agg).
+fn render_aggs(o: &mut String, prefix: &str, scope: &str, slots: &[(String, &Agg)]) {
+    if slots.is_empty() {
+        return;
+    }
+    for d in crate::agg::counters() {
+        let Some((name, scale)) = counter_metric(d.name) else {
+            continue;
+        };
+        let full = format!("{prefix}{name}");
+        family(
+            o,
+            &full,
+            "counter",
+            &format!("{} ({scope})", sentence(d.help).trim_end_matches('.')),
+        );
+        for (lbl, a) in slots {
+            let v = a.get(d.name) as f64 * scale;
+            let _ = writeln!(o, "{full}{{{lbl}}} {v}");
+        }
+    }
+    for d in crate::agg::hists() {
+        let (name, scale, sum, bounds) = hist_metric(d.name);
+        let full = format!("{prefix}{name}");
+        family(
+            o,
+            &full,
+            "histogram",
+            &format!(
+                "{}, one sample per flow per smoothed RTT ({scope})",
+                sentence(d.help).trim_end_matches('.')
+            ),
+        );
+        for (lbl, a) in slots {
+            let h = a.hist(d.name);
+            let mut cum = vec![0u64; bounds.len()];
+            for (b, &n) in h.iter().enumerate() {
+                if n == 0 {
+                    continue;
+                }
+                let upper = crate::agg::bucket_lower(b + 1) as f64 * scale;
+                if let Some(i) = bounds.iter().position(|le| upper <= le * (1.0 + 1e-9)) {
+                    for c in &mut cum[i..] {
+                        *c += n;
+                    }
+                }
+            }
+            let count: u64 = h.iter().sum();
+            for (le, c) in bounds.iter().zip(&cum) {
+                let _ = writeln!(o, "{full}_bucket{{{lbl},le=\"{le}\"}} {c}");
+            }
+            let _ = writeln!(o, "{full}_bucket{{{lbl},le=\"+Inf\"}} {count}");
+            let _ = writeln!(o, "{full}_sum{{{lbl}}} {}", a.get(sum) as f64 * scale);
+            let _ = writeln!(o, "{full}_count{{{lbl}}} {count}");
+        }
     }
 }
 
@@ -116,6 +195,7 @@ pub(super) fn render(
     m: &mut Metrics,
     d: &Desired,
     stats: &KernelStats,
+    aggs: &agg::All,
     sockets: &BTreeMap<String, u64>,
 ) -> String {
     let mut o = String::new();
@@ -183,11 +263,9 @@ pub(super) fn render(
         let _ = writeln!(o, "ccload_ring_unread{{algo=\"{a}\"}} 1");
     }
     // HELP text comes from the one stats table (stats::STATS).
-    let counters: [(&str, u32); 6] = [
+    let counters: [(&str, u32); 4] = [
         ("ccload_flows_total", intf::CCL_STAT_FLOW_INIT),
         ("ccload_rounds_total", intf::CCL_STAT_ROUNDS),
-        ("ccload_loss_events_total", intf::CCL_STAT_LOSS_EVENTS),
-        ("ccload_rtos_total", intf::CCL_STAT_RTO),
         (
             "ccload_ringbuf_overruns_total",
             intf::CCL_STAT_RB_RESERVE_FAIL,
@@ -225,52 +303,47 @@ pub(super) fn render(
             profile_label(d, *a, *p)
         );
     }
-    let cutoff = Instant::now()
-        .checked_sub(Duration::from_secs(10))
-        .unwrap_or_else(Instant::now);
-    m.last_seen.retain(|_, t| *t >= cutoff);
-    let mut active: BTreeMap<(Algo, u32), u64> = BTreeMap::new();
-    for (a, p, _) in m.last_seen.keys() {
-        *active.entry((*a, *p)).or_default() += 1;
-    }
-    family(
+    let profiles: Vec<(String, &Agg)> = aggs
+        .algos
+        .iter()
+        .map(|(a, p, g)| {
+            (
+                format!("algo=\"{a}\",profile=\"{}\"", profile_label(d, *a, *p)),
+                g,
+            )
+        })
+        .collect();
+    render_aggs(&mut o, "ccload_", "per controller profile", &profiles);
+    let cgroups: Vec<(String, &Agg)> = aggs
+        .cgroups
+        .iter()
+        .map(|(b, g)| {
+            let path = b
+                .cgroup
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| format!("id:{}", b.cgroup_id));
+            let cc = if b.algo.is_empty() {
+                "unchanged"
+            } else {
+                &b.algo
+            };
+            (
+                format!(
+                    "cgroup=\"{}\",cc=\"{}\"",
+                    escape_label(&path),
+                    escape_label(cc)
+                ),
+                g,
+            )
+        })
+        .collect();
+    render_aggs(
         &mut o,
-        "ccload_active_flows",
-        "gauge",
-        "Flows with a telemetry record in the last 10 s.",
+        "ccload_cgroup_",
+        "per bound or watched cgroup",
+        &cgroups,
     );
-    for ((a, p), n) in &active {
-        let _ = writeln!(
-            o,
-            "ccload_active_flows{{algo=\"{a}\",profile=\"{}\"}} {n}",
-            profile_label(d, *a, *p)
-        );
-    }
-    for (name, help, bounds, map) in [
-        (
-            "ccload_srtt_seconds",
-            "Smoothed RTT at round ends, seconds.",
-            &SRTT_BUCKETS_S,
-            &m.rtt,
-        ),
-        (
-            "ccload_cwnd_segments",
-            "Congestion window at round ends, segments.",
-            &CWND_BUCKETS,
-            &m.cwnd,
-        ),
-    ] {
-        family(&mut o, name, "histogram", help);
-        for ((a, p), h) in map {
-            let lbl = format!("algo=\"{a}\",profile=\"{}\"", profile_label(d, *a, *p));
-            for (le, c) in bounds.iter().zip(&h.buckets) {
-                let _ = writeln!(o, "{name}_bucket{{{lbl},le=\"{le}\"}} {c}");
-            }
-            let _ = writeln!(o, "{name}_bucket{{{lbl},le=\"+Inf\"}} {}", h.count);
-            let _ = writeln!(o, "{name}_sum{{{lbl}}} {}", h.sum);
-            let _ = writeln!(o, "{name}_count{{{lbl}}} {}", h.count);
-        }
-    }
     o
 }
 
@@ -284,6 +357,19 @@ mod tests {
         assert_eq!(escape_label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
     }
 
+    /// An aggregate with `n` srtt samples of `us` microseconds.
+    fn with_srtt(n: u64, us: u64) -> Agg {
+        let mut a = Agg::default();
+        // SAFETY: pure function of an integer.
+        let b = unsafe { intf::ccl_hist_bucket(us) } as usize;
+        a.hist[intf::CCL_HIST_srtt as usize][b] = n;
+        a.c[intf::CCL_AGG_samples as usize] = n;
+        a.c[intf::CCL_AGG_srtt_sum_us as usize] = n * us;
+        a.c[intf::CCL_AGG_retrans_segs as usize] = 7;
+        a.c[intf::CCL_AGG_recovery_ns as usize] = 1_500_000_000;
+        a
+    }
+
     #[test]
     fn a_hostile_profile_name_cannot_forge_a_sample() {
         let scrape = |name: &str| {
@@ -292,7 +378,11 @@ mod tests {
             let mut m = Metrics::default();
             let raw = crate::telemetry::tests::sample_record(Algo::Ccpd, 1);
             m.record(&Event::decode(&raw).unwrap());
-            render(&mut m, &d, &vec![], &BTreeMap::new())
+            let aggs = agg::All {
+                algos: vec![(Algo::Ccpd, 1, with_srtt(3, 10_000))],
+                cgroups: vec![],
+            };
+            render(&mut m, &d, &vec![], &aggs, &BTreeMap::new())
         };
         let plain = scrape("web");
         let hostile = scrape("x\"} 1\nccload_up 0\n#");
@@ -303,12 +393,68 @@ mod tests {
             hostile.contains("profile=\"x\\\"} 1\\nccload_up 0\\n#\""),
             "{hostile}"
         );
-        // The 10-ms RTT is in seconds, in the le="0.01" bucket.
-        assert!(
-            plain.contains(
-                "ccload_srtt_seconds_bucket{algo=\"ccpd\",profile=\"web\",le=\"0.01\"} 1"
-            ),
-            "{plain}"
+    }
+
+    #[test]
+    fn aggregates_render_in_base_units_with_cumulative_buckets() {
+        let d = crate::config::parse(std::path::Path::new("<t>"), "").unwrap();
+        let aggs = agg::All {
+            algos: vec![(Algo::Ccpd, 0, with_srtt(3, 10_000))],
+            cgroups: vec![],
+        };
+        let o = render(
+            &mut Metrics::default(),
+            &d,
+            &vec![],
+            &aggs,
+            &BTreeMap::new(),
         );
+        let l = "algo=\"ccpd\",profile=\"default\"";
+        // 10 ms is above 0.005 s and below 0.02 s; the sum is in seconds.
+        for (sample, want) in [
+            (
+                format!("ccload_srtt_seconds_bucket{{{l},le=\"0.005\"}} "),
+                "0",
+            ),
+            (
+                format!("ccload_srtt_seconds_bucket{{{l},le=\"0.02\"}} "),
+                "3",
+            ),
+            (
+                format!("ccload_srtt_seconds_bucket{{{l},le=\"+Inf\"}} "),
+                "3",
+            ),
+            (format!("ccload_srtt_seconds_count{{{l}}} "), "3"),
+            (format!("ccload_srtt_seconds_sum{{{l}}} "), "0.03"),
+            (format!("ccload_retransmitted_segments_total{{{l}}} "), "7"),
+            (format!("ccload_recovery_seconds_total{{{l}}} "), "1.5"),
+        ] {
+            let line = o
+                .lines()
+                .find(|x| x.starts_with(&sample))
+                .unwrap_or_else(|| panic!("no {sample} in\n{o}"));
+            assert_eq!(&line[sample.len()..], want, "{line}");
+        }
+        // Every family has HELP and TYPE once; every counter ends in _total.
+        for f in o.lines().filter_map(|x| x.strip_prefix("# TYPE ")) {
+            let (name, kind) = f.split_once(' ').unwrap();
+            assert_eq!(o.matches(&format!("# TYPE {name} ")).count(), 1, "{name}");
+            assert!(o.contains(&format!("# HELP {name} ")), "{name}");
+            if kind == "counter" {
+                assert!(name.ends_with("_total"), "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_aggregate_is_exposed() {
+        for d in agg::counters() {
+            let as_sum = agg::hists().iter().any(|h| hist_metric(h.name).2 == d.name);
+            assert!(
+                counter_metric(d.name).is_some() || as_sum || d.name == "samples",
+                "{} is not on /metrics",
+                d.name
+            );
+        }
     }
 }

@@ -151,8 +151,15 @@ impl State {
             .into_iter()
             .filter_map(|a| bpf::read_stats(a).ok().map(|s| (a, s)))
             .collect();
+        let aggs = crate::agg::collect().unwrap_or_else(|e| {
+            log(4, format!("aggregates: {e:#}"));
+            crate::agg::All {
+                algos: Vec::new(),
+                cgroups: Vec::new(),
+            }
+        });
         let d = self.desired.borrow().clone();
-        metrics::render(&mut self.metrics.borrow_mut(), &d, &stats, &socks)
+        metrics::render(&mut self.metrics.borrow_mut(), &d, &stats, &aggs, &socks)
     }
 
     /// Healthy when every controller the config names is attached.

@@ -66,6 +66,13 @@ fn main() {
             s.shutdown(std::net::Shutdown::Write).unwrap();
             let mut sink = [0u8; 64];
             while matches!(s.read(&mut sink), Ok(k) if k > 0) {}
+            // The peer closed after our FIN: the counters are final.
+            let ti = ccload_itests::tcpinfo::tcp_info(s.as_raw_fd()).unwrap();
+            println!(
+                "TCPINFO {} {} {}",
+                ti.tcpi_data_segs_out, ti.tcpi_total_retrans, ti.tcpi_bytes_acked
+            );
+            out.lock().flush().unwrap();
         }
         m => panic!("unknown mode {m}"),
     }

@@ -1,0 +1,495 @@
+//! `cargo xtask bench`: what telemetry and the controllers cost, measured
+//! on this machine, as a table the README quotes.
+//!
+//! (a) Consumer: records/s `ccload watch` sustains with 0 drops.  A
+//!     synthetic producer (bpf/bench.bpf.c) writes ccpd records into the
+//!     attached ccpd's own pinned ring at a fixed rate while `watch` reads
+//!     it and writes to a pipe whose reader counts lines; each rate runs
+//!     `secs` seconds; a rate passes when every record written reached the
+//!     reader and none was refused by a full ring.  Then real flows: 4
+//!     loopback ccpd flows tracing every round, records and drops counted.
+//! (b) Datapath: loopback throughput of each controller (tracing off), of
+//!     ccpd tracing every round (with a consumer), and of the kernel's
+//!     cubic, interleaved in rotating order, `reps` repetitions; medians,
+//!     min-max, and ratios to cubic's median.
+//! (c) Aggregates: cubic in a cgroup the sock_ops aggregates watch, against
+//!     cubic in the same cgroup unwatched, interleaved the same way.
+//!     (A controller's own aggregates are part of its (b) numbers: they
+//!     cannot be switched off.)
+
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use ccload_testbed::netns::NetNs;
+
+fn ccload(args: &[&str]) -> Result<String> {
+    let o = Command::new(ccload_testbed::ccload_bin()?)
+        .args(args)
+        .output()?;
+    if !o.status.success() {
+        bail!(
+            "ccload {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+/// A `ccload watch` writing into a pipe whose reader counts lines.
+struct Consumer {
+    child: Child,
+    lines: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl Consumer {
+    fn start(format: &str) -> Result<Consumer> {
+        let mut child = Command::new(ccload_testbed::ccload_bin()?)
+            .args(["watch", "--algo", "ccpd", "--format", format])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let out = child.stdout.take().unwrap();
+        let lines = std::thread::spawn(move || {
+            let mut r = BufReader::with_capacity(1 << 20, out);
+            let mut n = 0u64;
+            let mut buf = Vec::new();
+            while matches!(r.read_until(b'\n', &mut buf), Ok(k) if k > 0) {
+                n += 1;
+                buf.clear();
+            }
+            n
+        });
+        // The watch holds the ring once it has opened it: wait for that.
+        let t0 = Instant::now();
+        while !ring_held() && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(Consumer {
+            child,
+            lines: Some(lines),
+        })
+    }
+
+    /// SIGINT, then the lines the reader counted and the records the
+    /// watch says it showed (its last stderr line).
+    fn stop(mut self) -> Result<u64> {
+        Ok(self.stop_inner().0)
+    }
+
+    fn stop_shown(mut self) -> Result<(u64, u64)> {
+        Ok(self.stop_inner())
+    }
+
+    fn stop_inner(&mut self) -> (u64, u64) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        let _ = self.child.wait();
+        // "ccload: ccpd: N records shown, D dropped in the kernel ..."
+        let shown = err
+            .lines()
+            .rev()
+            .find_map(|l| l.split(": ").nth(2)?.split(' ').next()?.parse().ok())
+            .unwrap_or(0);
+        let lines = match self.lines.take() {
+            Some(h) => h.join().unwrap_or(0),
+            None => 0,
+        };
+        (lines, shown)
+    }
+}
+
+/// A bench that fails half-way leaves no consumer behind.
+impl Drop for Consumer {
+    fn drop(&mut self) {
+        if self.lines.is_some() {
+            let _ = self.stop_inner();
+        }
+    }
+}
+
+/// Whether a consumer holds ccpd's ring (`ccload status --json`, meta.watchers
+/// is not exposed: the watch lock file is held).
+fn ring_held() -> bool {
+    let p = "/run/ccload/watch-ccpd.lock";
+    let Ok(f) = std::fs::File::open(p) else {
+        return false;
+    };
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on an fd we own; a non-blocking probe.
+    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if r == 0 {
+        // SAFETY: as above.
+        unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_UN) };
+        return false;
+    }
+    true
+}
+
+/// One consumer measurement.
+pub struct ConsumerRow {
+    pub format: &'static str,
+    pub rate: u64,
+    pub written: u64,
+    pub received: u64,
+    pub ring_full: u64,
+}
+
+impl ConsumerRow {
+    fn ok(&self) -> bool {
+        self.ring_full == 0 && self.received == self.written
+    }
+}
+
+fn consumer_rates(secs: f64) -> Result<Vec<ConsumerRow>> {
+    let ring = ccload::bpf::map_pin(ccload::algos::Algo::Ccpd, "events");
+    let mut rows = Vec::new();
+    for format in ["json", "csv", "table"] {
+        for rate in [250_000u64, 500_000, 1_000_000, 2_000_000, 4_000_000] {
+            let c = Consumer::start(format)?;
+            let p = ccload::bench::produce(&ring, rate, Duration::from_secs_f64(secs), 64)?;
+            // Let the consumer drain what is in the ring.
+            std::thread::sleep(Duration::from_millis(500));
+            let (mut lines, shown) = c.stop_shown()?;
+            if format == "csv" {
+                lines = lines.saturating_sub(1);
+            }
+            // The table shows the latest record per flow: count what the
+            // watch says it read; JSON and CSV: the lines that arrived.
+            let received = if format == "table" { shown } else { lines };
+            let row = ConsumerRow {
+                format,
+                rate,
+                written: p.written,
+                received,
+                ring_full: p.dropped,
+            };
+            eprintln!(
+                "bench: consumer {format} at {rate}/s: written {} received {} ring full {}",
+                row.written, row.received, row.ring_full
+            );
+            let failed = !row.ok();
+            rows.push(row);
+            if failed {
+                break;
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// Loopback throughput of one transfer in `ns`, Gbit/s.
+fn loopback(ns: &NetNs, cc: &str, bytes: u64) -> Result<f64> {
+    let cc = cc.to_string();
+    let t = ns
+        .run(move || ccload_testbed::traffic::transfer(&cc, bytes, "127.0.0.1:0".parse().unwrap()))
+        .context("loopback transfer")?;
+    Ok(t.bytes as f64 * 8.0 / t.secs / 1e9)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// One datapath row: label, samples (Gbit/s).
+pub struct PathRow {
+    pub label: String,
+    pub gbps: Vec<f64>,
+}
+
+/// A datapath configuration: label, what to run before each transfer, CC.
+type Cfg<'a> = (&'a str, &'a dyn Fn() -> Result<()>, &'a str);
+
+/// Run each (label, setup, cc) `reps` times, in rotating order so that no
+/// configuration always runs first or last.
+fn interleaved(ns: &NetNs, cfgs: &[Cfg], reps: usize, bytes: u64) -> Result<Vec<PathRow>> {
+    let mut rows: Vec<PathRow> = cfgs
+        .iter()
+        .map(|(l, _, _)| PathRow {
+            label: l.to_string(),
+            gbps: Vec::new(),
+        })
+        .collect();
+    for r in 0..reps {
+        for k in 0..cfgs.len() {
+            let i = (k + r) % cfgs.len();
+            let (label, setup, cc) = &cfgs[i];
+            setup()?;
+            let g = loopback(ns, cc, bytes)?;
+            eprintln!("bench: rep {r} {label}: {g:.2} Gbit/s");
+            rows[i].gbps.push(g);
+        }
+    }
+    Ok(rows)
+}
+
+/// A cgroup of our own for (c), holding this process while it runs.
+struct BenchCgroup {
+    path: PathBuf,
+    home: String,
+}
+
+impl BenchCgroup {
+    fn enter() -> Result<BenchCgroup> {
+        let root = ccload::cgroup::cgroup2_mount().context("cgroup2 is not mounted")?;
+        let path = root.join(format!("ccl-bench-{}", std::process::id()));
+        std::fs::create_dir(&path)?;
+        let home = std::fs::read_to_string("/proc/self/cgroup")?
+            .lines()
+            .find_map(|l| l.strip_prefix("0::"))
+            .unwrap_or("/")
+            .to_string();
+        std::fs::write(path.join("cgroup.procs"), std::process::id().to_string())?;
+        Ok(BenchCgroup { path, home })
+    }
+}
+
+impl Drop for BenchCgroup {
+    fn drop(&mut self) {
+        let _ = ccload(&["cgroup", "unset", &self.path.to_string_lossy()]);
+        if let Some(root) = ccload::cgroup::cgroup2_mount() {
+            let home = root.join(self.home.trim_start_matches('/'));
+            let _ = std::fs::write(home.join("cgroup.procs"), std::process::id().to_string());
+        }
+        let _ = std::fs::remove_dir(&self.path);
+    }
+}
+
+pub struct Report {
+    pub consumer: Vec<ConsumerRow>,
+    pub real_flows: (u64, u64, f64),
+    pub datapath: Vec<PathRow>,
+    pub aggregates: Vec<PathRow>,
+}
+
+/// ccpd's (records written, records refused by a full ring) so far.
+fn ring_counters() -> Result<(u64, u64)> {
+    let st: serde_json::Value = serde_json::from_str(&ccload(&["status", "--json"])?)?;
+    let a = st["attached"]
+        .as_array()
+        .and_then(|v| v.iter().find(|a| a["algo"] == "ccpd"))
+        .context("ccpd not in status")?;
+    let n = |k: &str| a["stats"][k].as_u64().unwrap_or(0);
+    Ok((n("events"), n("ringbuf_drops")))
+}
+
+fn set_trace(every: u32) -> Result<()> {
+    ccload(&[
+        "tune",
+        "--algo",
+        "ccpd",
+        "--set",
+        &format!("trace_every={every}"),
+    ])
+    .map(drop)
+}
+
+pub fn run(secs: f64, reps: usize, bytes: u64, out: &Path) -> Result<Report> {
+    ccload_testbed::privileged_skip_reason().map_or(Ok(()), |r| {
+        Err(anyhow::anyhow!("bench needs root and BPF: {r}"))
+    })?;
+    let ours = ["ccpd", "hetcp", "ctcp_plus", "ub_reno"];
+    let preattached: Vec<bool> = ours
+        .iter()
+        .map(|a| ccload::bpf::is_attached(a.parse().unwrap()))
+        .collect();
+    if preattached.iter().any(|&b| b) {
+        bail!("a controller is attached: the bench attaches and detaches its own (ccload detach --all first)");
+    }
+    for a in ours {
+        ccload(&["attach", "--algo", a, "--set", "trace_every=0"])?;
+    }
+    let result = (|| -> Result<Report> {
+        set_trace(1)?;
+        let consumer = consumer_rates(secs)?;
+        let ns = NetNs::new();
+        // Real flows: 4 loopback ccpd flows tracing every round.
+        let stats0 = ring_counters()?;
+        let c = Consumer::start("json")?;
+        let t0 = Instant::now();
+        std::thread::scope(|sc| {
+            for _ in 0..4 {
+                sc.spawn(|| {
+                    ns.run(move || {
+                        ccload_testbed::traffic::transfer(
+                            "ccpd",
+                            2 << 30,
+                            "127.0.0.1:0".parse().unwrap(),
+                        )
+                        .map(|t| t.bytes)
+                        .unwrap_or(0)
+                    })
+                });
+            }
+        });
+        let flow_secs = t0.elapsed().as_secs_f64();
+        std::thread::sleep(Duration::from_millis(500));
+        let got = c.stop()?;
+        let stats1 = ring_counters()?;
+        let written = stats1.0 - stats0.0;
+        let dropped = stats1.1 - stats0.1;
+        eprintln!("bench: 4 loopback flows: {written} records written, {got} received, {dropped} ring full, {flow_secs:.1} s");
+        let real_flows = (written, got, dropped as f64);
+
+        // (b) datapath.
+        set_trace(0)?;
+        let noop = || Ok(());
+        let tr_on = || set_trace(1);
+        let tr_off = || set_trace(0);
+        let consumer_keep = Consumer::start("json")?;
+        let cfgs: Vec<Cfg> = vec![
+            ("cubic", &noop, "cubic"),
+            ("ccpd", &tr_off, "ccpd"),
+            ("ccpd, tracing every round", &tr_on, "ccpd"),
+            ("hetcp", &noop, "hetcp"),
+            ("ctcp_plus", &noop, "ctcp_plus"),
+            ("ub_reno", &noop, "ub_reno"),
+        ];
+        let datapath = interleaved(&ns, &cfgs, reps, bytes)?;
+        consumer_keep.stop()?;
+        set_trace(0)?;
+
+        // (c) sock_ops aggregates on cubic.
+        let cg = BenchCgroup::enter()?;
+        let p = cg.path.to_string_lossy().to_string();
+        let watch = || ccload(&["cgroup", "watch", &p]).map(drop);
+        // `unset` of an unwatched cgroup says so and exits 1: fine here.
+        let unwatch = || {
+            let _ = ccload(&["cgroup", "unset", &p]);
+            Ok(())
+        };
+        let cfgs: Vec<Cfg> = vec![
+            ("cubic, cgroup not watched", &unwatch, "cubic"),
+            (
+                "cubic, cgroup watched (sock_ops aggregates)",
+                &watch,
+                "cubic",
+            ),
+        ];
+        let aggregates = interleaved(&ns, &cfgs, reps, bytes)?;
+        drop(cg);
+        Ok(Report {
+            consumer,
+            real_flows,
+            datapath,
+            aggregates,
+        })
+    })();
+    for a in ours {
+        let _ = ccload(&["detach", "--algo", a]);
+    }
+    let r = result?;
+    std::fs::create_dir_all(out)?;
+    let md = render(&r, secs, reps, bytes);
+    std::fs::write(out.join("bench.md"), &md)?;
+    println!("{md}");
+    println!("wrote {}", out.join("bench.md").display());
+    Ok(r)
+}
+
+fn path_table(o: &mut String, rows: &mut [PathRow], base: &str) {
+    let base_med = {
+        let mut b = rows
+            .iter()
+            .find(|r| r.label.starts_with(base))
+            .map(|r| r.gbps.clone())
+            .unwrap_or_default();
+        median(&mut b)
+    };
+    let _ = writeln!(
+        o,
+        "| configuration | median Gbit/s | min..max | ratio to {base} |"
+    );
+    let _ = writeln!(o, "|---|---:|---:|---:|");
+    for r in rows.iter_mut() {
+        let mut v = r.gbps.clone();
+        let m = median(&mut v);
+        let (lo, hi) = (v[0], v[v.len() - 1]);
+        let _ = writeln!(
+            o,
+            "| {} | {m:.2} | {lo:.2}..{hi:.2} | {:.3} |",
+            r.label,
+            m / base_med
+        );
+    }
+}
+
+pub fn render(r: &Report, secs: f64, reps: usize, bytes: u64) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "## ccload bench\n");
+    let _ = writeln!(
+        o,
+        "Machine: {} CPUs, kernel {}.\n",
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0),
+        std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .unwrap_or_default()
+            .trim()
+    );
+    let _ = writeln!(o, "### (a) telemetry consumer (`ccload watch` into a pipe), synthetic producer, {secs} s per rate\n");
+    let _ = writeln!(
+        o,
+        "| format | offered records/s | written | received | ring full | 0 drops |"
+    );
+    let _ = writeln!(o, "|---|---:|---:|---:|---:|---|");
+    for c in &r.consumer {
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {} | {} |",
+            c.format,
+            c.rate,
+            c.written,
+            c.received,
+            c.ring_full,
+            if c.ok() { "yes" } else { "no" }
+        );
+    }
+    let (w, g, d) = r.real_flows;
+    let _ = writeln!(
+        o,
+        "\nReal flows: 4 loopback ccpd flows tracing every round: {w} records written, {g} received by `watch --format json`, {d} refused by a full ring.\n"
+    );
+    let _ = writeln!(
+        o,
+        "### (b) datapath, loopback, {reps} repetitions of {} MiB, interleaved\n",
+        bytes >> 20
+    );
+    let mut dp: Vec<PathRow> = r
+        .datapath
+        .iter()
+        .map(|p| PathRow {
+            label: p.label.clone(),
+            gbps: p.gbps.clone(),
+        })
+        .collect();
+    path_table(&mut o, &mut dp, "cubic");
+    let _ = writeln!(
+        o,
+        "\n### (c) in-kernel aggregates of a watched cgroup (sock_ops), cubic\n"
+    );
+    let mut ag: Vec<PathRow> = r
+        .aggregates
+        .iter()
+        .map(|p| PathRow {
+            label: p.label.clone(),
+            gbps: p.gbps.clone(),
+        })
+        .collect();
+    path_table(&mut o, &mut ag, "cubic, cgroup not watched");
+    o
+}

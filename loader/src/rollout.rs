@@ -1,0 +1,529 @@
+//! `ccload rollout`: try a controller on a canary cgroup, compare it with a
+//! control cgroup in the same intervals from the in-kernel per-cgroup
+//! aggregates (crate::agg), and back out by itself when a guard fails.
+//!
+//! - The canary is bound to the algorithm/profile (`cgroup set`); the
+//!   control keeps its CC and is watched (`cgroup watch`) if it has no
+//!   binding, so it has aggregates too.
+//! - Every interval both cgroups' aggregates are read; the interval's
+//!   deltas give per-side values and canary/control ratios, checked by the
+//!   guards (`retrans_ratio <= 1.5`).  An interval where either side sent
+//!   fewer than `min_segments` is reported as insufficient and neither
+//!   passes nor fails.
+//! - `fail_after` consecutive failing intervals roll back: the canary's
+//!   previous binding is restored exactly (or it is unbound), a watch the
+//!   rollout added is removed, a controller it attached is detached; exit 1.
+//! - After `--for` without a trip: exit 0; `--promote` binds the control too.
+//! - Crash safety: before changing anything the rollout writes its state to
+//!   /run/ccload/rollout-<canary id>.json; a rollout killed half-way is
+//!   rolled back by `ccload rollout --resume`, and `status` lists it.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::agg::Agg;
+use crate::algos::Algo;
+use crate::cgroup::{self, CgroupDir};
+
+/// The ratios a guard can test, canary over control.
+pub const METRICS: &[(&str, &str)] = &[
+    (
+        "retrans_ratio",
+        "retransmitted segments per segment sent (each side +1 retransmission, so 0/0 is 1)",
+    ),
+    ("srtt_p50_ratio", "median smoothed RTT"),
+    ("srtt_p95_ratio", "95th percentile of the smoothed RTT"),
+    ("goodput_ratio", "median per-flow delivery rate"),
+    (
+        "rto_ratio",
+        "retransmission timeouts per segment sent (each side +1)",
+    ),
+];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Op {
+    Le,
+    Ge,
+    Lt,
+    Gt,
+}
+
+/// `metric op number`, e.g. `retrans_ratio <= 1.5`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Guard {
+    pub metric: String,
+    pub op: Op,
+    pub bound: f64,
+}
+
+impl std::fmt::Display for Guard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let op = match self.op {
+            Op::Le => "<=",
+            Op::Ge => ">=",
+            Op::Lt => "<",
+            Op::Gt => ">",
+        };
+        write!(f, "{} {op} {}", self.metric, self.bound)
+    }
+}
+
+impl std::str::FromStr for Guard {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Guard, String> {
+        let ops = [("<=", Op::Le), (">=", Op::Ge), ("<", Op::Lt), (">", Op::Gt)];
+        let (i, tok, op) = ops
+            .iter()
+            .filter_map(|(t, o)| s.find(t).map(|i| (i, *t, *o)))
+            .min_by_key(|(i, t, _)| (*i, std::cmp::Reverse(t.len())))
+            .ok_or_else(|| {
+                format!("guard `{s}`: want METRIC OP NUMBER, e.g. 'retrans_ratio <= 1.5'")
+            })?;
+        let metric = s[..i].trim().to_string();
+        let bound: f64 = s[i + tok.len()..].trim().parse().map_err(|_| {
+            format!(
+                "guard `{s}`: `{}` is not a number",
+                s[i + tok.len()..].trim()
+            )
+        })?;
+        if !METRICS.iter().any(|(m, _)| *m == metric) {
+            return Err(format!(
+                "guard `{s}`: unknown metric `{metric}` (known: {})",
+                METRICS
+                    .iter()
+                    .map(|(m, _)| *m)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        if !bound.is_finite() || bound <= 0.0 {
+            return Err(format!("guard `{s}`: the bound must be a positive number"));
+        }
+        Ok(Guard { metric, op, bound })
+    }
+}
+
+/// The guards used when none is given (what an operator would start from).
+pub fn default_guards() -> Vec<Guard> {
+    [
+        "retrans_ratio <= 1.5",
+        "srtt_p95_ratio <= 1.2",
+        "goodput_ratio >= 0.9",
+    ]
+    .iter()
+    .map(|g| g.parse().unwrap())
+    .collect()
+}
+
+/// One side of an interval.
+#[derive(Clone, Debug, Serialize)]
+pub struct Side {
+    pub segs_out: u64,
+    pub retrans_segs: u64,
+    pub rtos: u64,
+    pub flows_started: u64,
+    pub srtt_ms_p50: Option<f64>,
+    pub srtt_ms_p95: Option<f64>,
+    pub rate_mbps_p50: Option<f64>,
+}
+
+impl Side {
+    fn of(a: &Agg) -> Side {
+        let s = a.summary();
+        Side {
+            segs_out: s.segs_out,
+            retrans_segs: s.retrans_segs,
+            rtos: s.rtos,
+            flows_started: s.flows_started,
+            srtt_ms_p50: s.srtt_ms_p50,
+            srtt_ms_p95: s.srtt_ms_p95,
+            rate_mbps_p50: s.rate_mbps_p50,
+        }
+    }
+}
+
+/// The canary/control ratio of `metric`; None when a side has no samples.
+pub fn ratio(metric: &str, c: &Side, k: &Side) -> Option<f64> {
+    let per_seg = |n: u64, segs: u64| (n as f64 + 1.0) / (segs.max(1) as f64);
+    let q = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    };
+    match metric {
+        "retrans_ratio" => {
+            Some(per_seg(c.retrans_segs, c.segs_out) / per_seg(k.retrans_segs, k.segs_out))
+        }
+        "rto_ratio" => Some(per_seg(c.rtos, c.segs_out) / per_seg(k.rtos, k.segs_out)),
+        "srtt_p50_ratio" => q(c.srtt_ms_p50, k.srtt_ms_p50),
+        "srtt_p95_ratio" => q(c.srtt_ms_p95, k.srtt_ms_p95),
+        "goodput_ratio" => q(c.rate_mbps_p50, k.rate_mbps_p50),
+        _ => None,
+    }
+}
+
+/// The verdict of one guard in one interval.
+#[derive(Clone, Debug, Serialize)]
+pub struct Check {
+    pub guard: String,
+    pub value: Option<f64>,
+    pub ok: bool,
+}
+
+/// One interval's report (a line of output, or a JSON object).
+#[derive(Clone, Debug, Serialize)]
+pub struct Interval {
+    pub n: u32,
+    pub canary: Side,
+    pub control: Side,
+    /// "pass", "fail" or "insufficient traffic".
+    pub verdict: String,
+    pub checks: Vec<Check>,
+    pub failing_in_a_row: u32,
+}
+
+/// Judge one interval's deltas.
+pub fn judge(guards: &[Guard], c: &Side, k: &Side, min_segments: u64) -> (String, Vec<Check>) {
+    if c.segs_out < min_segments || k.segs_out < min_segments {
+        return ("insufficient traffic".into(), Vec::new());
+    }
+    let checks: Vec<Check> = guards
+        .iter()
+        .map(|g| {
+            let v = ratio(&g.metric, c, k);
+            let ok = match v {
+                None => true, // no samples on a side: nothing to hold against it
+                Some(v) => match g.op {
+                    Op::Le => v <= g.bound,
+                    Op::Ge => v >= g.bound,
+                    Op::Lt => v < g.bound,
+                    Op::Gt => v > g.bound,
+                },
+            };
+            Check {
+                guard: g.to_string(),
+                value: v,
+                ok,
+            }
+        })
+        .collect();
+    let v = if checks.iter().all(|c| c.ok) {
+        "pass"
+    } else {
+        "fail"
+    };
+    (v.into(), checks)
+}
+
+/// What a rollout changed, recorded before it changes anything.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct State {
+    pub canary: PathBuf,
+    pub canary_id: u64,
+    pub control: PathBuf,
+    pub algo: String,
+    pub profile: u32,
+    /// The canary's binding before the rollout (algorithm, profile); None =
+    /// unbound; algorithm "" = a watch.
+    pub prev: Option<(String, u32)>,
+    /// The rollout added a watch on the control cgroup.
+    pub control_watch_added: bool,
+    /// The rollout attached the algorithm (first use).
+    pub attached: bool,
+    pub pid: u32,
+}
+
+fn state_path(canary_id: u64) -> PathBuf {
+    Path::new(crate::lock::RUN_DIR).join(format!("rollout-{canary_id}.json"))
+}
+
+/// Rollouts recorded in /run/ccload (in progress, or interrupted).
+pub fn recorded() -> Vec<State> {
+    let Ok(rd) = std::fs::read_dir(crate::lock::RUN_DIR) else {
+        return Vec::new();
+    };
+    rd.filter_map(|e| e.ok())
+        .filter(|e| {
+            let n = e.file_name();
+            let n = n.to_string_lossy();
+            n.starts_with("rollout-") && n.ends_with(".json")
+        })
+        .filter_map(|e| serde_json::from_str(&std::fs::read_to_string(e.path()).ok()?).ok())
+        .collect()
+}
+
+fn save(st: &State) -> Result<()> {
+    std::fs::create_dir_all(crate::lock::RUN_DIR)?;
+    let p = state_path(st.canary_id);
+    let tmp = p.with_extension("tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(st)?)?;
+    std::fs::rename(&tmp, &p)?;
+    Ok(())
+}
+
+/// Undo a rollout: the canary's previous binding back (or unbound), the
+/// control's added watch removed, an algorithm it attached detached.
+pub fn rollback(st: &State) -> Result<()> {
+    let _lock = crate::lock::state()?;
+    match &st.prev {
+        Some((a, _)) if a.is_empty() => {
+            cgroup::watch(&st.canary)?;
+        }
+        Some((a, p)) => {
+            cgroup::set(&st.canary, a, *p)?;
+        }
+        None => {
+            cgroup::unset(&st.canary)?;
+        }
+    }
+    if st.control_watch_added {
+        let _ = cgroup::unset(&st.control);
+    }
+    if st.attached {
+        if let Ok(a) = st.algo.parse::<Algo>() {
+            let in_use = cgroup::list()?.iter().any(|b| b.algo == st.algo);
+            if !in_use && crate::sysctl::default_cc().unwrap_or_default() != st.algo {
+                let _ = crate::bpf::detach(a);
+            }
+        }
+    }
+    let _ = std::fs::remove_file(state_path(st.canary_id));
+    Ok(())
+}
+
+/// The options of one rollout (from the command line).
+pub struct Opts {
+    pub algo: String,
+    pub profile: u32,
+    pub canary: PathBuf,
+    pub control: PathBuf,
+    pub guards: Vec<Guard>,
+    pub interval: Duration,
+    pub duration: Duration,
+    pub fail_after: u32,
+    pub min_segments: u64,
+    pub promote: bool,
+}
+
+/// How a rollout ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum End {
+    /// Ran its course (and promoted, if asked).
+    Done,
+    /// A guard failed `fail_after` intervals in a row: rolled back.
+    RolledBack,
+    /// SIGINT/SIGTERM: rolled back.
+    Aborted,
+}
+
+/// Set up the rollout: checks, state record, canary binding, control watch.
+pub fn start(o: &Opts) -> Result<State> {
+    crate::bpf::require_root()?;
+    let can = CgroupDir::open(&o.canary)?;
+    let ctl = CgroupDir::open(&o.control)?;
+    if can.id == ctl.id {
+        bail!("the canary and the control are the same cgroup");
+    }
+    if can.path.starts_with(&ctl.path) || ctl.path.starts_with(&can.path) {
+        bail!(
+            "{} and {} are nested: a cgroup's program also sees its descendants' sockets, \
+             so the comparison would count one side in the other; use sibling cgroups",
+            can.path.display(),
+            ctl.path.display()
+        );
+    }
+    if o.guards.is_empty() || o.fail_after == 0 || o.interval.is_zero() || o.duration < o.interval {
+        bail!("a rollout needs guards, --fail-after >= 1, and --for at least one --interval");
+    }
+    if let Some(s) = recorded().into_iter().find(|s| s.canary_id == can.id) {
+        bail!(
+            "a rollout of {} is recorded (pid {}): in progress, or interrupted \
+             (`ccload rollout --resume` rolls it back)",
+            s.canary.display(),
+            s.pid
+        );
+    }
+    let _lock = crate::lock::state()?;
+    let bindings = cgroup::list()?;
+    let prev = bindings
+        .iter()
+        .find(|b| b.cgroup_id == can.id)
+        .map(|b| (b.algo.clone(), b.profile));
+    let control_watched = bindings.iter().any(|b| b.cgroup_id == ctl.id);
+    let mut st = State {
+        canary: can.path.clone(),
+        canary_id: can.id,
+        control: ctl.path.clone(),
+        algo: o.algo.clone(),
+        profile: o.profile,
+        prev,
+        control_watch_added: !control_watched,
+        attached: o
+            .algo
+            .parse::<Algo>()
+            .is_ok_and(|a| !crate::bpf::is_attached(a)),
+        pid: std::process::id(),
+    };
+    // Recorded first: a kill from here on leaves something --resume undoes.
+    save(&st)?;
+    let setup = (|| -> Result<()> {
+        let b = cgroup::set(&can.path, &o.algo, o.profile)?;
+        st.attached = b.auto_attached;
+        save(&st)?;
+        if st.control_watch_added {
+            cgroup::watch(&ctl.path)?;
+        }
+        Ok(())
+    })();
+    if let Err(e) = setup {
+        drop(_lock);
+        let _ = rollback(&st);
+        return Err(e.context("starting the rollout; nothing was left changed"));
+    }
+    Ok(st)
+}
+
+fn read(id: u64) -> Result<Agg> {
+    crate::agg::read_pinned(&cgroup::agg_pin(id))
+        .context("reading a cgroup's aggregates (was its binding removed?)")
+}
+
+/// Run the intervals; `report` gets each interval; `stop` is polled for
+/// SIGINT/SIGTERM.
+pub fn run(
+    o: &Opts,
+    st: &State,
+    mut report: impl FnMut(&Interval),
+    stop: &dyn Fn() -> bool,
+) -> Result<End> {
+    let ctl_id = CgroupDir::open(&o.control)?.id;
+    let start = Instant::now();
+    let mut n = 0u32;
+    let mut failing = 0u32;
+    let (mut c0, mut k0) = (read(st.canary_id)?, read(ctl_id)?);
+    while start.elapsed() + o.interval <= o.duration + Duration::from_millis(50) {
+        let t = Instant::now();
+        while t.elapsed() < o.interval {
+            if stop() {
+                rollback(st)?;
+                return Ok(End::Aborted);
+            }
+            std::thread::sleep(Duration::from_millis(50).min(o.interval));
+        }
+        let (c1, k1) = (read(st.canary_id)?, read(ctl_id)?);
+        let (c, k) = (Side::of(&c1.since(&c0)), Side::of(&k1.since(&k0)));
+        (c0, k0) = (c1, k1);
+        n += 1;
+        let (verdict, checks) = judge(&o.guards, &c, &k, o.min_segments);
+        match verdict.as_str() {
+            "fail" => failing += 1,
+            "pass" => failing = 0,
+            _ => {}
+        }
+        report(&Interval {
+            n,
+            canary: c,
+            control: k,
+            verdict,
+            checks,
+            failing_in_a_row: failing,
+        });
+        if failing >= o.fail_after {
+            rollback(st)?;
+            return Ok(End::RolledBack);
+        }
+    }
+    {
+        let _lock = crate::lock::state()?;
+        if o.promote {
+            cgroup::set(&o.control, &o.algo, o.profile)?;
+        } else if st.control_watch_added {
+            let _ = cgroup::unset(&o.control);
+        }
+    }
+    let _ = std::fs::remove_file(state_path(st.canary_id));
+    Ok(End::Done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn side(segs: u64, retr: u64, p95: f64, rate: f64) -> Side {
+        Side {
+            segs_out: segs,
+            retrans_segs: retr,
+            rtos: 0,
+            flows_started: 1,
+            srtt_ms_p50: Some(p95 * 0.9),
+            srtt_ms_p95: Some(p95),
+            rate_mbps_p50: Some(rate),
+        }
+    }
+
+    #[test]
+    fn guards_parse_and_reject_bad_input() {
+        let g: Guard = "retrans_ratio <= 1.5".parse().unwrap();
+        assert_eq!(
+            (g.metric.as_str(), g.op, g.bound),
+            ("retrans_ratio", Op::Le, 1.5)
+        );
+        let g: Guard = "goodput_ratio>=0.9".parse().unwrap();
+        assert_eq!(g.op, Op::Ge);
+        assert_eq!(g.to_string(), "goodput_ratio >= 0.9");
+        for bad in [
+            "",
+            "retrans_ratio",
+            "foo <= 1",
+            "retrans_ratio <= x",
+            "srtt_p95_ratio <= -1",
+            "srtt_p95_ratio <= inf",
+        ] {
+            assert!(bad.parse::<Guard>().is_err(), "{bad}");
+        }
+        assert_eq!(default_guards().len(), 3);
+    }
+
+    #[test]
+    fn intervals_are_judged_on_ratios_with_a_traffic_floor() {
+        let g = default_guards();
+        // The same behaviour on both sides passes.
+        let (v, c) = judge(
+            &g,
+            &side(10_000, 10, 25.0, 10.0),
+            &side(10_000, 10, 25.0, 10.0),
+            100,
+        );
+        assert_eq!(v, "pass");
+        assert!(c.iter().all(|c| (c.value.unwrap() - 1.0).abs() < 1e-9));
+        // 10x the retransmissions fails retrans_ratio only.
+        let (v, c) = judge(
+            &g,
+            &side(10_000, 100, 25.0, 10.0),
+            &side(10_000, 10, 25.0, 10.0),
+            100,
+        );
+        assert_eq!(v, "fail");
+        assert_eq!(c.iter().filter(|c| !c.ok).count(), 1);
+        assert!(!c[0].ok && c[0].value.unwrap() > 9.0);
+        // 0 retransmissions on both sides is a ratio of 1, not NaN.
+        let (v, _) = judge(
+            &g,
+            &side(5_000, 0, 25.0, 10.0),
+            &side(5_000, 0, 25.0, 10.0),
+            100,
+        );
+        assert_eq!(v, "pass");
+        // Too little traffic on a side: neither pass nor fail.
+        let (v, c) = judge(
+            &g,
+            &side(50, 40, 90.0, 1.0),
+            &side(10_000, 1, 25.0, 10.0),
+            100,
+        );
+        assert_eq!(v, "insufficient traffic");
+        assert!(c.is_empty());
+    }
+}
