@@ -76,37 +76,42 @@ static __always_inline void ccl_agg_init(struct sock *sk, u32 profile)
 	ccl_agg_start(a, s, &in, ccl_ca_state(sk));
 }
 
+/* A counted-in flow's bookkeeping (*sp) and its slot; NULL if the flow was
+ * not counted in (it started before this object was attached). */
+static __always_inline struct ccl_agg *ccl_agg_flow(struct sock *sk, struct ccl_agg_sk **sp)
+{
+	struct ccl_agg_sk *s = bpf_sk_storage_get(&agg_sk, sk, 0, 0);
+
+	if (!s || !s->started)
+		return NULL;
+	*sp = s;
+	return ccl_agg_slot(s->slot);
+}
+
 /* Controllers: from pkts_acked (every ACK that acks or SACKs data, in every
- * state).  Cheap when no sample is due: one storage lookup and a compare. */
+ * state).  Cheap when no sample is due: two lookups and a compare. */
 static __always_inline void ccl_agg_ack(struct sock *sk)
 {
-	struct ccl_agg_sk *s;
+	struct ccl_agg_sk *s = NULL;
 	struct ccl_agg_in in;
 	struct ccl_agg *a;
 
-	s = bpf_sk_storage_get(&agg_sk, sk, 0, 0);
-	if (!s || !s->started)
+	a = ccl_agg_flow(sk, &s);
+	if (!a || !s)
 		return;
 	ccl_agg_in_tp(&in, tcp_sk(sk));
-	if (in.now_ns - s->hist_ns < (u64)in.srtt_us * 1000)
-		return;
-	a = ccl_agg_slot(s->slot);
-	if (a)
-		ccl_agg_tick(a, s, &in);
+	ccl_agg_tick(a, s, &in);
 }
 
 /* Controllers: from set_state (before icsk_ca_state changes). */
 static __always_inline void ccl_agg_set_state(struct sock *sk, u32 new_state)
 {
-	struct ccl_agg_sk *s;
+	struct ccl_agg_sk *s = NULL;
 	struct ccl_agg_in in;
 	struct ccl_agg *a;
 
-	s = bpf_sk_storage_get(&agg_sk, sk, 0, 0);
-	if (!s || !s->started)
-		return;
-	a = ccl_agg_slot(s->slot);
-	if (!a)
+	a = ccl_agg_flow(sk, &s);
+	if (!a || !s)
 		return;
 	ccl_agg_in_tp(&in, tcp_sk(sk));
 	ccl_agg_flush(a, s, &in);
@@ -116,15 +121,12 @@ static __always_inline void ccl_agg_set_state(struct sock *sk, u32 new_state)
 /* Controllers: from release(). */
 static __always_inline void ccl_agg_release(struct sock *sk)
 {
-	struct ccl_agg_sk *s;
+	struct ccl_agg_sk *s = NULL;
 	struct ccl_agg_in in;
 	struct ccl_agg *a;
 
-	s = bpf_sk_storage_get(&agg_sk, sk, 0, 0);
-	if (!s || !s->started)
-		return;
-	a = ccl_agg_slot(s->slot);
-	if (!a)
+	a = ccl_agg_flow(sk, &s);
+	if (!a || !s)
 		return;
 	ccl_agg_in_tp(&in, tcp_sk(sk));
 	ccl_agg_end(a, s, &in);
