@@ -298,7 +298,9 @@ fn set_trace(every: u32) -> Result<()> {
     .map(drop)
 }
 
-pub fn run(secs: f64, reps: usize, bytes: u64, out: &Path) -> Result<Report> {
+/// Run the bench; `only` = "consumer", "datapath" or "aggregates" runs one
+/// part.
+pub fn run(secs: f64, reps: usize, bytes: u64, out: &Path, only: Option<&str>) -> Result<Report> {
     ccload_testbed::privileged_skip_reason().map_or(Ok(()), |r| {
         Err(anyhow::anyhow!("bench needs root and BPF: {r}"))
     })?;
@@ -315,73 +317,88 @@ pub fn run(secs: f64, reps: usize, bytes: u64, out: &Path) -> Result<Report> {
     }
     let result = (|| -> Result<Report> {
         set_trace(1)?;
-        let consumer = consumer_rates(secs)?;
+        let part = |p: &str| only.is_none_or(|o| o == p);
         let ns = NetNs::new();
-        // Real flows: 4 loopback ccpd flows tracing every round.
-        let stats0 = ring_counters()?;
-        let c = Consumer::start("json")?;
-        let t0 = Instant::now();
-        std::thread::scope(|sc| {
-            for _ in 0..4 {
-                sc.spawn(|| {
-                    ns.run(move || {
-                        ccload_testbed::traffic::transfer(
-                            "ccpd",
-                            2 << 30,
-                            "127.0.0.1:0".parse().unwrap(),
-                        )
-                        .map(|t| t.bytes)
-                        .unwrap_or(0)
-                    })
-                });
-            }
-        });
-        let flow_secs = t0.elapsed().as_secs_f64();
-        std::thread::sleep(Duration::from_millis(500));
-        let got = c.stop()?;
-        let stats1 = ring_counters()?;
-        let written = stats1.0 - stats0.0;
-        let dropped = stats1.1 - stats0.1;
-        eprintln!("bench: 4 loopback flows: {written} records written, {got} received, {dropped} ring full, {flow_secs:.1} s");
-        let real_flows = (written, got, dropped as f64);
+        let mut consumer = Vec::new();
+        let mut real_flows = (0, 0, 0.0);
+        if part("consumer") {
+            consumer = consumer_rates(secs)?;
+            // What the synthetic runs left in the ring (a failed rate leaves it
+            // full) is read out first: only the flows' records are counted.
+            let drain = Consumer::start("json")?;
+            std::thread::sleep(Duration::from_millis(1000));
+            drain.stop()?;
+            // Real flows: 4 loopback ccpd flows tracing every round.
+            let stats0 = ring_counters()?;
+            let c = Consumer::start("json")?;
+            let t0 = Instant::now();
+            std::thread::scope(|sc| {
+                for _ in 0..4 {
+                    sc.spawn(|| {
+                        ns.run(move || {
+                            ccload_testbed::traffic::transfer(
+                                "ccpd",
+                                2 << 30,
+                                "127.0.0.1:0".parse().unwrap(),
+                            )
+                            .map(|t| t.bytes)
+                            .unwrap_or(0)
+                        })
+                    });
+                }
+            });
+            let flow_secs = t0.elapsed().as_secs_f64();
+            std::thread::sleep(Duration::from_millis(500));
+            let got = c.stop()?;
+            let stats1 = ring_counters()?;
+            let written = stats1.0 - stats0.0;
+            let dropped = stats1.1 - stats0.1;
+            eprintln!("bench: 4 loopback flows: {written} records written, {got} received, {dropped} ring full, {flow_secs:.1} s");
+            real_flows = (written, got, dropped as f64);
+        }
 
-        // (b) datapath.
-        set_trace(0)?;
-        let noop = || Ok(());
-        let tr_on = || set_trace(1);
-        let tr_off = || set_trace(0);
-        let consumer_keep = Consumer::start("json")?;
-        let cfgs: Vec<Cfg> = vec![
-            ("cubic", &noop, "cubic"),
-            ("ccpd", &tr_off, "ccpd"),
-            ("ccpd, tracing every round", &tr_on, "ccpd"),
-            ("hetcp", &noop, "hetcp"),
-            ("ctcp_plus", &noop, "ctcp_plus"),
-            ("ub_reno", &noop, "ub_reno"),
-        ];
-        let datapath = interleaved(&ns, &cfgs, reps, bytes)?;
-        consumer_keep.stop()?;
-        set_trace(0)?;
-
-        // (c) sock_ops aggregates on cubic.
-        let cg = BenchCgroup::enter()?;
-        let p = cg.path.to_string_lossy().to_string();
-        let watch = || ccload(&["cgroup", "watch", &p]).map(drop);
-        // `unset` of an unwatched cgroup says so and exits 1: fine here.
-        let unwatch = || {
-            let _ = ccload(&["cgroup", "unset", &p]);
-            Ok(())
-        };
-        let cfgs: Vec<Cfg> = vec![
-            ("cubic, cgroup not watched", &unwatch, "cubic"),
-            (
-                "cubic, cgroup watched (sock_ops aggregates)",
-                &watch,
-                "cubic",
-            ),
-        ];
-        let aggregates = interleaved(&ns, &cfgs, reps, bytes)?;
-        drop(cg);
+        let mut datapath = Vec::new();
+        let mut aggregates = Vec::new();
+        if part("datapath") {
+            // (b) datapath.
+            set_trace(0)?;
+            let noop = || Ok(());
+            let tr_on = || set_trace(1);
+            let tr_off = || set_trace(0);
+            let consumer_keep = Consumer::start("json")?;
+            let cfgs: Vec<Cfg> = vec![
+                ("cubic", &noop, "cubic"),
+                ("ccpd", &tr_off, "ccpd"),
+                ("ccpd, tracing every round", &tr_on, "ccpd"),
+                ("hetcp", &noop, "hetcp"),
+                ("ctcp_plus", &noop, "ctcp_plus"),
+                ("ub_reno", &noop, "ub_reno"),
+            ];
+            datapath = interleaved(&ns, &cfgs, reps, bytes)?;
+            consumer_keep.stop()?;
+            set_trace(0)?;
+        }
+        if part("aggregates") {
+            // (c) sock_ops aggregates on cubic.
+            let cg = BenchCgroup::enter()?;
+            let p = cg.path.to_string_lossy().to_string();
+            let watch = || ccload(&["cgroup", "watch", &p]).map(drop);
+            // `unset` of an unwatched cgroup says so and exits 1: fine here.
+            let unwatch = || {
+                let _ = ccload(&["cgroup", "unset", &p]);
+                Ok(())
+            };
+            let cfgs: Vec<Cfg> = vec![
+                ("cubic, cgroup not watched", &unwatch, "cubic"),
+                (
+                    "cubic, cgroup watched (sock_ops aggregates)",
+                    &watch,
+                    "cubic",
+                ),
+            ];
+            aggregates = interleaved(&ns, &cfgs, reps, bytes)?;
+            drop(cg);
+        }
         Ok(Report {
             consumer,
             real_flows,
@@ -441,55 +458,61 @@ pub fn render(r: &Report, secs: f64, reps: usize, bytes: u64) -> String {
             .unwrap_or_default()
             .trim()
     );
-    let _ = writeln!(o, "### (a) telemetry consumer (`ccload watch` into a pipe), synthetic producer, {secs} s per rate\n");
-    let _ = writeln!(
-        o,
-        "| format | offered records/s | written | received | ring full | 0 drops |"
-    );
-    let _ = writeln!(o, "|---|---:|---:|---:|---:|---|");
-    for c in &r.consumer {
+    if !r.consumer.is_empty() {
+        let _ = writeln!(o, "### (a) telemetry consumer (`ccload watch` into a pipe), synthetic producer, {secs} s per rate\n");
         let _ = writeln!(
             o,
-            "| {} | {} | {} | {} | {} | {} |",
-            c.format,
-            c.rate,
-            c.written,
-            c.received,
-            c.ring_full,
-            if c.ok() { "yes" } else { "no" }
+            "| format | offered records/s | written | received | ring full | 0 drops |"
         );
-    }
-    let (w, g, d) = r.real_flows;
-    let _ = writeln!(
+        let _ = writeln!(o, "|---|---:|---:|---:|---:|---|");
+        for c in &r.consumer {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {} | {} |",
+                c.format,
+                c.rate,
+                c.written,
+                c.received,
+                c.ring_full,
+                if c.ok() { "yes" } else { "no" }
+            );
+        }
+        let (w, g, d) = r.real_flows;
+        let _ = writeln!(
         o,
         "\nReal flows: 4 loopback ccpd flows tracing every round: {w} records written, {g} received by `watch --format json`, {d} refused by a full ring.\n"
     );
-    let _ = writeln!(
-        o,
-        "### (b) datapath, loopback, {reps} repetitions of {} MiB, interleaved\n",
-        bytes >> 20
-    );
-    let mut dp: Vec<PathRow> = r
-        .datapath
-        .iter()
-        .map(|p| PathRow {
-            label: p.label.clone(),
-            gbps: p.gbps.clone(),
-        })
-        .collect();
-    path_table(&mut o, &mut dp, "cubic");
-    let _ = writeln!(
-        o,
-        "\n### (c) in-kernel aggregates of a watched cgroup (sock_ops), cubic\n"
-    );
-    let mut ag: Vec<PathRow> = r
-        .aggregates
-        .iter()
-        .map(|p| PathRow {
-            label: p.label.clone(),
-            gbps: p.gbps.clone(),
-        })
-        .collect();
-    path_table(&mut o, &mut ag, "cubic, cgroup not watched");
+    }
+    if !r.datapath.is_empty() {
+        let _ = writeln!(
+            o,
+            "### (b) datapath, loopback, {reps} repetitions of {} MiB, interleaved\n",
+            bytes >> 20
+        );
+        let mut dp: Vec<PathRow> = r
+            .datapath
+            .iter()
+            .map(|p| PathRow {
+                label: p.label.clone(),
+                gbps: p.gbps.clone(),
+            })
+            .collect();
+        path_table(&mut o, &mut dp, "cubic");
+    }
+    if !r.aggregates.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n### (c) in-kernel aggregates of a watched cgroup (sock_ops), cubic\n"
+        );
+        let mut ag: Vec<PathRow> = r
+            .aggregates
+            .iter()
+            .map(|p| PathRow {
+                label: p.label.clone(),
+                gbps: p.gbps.clone(),
+            })
+            .collect();
+        path_table(&mut o, &mut ag, "cubic, cgroup not watched");
+    }
     o
 }

@@ -54,6 +54,9 @@ enum Task {
         /// Results folder (default lab-results/bench-<time>).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Only one part: consumer, datapath or aggregates.
+        #[arg(long, value_parser = ["consumer", "datapath", "aggregates"])]
+        only: Option<String>,
     },
     /// Paper-style experiments on the emulated link (configs/lab/*.toml).
     Lab {
@@ -167,6 +170,7 @@ fn main() -> Result<()> {
             reps,
             mib,
             out,
+            only,
         } => {
             if !(secs > 0.0 && secs <= 60.0) || reps == 0 || mib == 0 {
                 bail!("--secs in (0, 60], --reps and --mib at least 1");
@@ -188,7 +192,7 @@ fn main() -> Result<()> {
                     .unwrap_or(0);
                 root.join(format!("lab-results/bench-{t}"))
             });
-            ccload_lab::bench::run(secs, reps, mib << 20, &out)?;
+            ccload_lab::bench::run(secs, reps, mib << 20, &out, only.as_deref())?;
         }
         Task::Lab { cmd: LabCmd::List } => lab::list(&root)?,
         Task::Lab {
