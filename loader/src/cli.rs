@@ -121,6 +121,13 @@ pub enum Cmd {
     },
     /// Stream per-round estimator telemetry (table on a terminal, JSON lines when piped).
     Watch(WatchArgs),
+    /// Full-screen live view: busiest flows with cwnd/srtt/rate sparklines,
+    /// per-profile totals, ring drops (keys: s sort, f freeze, q quit).
+    Top {
+        /// Only this algorithm (default: every attached one).
+        #[arg(long, value_parser = parse_algo)]
+        algo: Option<Algo>,
+    },
     /// TCP sockets of this network namespace that use ccload's controllers.
     Flows {
         #[arg(long)]

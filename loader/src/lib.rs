@@ -25,6 +25,7 @@ pub(crate) mod stats;
 pub(crate) mod stream;
 pub(crate) mod sysctl;
 pub(crate) mod telemetry;
+pub(crate) mod top;
 pub(crate) mod watch;
 
 #[cfg(test)]

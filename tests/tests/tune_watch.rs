@@ -242,3 +242,116 @@ fn watch_every_ms_limits_records_per_flow_by_kernel_time() {
         (Some(1), Some(0))
     );
 }
+
+/// `ccload top` in a pseudo-terminal: it draws the aggregates table and
+/// the flows of a transfer, `s` changes the sort, `q` quits with status 0
+/// and the terminal is given back (alternate screen left).  The screen is
+/// matched on tokens without spaces: ratatui redraws only changed cells,
+/// so blanks between words are skipped with cursor moves.
+#[test]
+fn top_runs_in_a_terminal_sorts_and_quits() {
+    use std::io::{Read, Write};
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::sync::{Arc, Mutex};
+    let _s = privileged!();
+    let _g = Attached::new("ccpd", &[]);
+    let (mut master, mut slave) = (0, 0);
+    let ws = libc::winsize {
+        ws_row: 40,
+        ws_col: 150,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty fills two fds we then own.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &ws,
+        )
+    };
+    assert_eq!(rc, 0, "openpty");
+    // SAFETY: fresh fds from openpty.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = std::process::Command::new(ccload_bin())
+        .args(["top", "--algo", "ccpd"])
+        .env("TERM", "xterm-256color")
+        .stdin(slave.try_clone().unwrap())
+        .stdout(slave.try_clone().unwrap())
+        .stderr(slave)
+        .spawn()
+        .map(Kill)
+        .unwrap();
+    let screen = Arc::new(Mutex::new(Vec::<u8>::new()));
+    let mut rd = std::fs::File::from(master.try_clone().unwrap());
+    let sc = screen.clone();
+    std::thread::spawn(move || {
+        let mut b = [0u8; 65536];
+        while let Ok(n) = rd.read(&mut b) {
+            if n == 0 {
+                break;
+            }
+            sc.lock().unwrap().extend_from_slice(&b[..n]);
+        }
+    });
+    let seen = |s: &str| String::from_utf8_lossy(&screen.lock().unwrap()).contains(s);
+    let wait = |s: &str| {
+        let t0 = Instant::now();
+        while !seen(s) && t0.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        seen(s)
+    };
+    let dump = |what: &str| {
+        let v = screen.lock().unwrap();
+        let t = String::from_utf8_lossy(&v);
+        format!(
+            "{what}; the terminal got {} bytes: {:?}",
+            v.len(),
+            &t[..t.len().min(700)]
+        )
+    };
+    assert!(wait("ccload-top"), "{}", dump("no header drawn"));
+    let link = Bottleneck::new(LinkCfg {
+        rate_mbit: 20.0,
+        buffer_pkts: 40,
+        delay_ms: 5.0,
+        ..Default::default()
+    });
+    let h = std::thread::spawn(move || link.transfer("ccpd", 8 * MB).map(|t| t.bytes));
+    assert!(wait("10.77.2.2:"), "{}", dump("no flow row drawn"));
+    assert!(wait("aggregates"), "{}", dump("no aggregates table"));
+    let mut w = std::fs::File::from(master);
+    w.write_all(b"s").unwrap();
+    assert!(wait("sort:rate"), "{}", dump("`s` did not change the sort"));
+    assert_eq!(h.join().unwrap().unwrap(), 8 * MB);
+    assert!(
+        wait("ccpd/0"),
+        "{}",
+        dump("the transfer's profile is not in the totals")
+    );
+    w.write_all(b"q").unwrap();
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(st) = child.0.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "top did not quit on q"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status}");
+    // Left the alternate screen (CSI ?1049l) on the way out.
+    assert!(seen("\x1b[?1049l"), "terminal not restored");
+}

@@ -62,6 +62,10 @@ pub fn run(cli: Cli) -> Result<i32> {
             algos: watch::algos(args.algo)?,
             args,
         }),
+        Cmd::Top { algo } => {
+            crate::top::run(watch::algos(algo)?)?;
+            Ok(0)
+        }
         Cmd::Flows { json } => flows::run(json),
         Cmd::Apply { file, dry_run } => apply::run(&file, dry_run, verbose),
         Cmd::Serve { config } => {
