@@ -87,6 +87,13 @@ pub struct Check {
     pub retrans_ratio_max: Option<f64>,
     #[serde(default)]
     pub retrans_slack: f64,
+    /// retransmitted segments per delivered segment: r(cc) is at most
+    /// x * r(against) plus retrans_per_seg_slack.  For a controller that
+    /// delivers more than its reference, the count ratio above would hold
+    /// its extra goodput against it; this compares loss rates.
+    pub retrans_per_seg_ratio_max: Option<f64>,
+    #[serde(default)]
+    pub retrans_per_seg_slack: f64,
     /// p95 RTT inflation over the base RTT: (p95 - base)(cc) <= x * (p95 - base)(against)
     pub rtt_inflation_ratio_max: Option<f64>,
     /// absolute: utilisation(cc) >= x
@@ -436,6 +443,17 @@ impl Scenario {
                         me(&retx),
                         o,
                         format!("<= {x} x {o:.0} + {}", c.retrans_slack),
+                        &|v| v <= lim,
+                    );
+                }
+                let per_seg = |r: &RunSummary| r.retrans_per_seg;
+                if let (Some(x), Some(o)) = (c.retrans_per_seg_ratio_max, other(&per_seg)) {
+                    let lim = x * o + c.retrans_per_seg_slack;
+                    push(
+                        "retrans_per_seg",
+                        me(&per_seg),
+                        o,
+                        format!("<= {x} x {o:.5} + {}", c.retrans_per_seg_slack),
                         &|v| v <= lim,
                     );
                 }

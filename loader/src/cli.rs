@@ -96,6 +96,12 @@ pub enum Cmd {
         #[arg(long)]
         help_stats: bool,
     },
+    /// The controllers this build carries: tunables (unit, default, range,
+    /// help) and telemetry fields.  No root needed.
+    Algos {
+        #[arg(long)]
+        json: bool,
+    },
     /// Check kernel features and permissions, with fixes.
     Doctor {
         #[arg(long)]
@@ -280,7 +286,7 @@ mod tests {
 }
 
 /// `5s`, `500ms`, `10m`, `1h` or plain seconds.
-fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let (num, mult) = if let Some(n) = s.strip_suffix("ms") {
         (n, 0.001)
     } else if let Some(n) = s.strip_suffix('s') {

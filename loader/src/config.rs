@@ -16,6 +16,14 @@
 //! path = "/sys/fs/cgroup/web.slice"
 //! algo = "ccpd"
 //! profile = "latency"
+//! [[rollouts]]                      # `ccload serve` runs them (ccload rollout)
+//! algo = "ccpd"
+//! profile = "latency"
+//! canary = "/sys/fs/cgroup/web-canary.slice"
+//! control = "/sys/fs/cgroup/web.slice"
+//! guards = ["retrans_ratio <= 1.5", "srtt_p95_ratio <= 1.2"]
+//! interval = "30s"
+//! for = "10m"
 //! [serve]                           # for `ccload serve`
 //! metrics = "127.0.0.1:9464"
 //! on_exit = "keep"                  # or "remove"
@@ -47,7 +55,29 @@ pub struct Config {
     #[serde(default)]
     pub cgroups: Vec<CgroupCfg>,
     #[serde(default)]
+    pub rollouts: Vec<RolloutCfg>,
+    #[serde(default)]
     pub serve: ServeCfg,
+}
+
+/// A canary rollout `ccload serve` runs (crate::rollout; the fields are
+/// `ccload rollout`'s options).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RolloutCfg {
+    pub algo: Spanned<String>,
+    pub profile: Option<Spanned<String>>,
+    pub canary: Spanned<PathBuf>,
+    pub control: Spanned<PathBuf>,
+    #[serde(default)]
+    pub guards: Vec<Spanned<String>>,
+    pub interval: Option<Spanned<String>>,
+    #[serde(rename = "for")]
+    pub duration: Option<Spanned<String>>,
+    pub fail_after: Option<u32>,
+    pub min_segments: Option<u64>,
+    #[serde(default)]
+    pub promote: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -140,6 +170,8 @@ pub struct Desired {
     pub profile_names: BTreeMap<(Algo, u32), String>,
     /// cgroup path -> (CC name, profile id).
     pub cgroups: BTreeMap<PathBuf, (String, u32)>,
+    /// Rollouts `serve` runs, validated.
+    pub rollouts: Vec<crate::rollout::Opts>,
     pub serve: ServeCfgResolved,
 }
 
@@ -211,6 +243,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Desired> {
         algos: BTreeMap::new(),
         profile_names: BTreeMap::new(),
         cgroups: BTreeMap::new(),
+        rollouts: Vec::new(),
         serve: ServeCfgResolved {
             metrics: cfg.serve.metrics.clone(),
             remove_on_exit: cfg.serve.on_exit == OnExit::Remove,
@@ -364,6 +397,93 @@ pub fn parse(file: &Path, text: &str) -> Result<Desired> {
         }
         d.cgroups.insert(path.clone(), (name.clone(), profile));
     }
+    for r in &cfg.rollouts {
+        let name = r.algo.get_ref();
+        let profile = match (&r.profile, name.parse::<Algo>().ok()) {
+            (None, _) => 0,
+            (Some(p), Some(algo)) => match by_name.get(p.get_ref()) {
+                Some(&(pa, id)) if pa == algo => id,
+                _ => {
+                    return Err(at(
+                        file,
+                        text,
+                        p.span(),
+                        format!("no profile `{}` for {algo}", p.get_ref()),
+                    ))
+                }
+            },
+            (Some(p), None) => {
+                return Err(at(
+                    file,
+                    text,
+                    p.span(),
+                    format!("`{name}` has no profiles"),
+                ))
+            }
+        };
+        match name.parse::<Algo>() {
+            Ok(a) if !d.algos.contains_key(&a) => {
+                return Err(at(
+                    file,
+                    text,
+                    r.algo.span(),
+                    format!("{a} is not in [algos] (a rollout needs it attached)"),
+                ))
+            }
+            Err(_) if !kernel_cc_available(name) => {
+                return Err(at(
+                    file,
+                    text,
+                    r.algo.span(),
+                    format!("unknown congestion control `{name}`"),
+                ))
+            }
+            _ => {}
+        }
+        let mut guards = Vec::new();
+        for g in &r.guards {
+            guards.push(
+                g.get_ref()
+                    .parse::<crate::rollout::Guard>()
+                    .map_err(|e| at(file, text, g.span(), e))?,
+            );
+        }
+        if guards.is_empty() {
+            guards = crate::rollout::default_guards();
+        }
+        let dur = |v: &Option<Spanned<String>>, def: &str| -> Result<std::time::Duration> {
+            match v {
+                Some(v) => {
+                    crate::cli::parse_duration(v.get_ref()).map_err(|e| at(file, text, v.span(), e))
+                }
+                None => Ok(crate::cli::parse_duration(def).expect("default duration")),
+            }
+        };
+        cgroup::CgroupDir::open(r.control.get_ref())
+            .map_err(|e| at(file, text, r.control.span(), format!("{e:#}")))?;
+        let cg = cgroup::CgroupDir::open(r.canary.get_ref())
+            .map_err(|e| at(file, text, r.canary.span(), format!("{e:#}")))?;
+        if d.cgroups.contains_key(&cg.path) {
+            return Err(at(
+                file,
+                text,
+                r.canary.span(),
+                "a rollout's canary cannot also be in [[cgroups]] (the rollout binds it)",
+            ));
+        }
+        d.rollouts.push(crate::rollout::Opts {
+            algo: name.clone(),
+            profile,
+            canary: r.canary.get_ref().clone(),
+            control: r.control.get_ref().clone(),
+            guards,
+            interval: dur(&r.interval, "30s")?,
+            duration: dur(&r.duration, "10m")?,
+            fail_after: r.fail_after.unwrap_or(2),
+            min_segments: r.min_segments.unwrap_or(200),
+            promote: r.promote,
+        });
+    }
     if let Some(dc) = &cfg.default_cc {
         let n = dc.get_ref();
         let ok = n
@@ -481,14 +601,27 @@ pub fn plan(d: &Desired) -> Result<Vec<Change>> {
             out.push(Change::Detach(a));
         }
     }
+    // The cgroups of a rollout in progress are the rollout's, not the
+    // config's: neither bound nor unbound here.
+    let mut in_rollout: Vec<u64> = Vec::new();
+    for r in crate::rollout::recorded() {
+        in_rollout.push(r.canary_id);
+        if let Ok(c) = cgroup::cgroup_id(&r.control) {
+            in_rollout.push(c);
+        }
+    }
     let have: BTreeMap<u64, cgroup::Binding> = cgroup::list()?
         .into_iter()
+        .filter(|b| !in_rollout.contains(&b.cgroup_id))
         .map(|b| (b.cgroup_id, b))
         .collect();
     let mut wanted_ids = Vec::new();
     for (path, (algo, profile)) in &d.cgroups {
         let id = cgroup::cgroup_id(path)?;
         wanted_ids.push(id);
+        if in_rollout.contains(&id) {
+            continue;
+        }
         match have.get(&id) {
             Some(b) if &b.algo == algo && b.profile == *profile => {}
             _ => out.push(Change::Bind {
@@ -641,6 +774,47 @@ mod tests {
         );
         let e = err("[serve]\non_exit = \"maybe\"\n");
         assert!(e.starts_with("t.toml:2:11:"), "{e}");
+    }
+
+    #[test]
+    fn rollouts_are_validated_and_resolved() {
+        let Some(root) = crate::cgroup::cgroup2_mount() else {
+            eprintln!("skipped: no cgroup2 mount to name in the config");
+            return;
+        };
+        let r = root.display();
+        let base = format!(
+            "[algos.ccpd]\n[profiles.lat]\nalgo = \"ccpd\"\n[[rollouts]]\nalgo = \"ccpd\"\ncanary = \"{r}\"\ncontrol = \"{r}\"\n"
+        );
+        let d = parse(
+            Path::new("t.toml"),
+            &format!("{base}profile = \"lat\"\ninterval = \"5s\"\n"),
+        )
+        .unwrap();
+        let o = &d.rollouts[0];
+        assert_eq!(
+            (o.profile, o.interval.as_secs(), o.duration.as_secs()),
+            (1, 5, 600)
+        );
+        assert_eq!((o.fail_after, o.min_segments, o.promote), (2, 200, false));
+        assert_eq!(o.guards, crate::rollout::default_guards());
+        let e = err(&format!("{base}guards = [\"retrans_ratio <= x\"]\n"));
+        assert!(
+            e.starts_with("t.toml:8:11:") && e.contains("not a number"),
+            "{e}"
+        );
+        let e = err(&format!("{base}profile = \"nope\"\n"));
+        assert!(
+            e.starts_with("t.toml:8:11:") && e.contains("no profile `nope`"),
+            "{e}"
+        );
+        let e = err(&format!("{base}for = \"soon\"\n"));
+        assert!(e.starts_with("t.toml:8:7:"), "{e}");
+        let e = err(&base.replace(
+            "[algos.ccpd]\n[profiles.lat]\nalgo = \"ccpd\"\n",
+            "[algos.hetcp]\n",
+        ));
+        assert!(e.contains("not in [algos]"), "{e}");
     }
 
     #[test]

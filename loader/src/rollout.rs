@@ -293,7 +293,9 @@ pub fn rollback(st: &State) -> Result<()> {
     Ok(())
 }
 
-/// The options of one rollout (from the command line).
+/// The options of one rollout (from the command line or a `[[rollouts]]`
+/// entry of a `serve` config).
+#[derive(Clone, Debug, PartialEq)]
 pub struct Opts {
     pub algo: String,
     pub profile: u32,

@@ -348,3 +348,43 @@ fn iperf3_selects_ccpd() {
     assert_eq!(j["end"]["sender_tcp_congestion"], "ccpd");
     assert!(j["end"]["sum_received"]["bytes"].as_u64().unwrap() > 10 * MB);
 }
+
+/// `ccload algos --json` needs neither root nor BPF: every controller with
+/// its tunables (numbers as numbers, defaults inside their ranges) and
+/// telemetry fields, from the same tables the BPF side clamps with.
+#[test]
+fn algos_lists_tunables_offline_as_json() {
+    let v: serde_json::Value = serde_json::from_str(&ccload_ok(&["algos", "--json"])).unwrap();
+    let names: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["algo"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["ccpd", "hetcp", "ctcp_plus", "ub_reno"]);
+    for a in v.as_array().unwrap() {
+        let t = a["tunables"].as_array().unwrap();
+        assert!(
+            t.iter().any(|d| d["name"] == "trace_every"),
+            "{}",
+            a["algo"]
+        );
+        for d in t {
+            let (lo, def, hi) = (
+                d["min"].as_f64().unwrap(),
+                d["default"].as_f64().unwrap(),
+                d["max"].as_f64().unwrap(),
+            );
+            assert!(lo <= def && def <= hi, "{d}");
+            assert!(!d["help"].as_str().unwrap().is_empty(), "{d}");
+        }
+        assert!(!a["telemetry"].as_array().unwrap().is_empty());
+    }
+    let kp = &v[0]["tunables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == "kp")
+        .unwrap()["default"];
+    assert_eq!(kp.as_f64(), Some(2.0));
+}

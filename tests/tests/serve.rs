@@ -601,3 +601,144 @@ fn the_daemon_notifies_systemd_logs_levels_and_serves_a_custom_socket() {
     );
     assert!(d.stop().success());
 }
+
+/// A long flow from cgroup `cg` through `link`, by the socket helper (it
+/// joins the cgroup before connecting); killed when dropped.
+struct Flow(Vec<std::process::Child>);
+impl Drop for Flow {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn long_flow(link: &Bottleneck, cg: &str) -> Flow {
+    let helper = ccload_bin().with_file_name("ccl-sockhelper");
+    let mut srv = std::process::Command::new(&helper)
+        .args(["-", &link.receiver.name, "listen", "10.77.2.2"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(srv.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let port = line
+        .trim()
+        .strip_prefix("PORT ")
+        .expect("PORT line")
+        .to_string();
+    // The server prints more later: keep its pipe open and drained.
+    std::thread::spawn(move || {
+        let mut sink = String::new();
+        while matches!(out.read_line(&mut sink), Ok(n) if n > 0) {
+            sink.clear();
+        }
+    });
+    let cli = std::process::Command::new(&helper)
+        .args([
+            cg,
+            &link.sender.name,
+            "connect",
+            &format!("10.77.2.2:{port}"),
+            &(4u64 << 30).to_string(),
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    Flow(vec![cli, srv])
+}
+
+fn bound_to(path: &str) -> Option<String> {
+    let l: serde_json::Value =
+        serde_json::from_str(&ccload_ok(&["cgroup", "list", "--json"])).unwrap();
+    l.as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["cgroup"] == path)
+        .map(|e| e["algo"].as_str().unwrap().to_string())
+}
+
+/// `serve` runs a `[[rollouts]]` entry of its config: the harmful canary
+/// profile is rolled back while a SIGHUP reloads the config half-way (the
+/// rollout keeps running across it), `/metrics` reports the rollout's
+/// state and ratios, and the canary ends unbound with the control still
+/// on cubic.
+#[test]
+fn the_daemon_runs_a_rollout_from_its_config_across_a_reload() {
+    let _s = privileged!();
+    let dir = std::env::temp_dir().join(format!("ccl-serve-ro-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let _c = Cleanup(dir.clone());
+    let (can, ctl) = (TestCgroup::new("ro-canary"), TestCgroup::new("ro-control"));
+    let text = format!(
+        "[algos.ccpd]\n[profiles.harm]\nalgo = \"ccpd\"\nset = {{ b_min = 1000, bmax_on_loss = 0 }}\n\
+         [[cgroups]]\npath = \"{ctl}\"\nalgo = \"cubic\"\n\
+         [[rollouts]]\nalgo = \"ccpd\"\nprofile = \"harm\"\ncanary = \"{can}\"\ncontrol = \"{ctl}\"\n\
+         guards = [\"retrans_ratio <= 2\"]\ninterval = \"2s\"\nfor = \"60s\"\n\
+         [serve]\nmetrics = \"127.0.0.1:0\"\non_exit = \"remove\"\n",
+        can = can.path(),
+        ctl = ctl.path()
+    );
+    let cfg = config(&dir, "serve.toml", &text);
+    let d = Daemon::start(&cfg);
+    assert!(
+        wait_until(Duration::from_secs(15), || bound_to(can.path()).as_deref()
+            == Some("ccpd")),
+        "the rollout never bound the canary: {:?}",
+        d.log.lock().unwrap()
+    );
+    let addr = d.addr();
+    let lc = Bottleneck::new(LinkCfg {
+        rate_mbit: 20.0,
+        buffer_pkts: 40,
+        delay_ms: 10.0,
+        ..Default::default()
+    });
+    let lk = Bottleneck::new(LinkCfg {
+        rate_mbit: 20.0,
+        buffer_pkts: 40,
+        delay_ms: 10.0,
+        ..Default::default()
+    });
+    let _fc = long_flow(&lc, can.path());
+    let _fk = long_flow(&lk, ctl.path());
+    let state = |s: &str| {
+        scrape(&addr).is_some_and(|m| {
+            m.lines().any(|l| {
+                l.starts_with("ccload_rollout_state{")
+                    && l.contains(&format!("state=\"{s}\""))
+                    && l.ends_with(" 1")
+            })
+        })
+    };
+    assert!(state("running"), "{:?}", scrape(&addr));
+    // A reload half-way: the rollout is in the new config unchanged, so it
+    // keeps running (same thread, same intervals).
+    std::thread::sleep(Duration::from_millis(2500));
+    d.signal(libc::SIGHUP);
+    assert!(
+        wait_until(Duration::from_secs(30), || state("rolled_back")),
+        "not rolled back: {:?}\n{:?}",
+        scrape(&addr),
+        d.log.lock().unwrap()
+    );
+    let m = scrape(&addr).unwrap();
+    let lbl = format!("canary=\"{}\",algo=\"ccpd\"", can.path());
+    let ratio = metric(
+        &m,
+        &format!("ccload_rollout_ratio{{{lbl},guard=\"retrans_ratio <= 2\"}}"),
+    );
+    let n = metric(&m, &format!("ccload_rollout_intervals{{{lbl}}}"));
+    eprintln!("rolled back after {n} intervals, retrans ratio {ratio}");
+    assert!(ratio > 2.0, "{ratio}");
+    assert!(d.logged("reload applied"));
+    assert_eq!(
+        bound_to(can.path()),
+        None,
+        "canary restored (it had no binding)"
+    );
+    assert_eq!(bound_to(ctl.path()).as_deref(), Some("cubic"));
+    assert!(d.stop().success());
+}

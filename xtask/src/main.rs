@@ -116,7 +116,16 @@ fn build_ccload(root: &Path) -> Result<()> {
         .args(["build", "--locked", "-q", "-p", "ccload"]))
 }
 
-fn main() -> Result<()> {
+/// Errors are one line (and their causes), never a backtrace, even when
+/// RUST_BACKTRACE is set: they are for the person at the terminal.
+fn main() {
+    if let Err(e) = real_main() {
+        eprintln!("xtask: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn real_main() -> Result<()> {
     let root = root();
     match Args::parse().task {
         Task::Codegen => {

@@ -2,6 +2,7 @@
 //! line.  Every command returns its exit code (0 ok, 1 soft failure) or an
 //! error (exit 2, printed by `main`).
 
+mod algos;
 mod apply;
 mod attach;
 mod cgroup;
@@ -50,6 +51,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         } => status::help_stats(),
         Cmd::Status { json, .. } => status::run(json),
         Cmd::Doctor { json } => doctor::run(json),
+        Cmd::Algos { json } => algos::run(json),
         Cmd::Tune {
             algo,
             sets,

@@ -47,6 +47,7 @@ use crate::{bpf, stream};
 
 mod http;
 mod metrics;
+mod rollouts;
 #[cfg(test)]
 mod tests;
 
@@ -123,6 +124,8 @@ struct State {
     /// Socket counts per CC and when they were taken. An async mutex:
     /// concurrent scrapes wait for one dump instead of starting their own.
     sockets: tokio::sync::Mutex<(Option<Instant>, BTreeMap<String, u64>)>,
+    /// The config's `[[rollouts]]`, each on its own thread.
+    rollouts: RefCell<rollouts::Rollouts>,
 }
 
 impl State {
@@ -131,6 +134,7 @@ impl State {
             metrics: Default::default(),
             desired: RefCell::new(d),
             sockets: Default::default(),
+            rollouts: Default::default(),
         }
     }
 
@@ -159,7 +163,9 @@ impl State {
             }
         });
         let d = self.desired.borrow().clone();
-        metrics::render(&mut self.metrics.borrow_mut(), &d, &stats, &aggs, &socks)
+        let mut o = metrics::render(&mut self.metrics.borrow_mut(), &d, &stats, &aggs, &socks);
+        self.rollouts.borrow().render(&mut o);
+        o
     }
 
     /// Healthy when every controller the config names is attached.
@@ -305,6 +311,7 @@ pub fn run(config_path: &Path, verbose: bool) -> Result<()> {
     log(6, format!("applied {}", config_path.display()));
     let st = Rc::new(State::new(desired));
     st.metrics.borrow_mut().applies = 1;
+    st.rollouts.borrow_mut().sync(&st.desired.borrow().rollouts);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -319,6 +326,8 @@ pub fn run(config_path: &Path, verbose: bool) -> Result<()> {
         Ok(Exit::Signal(sig)) => {
             log(6, sig);
             notify("STOPPING=1");
+            // A stop request aborts the rollouts: each is rolled back.
+            st.rollouts.borrow_mut().stop_all();
             if d.serve.remove_on_exit {
                 let empty = config::parse(Path::new("<on_exit = remove>"), "")?;
                 apply(&empty, verbose)?;
@@ -487,6 +496,7 @@ async fn main_loop(path: PathBuf, st: Rc<State>, verbose: bool) -> Result<Exit> 
             notify(&format!("RELOADING=1\nMONOTONIC_USEC={}", monotonic_usec()));
             match config::load(&path).and_then(|d| apply(&d, verbose).map(|_| d)) {
                 Ok(d) => {
+                    st.rollouts.borrow_mut().sync(&d.rollouts);
                     *st.desired.borrow_mut() = d;
                     st.metrics.borrow_mut().applies += 1;
                     log(6, "reload applied");

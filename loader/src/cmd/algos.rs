@@ -1,0 +1,61 @@
+//! `ccload algos [--json]`: the controllers this build carries, with every
+//! tunable (unit, default, range, help) and telemetry field, from the same
+//! tables the kernel side is built from.  Offline: no root, no BPF.
+
+use anyhow::Result;
+use serde_json::json;
+
+use crate::algos::Algo;
+
+fn user(d: &crate::algos::ParamDesc, raw: u32) -> serde_json::Value {
+    if d.scale == 1 {
+        json!(raw)
+    } else {
+        json!(raw as f64 / d.scale as f64)
+    }
+}
+
+pub(super) fn run(as_json: bool) -> Result<i32> {
+    if as_json {
+        let v: Vec<serde_json::Value> = Algo::ALL
+            .iter()
+            .map(|a| {
+                json!({
+                    "algo": a.name(),
+                    "tunables": a.params().iter().map(|d| json!({
+                        "name": d.name,
+                        "unit": d.unit,
+                        "default": user(d, d.def),
+                        "min": user(d, d.min),
+                        "max": user(d, d.max),
+                        "help": d.help,
+                    })).collect::<Vec<_>>(),
+                    "telemetry": crate::telemetry::fields(*a).iter().map(|f| json!({
+                        "name": f.name, "unit": f.unit, "help": f.help,
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string(&v)?);
+        return Ok(0);
+    }
+    for a in Algo::ALL {
+        println!(
+            "{a}  ({} tunables, {} telemetry fields)",
+            a.params().len(),
+            crate::telemetry::fields(a).len()
+        );
+        for d in a.params() {
+            println!(
+                "  {:<14} {:>8} {:<9} [{}..{}]  {}",
+                d.name,
+                d.display(d.def),
+                d.unit,
+                d.display(d.min),
+                d.display(d.max),
+                d.help
+            );
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,240 @@
+//! The rollouts of a `serve` config (`[[rollouts]]`): each runs on its own
+//! thread through crate::rollout, exactly as `ccload rollout` would, and
+//! reports into a shared table that `/metrics` renders.  A reload starts
+//! the rollouts that are new and aborts (rolls back) those the config no
+//! longer lists; one still listed keeps running across the reload.  On a
+//! daemon stop every running rollout is aborted and rolled back.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::rollout::{self, End, Opts};
+
+/// What `/metrics` shows of one rollout.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Status {
+    pub algo: String,
+    /// running, done, rolled_back, aborted, failed
+    pub state: &'static str,
+    pub intervals: u32,
+    pub failing: u32,
+    /// (guard, last value)
+    pub ratios: Vec<(String, f64)>,
+}
+
+struct Running {
+    opts: Opts,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// The daemon's rollouts, keyed by canary path.
+#[derive(Default)]
+pub(super) struct Rollouts {
+    running: BTreeMap<PathBuf, Running>,
+    pub status: Arc<Mutex<BTreeMap<PathBuf, Status>>>,
+}
+
+impl Rollouts {
+    /// Bring the running set to `want`: start new ones, abort removed or
+    /// changed ones.
+    pub fn sync(&mut self, want: &[Opts]) {
+        let keep: Vec<PathBuf> = want.iter().map(|o| o.canary.clone()).collect();
+        let gone: Vec<PathBuf> = self
+            .running
+            .iter()
+            .filter(|(k, r)| !keep.contains(k) || !want.contains(&r.opts))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in gone {
+            if let Some(r) = self.running.remove(&k) {
+                stop(r);
+            }
+        }
+        for o in want {
+            if self.running.contains_key(&o.canary) {
+                continue;
+            }
+            // A finished rollout stays finished until the config changes it.
+            if let Some(s) = self.status.lock().unwrap().get(&o.canary) {
+                if s.state != "running" && s.algo == o.algo {
+                    continue;
+                }
+            }
+            let stop = Arc::new(AtomicBool::new(false));
+            let (opts, st, flag) = (o.clone(), self.status.clone(), stop.clone());
+            let thread = std::thread::spawn(move || run_one(opts, st, flag));
+            self.running.insert(
+                o.canary.clone(),
+                Running {
+                    opts: o.clone(),
+                    stop,
+                    thread: Some(thread),
+                },
+            );
+        }
+    }
+
+    /// Abort every running rollout (rolled back) and wait for them.
+    pub fn stop_all(&mut self) {
+        for (_, r) in std::mem::take(&mut self.running) {
+            stop(r);
+        }
+    }
+
+    pub fn render(&self, o: &mut String) {
+        let st = self.status.lock().unwrap();
+        if st.is_empty() {
+            return;
+        }
+        let fam = |o: &mut String, n: &str, k: &str, h: &str| {
+            let _ = writeln!(o, "# HELP {n} {h}\n# TYPE {n} {k}");
+        };
+        let lbl = |c: &PathBuf, s: &Status| {
+            format!(
+                "canary=\"{}\",algo=\"{}\"",
+                super::metrics::escape_label(&c.display().to_string()),
+                super::metrics::escape_label(&s.algo)
+            )
+        };
+        fam(
+            o,
+            "ccload_rollout_state",
+            "gauge",
+            "1 for the state each rollout of the config is in.",
+        );
+        for (c, s) in st.iter() {
+            let _ = writeln!(
+                o,
+                "ccload_rollout_state{{{},state=\"{}\"}} 1",
+                lbl(c, s),
+                s.state
+            );
+        }
+        fam(
+            o,
+            "ccload_rollout_intervals",
+            "gauge",
+            "Intervals judged or reported so far.",
+        );
+        for (c, s) in st.iter() {
+            let _ = writeln!(
+                o,
+                "ccload_rollout_intervals{{{}}} {}",
+                lbl(c, s),
+                s.intervals
+            );
+        }
+        fam(
+            o,
+            "ccload_rollout_failing_intervals",
+            "gauge",
+            "Consecutive failing intervals (rollback at fail_after).",
+        );
+        for (c, s) in st.iter() {
+            let _ = writeln!(
+                o,
+                "ccload_rollout_failing_intervals{{{}}} {}",
+                lbl(c, s),
+                s.failing
+            );
+        }
+        fam(
+            o,
+            "ccload_rollout_ratio",
+            "gauge",
+            "Canary/control ratio of each guard's metric in the last judged interval.",
+        );
+        for (c, s) in st.iter() {
+            for (g, v) in &s.ratios {
+                let _ = writeln!(
+                    o,
+                    "ccload_rollout_ratio{{{},guard=\"{}\"}} {v}",
+                    lbl(c, s),
+                    super::metrics::escape_label(g)
+                );
+            }
+        }
+    }
+}
+
+fn stop(mut r: Running) {
+    r.stop.store(true, Ordering::SeqCst);
+    if let Some(t) = r.thread.take() {
+        let _ = t.join();
+    }
+}
+
+fn run_one(o: Opts, status: Arc<Mutex<BTreeMap<PathBuf, Status>>>, stop: Arc<AtomicBool>) {
+    let set = |f: &dyn Fn(&mut Status)| {
+        let mut m = status.lock().unwrap();
+        let s = m.entry(o.canary.clone()).or_default();
+        s.algo = o.algo.clone();
+        f(s);
+    };
+    set(&|s| {
+        *s = Status {
+            algo: o.algo.clone(),
+            state: "running",
+            ..Default::default()
+        }
+    });
+    let st = match rollout::start(&o) {
+        Ok(st) => st,
+        Err(e) => {
+            super::log(3, format!("rollout on {}: {e:#}", o.canary.display()));
+            set(&|s| s.state = "failed");
+            return;
+        }
+    };
+    super::log(
+        6,
+        format!("rollout of {} on {} started", o.algo, o.canary.display()),
+    );
+    let end = rollout::run(
+        &o,
+        &st,
+        |i| {
+            let ratios: Vec<(String, f64)> = i
+                .checks
+                .iter()
+                .filter_map(|c| c.value.map(|v| (c.guard.clone(), v)))
+                .collect();
+            super::log(
+                6,
+                format!(
+                    "rollout on {}: interval {}: {}",
+                    o.canary.display(),
+                    i.n,
+                    i.verdict
+                ),
+            );
+            set(&|s| {
+                s.intervals = i.n;
+                s.failing = i.failing_in_a_row;
+                if !ratios.is_empty() {
+                    s.ratios = ratios.clone();
+                }
+            });
+        },
+        &|| stop.load(Ordering::SeqCst),
+    );
+    let state = match end {
+        Ok(End::Done) => "done",
+        Ok(End::RolledBack) => "rolled_back",
+        Ok(End::Aborted) => "aborted",
+        Err(e) => {
+            super::log(3, format!("rollout on {}: {e:#}", o.canary.display()));
+            let _ = rollout::rollback(&st);
+            "failed"
+        }
+    };
+    super::log(
+        if state == "done" { 6 } else { 4 },
+        format!("rollout on {}: {state}", o.canary.display()),
+    );
+    set(&|s| s.state = state);
+}
