@@ -223,6 +223,8 @@ pub struct State {
     pub canary: PathBuf,
     pub canary_id: u64,
     pub control: PathBuf,
+    #[serde(default)]
+    pub control_id: u64,
     pub algo: String,
     pub profile: u32,
     /// The canary's binding before the rollout (algorithm, profile); None =
@@ -267,19 +269,30 @@ fn save(st: &State) -> Result<()> {
 /// control's added watch removed, an algorithm it attached detached.
 pub fn rollback(st: &State) -> Result<()> {
     let _lock = crate::lock::state()?;
-    match &st.prev {
-        Some((a, _)) if a.is_empty() => {
-            cgroup::watch(&st.canary)?;
-        }
-        Some((a, p)) => {
-            cgroup::set(&st.canary, a, *p)?;
-        }
-        None => {
-            cgroup::unset(&st.canary)?;
+    // A cgroup removed meanwhile has no sockets to restore: only its
+    // binding's pins (if any) are removed, by id.
+    let alive = |p: &Path, id: u64| CgroupDir::open(p).is_ok_and(|c| c.id == id);
+    if !alive(&st.canary, st.canary_id) {
+        cgroup::unset_id(st.canary_id);
+    } else {
+        match &st.prev {
+            Some((a, _)) if a.is_empty() => {
+                cgroup::watch(&st.canary)?;
+            }
+            Some((a, p)) => {
+                cgroup::set(&st.canary, a, *p)?;
+            }
+            None => {
+                cgroup::unset(&st.canary)?;
+            }
         }
     }
     if st.control_watch_added {
-        let _ = cgroup::unset(&st.control);
+        if alive(&st.control, st.control_id) {
+            let _ = cgroup::unset(&st.control);
+        } else if st.control_id != 0 {
+            cgroup::unset_id(st.control_id);
+        }
     }
     if st.attached {
         if let Ok(a) = st.algo.parse::<Algo>() {
@@ -358,6 +371,7 @@ pub fn start(o: &Opts) -> Result<State> {
         canary: can.path.clone(),
         canary_id: can.id,
         control: ctl.path.clone(),
+        control_id: ctl.id,
         algo: o.algo.clone(),
         profile: o.profile,
         prev,

@@ -238,3 +238,30 @@ impl Drop for TestCgroup {
         }
     }
 }
+
+/// The binding of cgroup `path` from `ccload cgroup list --json`:
+/// (algorithm, profile); algorithm "" for a watch; None if unbound.
+pub fn cgroup_binding(path: &str) -> Option<(String, u64)> {
+    let l: serde_json::Value =
+        serde_json::from_str(&ccload_ok(&["cgroup", "list", "--json"])).unwrap();
+    l.as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["cgroup"] == path)
+        .map(|e| {
+            (
+                e["algo"].as_str().unwrap().to_string(),
+                e["profile"].as_u64().unwrap(),
+            )
+        })
+}
+
+/// Rolls back, on drop, any rollout a failing test left recorded (tests
+/// run one at a time under the serial lock, so only its own).
+pub struct ResumeRollouts;
+
+impl Drop for ResumeRollouts {
+    fn drop(&mut self) {
+        let _ = ccload(&["rollout", "--resume"]);
+    }
+}

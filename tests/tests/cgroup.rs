@@ -419,21 +419,6 @@ fn long_flow(link: &Bottleneck, cg: &str) -> (Helper, Helper) {
     (srv, cli)
 }
 
-fn bound(path: &str) -> Option<(String, u64)> {
-    let l: serde_json::Value =
-        serde_json::from_str(&ccload_ok(&["cgroup", "list", "--json"])).unwrap();
-    l.as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["cgroup"] == path)
-        .map(|e| {
-            (
-                e["algo"].as_str().unwrap().to_string(),
-                e["profile"].as_u64().unwrap(),
-            )
-        })
-}
-
 /// `ccload rollout` with a canary that has flows through one link and a
 /// control on cubic with flows through an identical second link (so the
 /// canary cannot hurt the control): returns (exit code, JSON lines) and
@@ -466,7 +451,7 @@ fn rollout(
     // The canary's sockets get the controller at connect(): start its flow
     // once the rollout has bound it.
     let w0 = std::time::Instant::now();
-    while bound(canary.path()).is_none_or(|(a, _)| a != "ccpd")
+    while cgroup_binding(canary.path()).is_none_or(|(a, _)| a != "ccpd")
         && w0.elapsed() < Duration::from_secs(10)
     {
         std::thread::sleep(Duration::from_millis(50));
@@ -505,6 +490,7 @@ fn a_harmful_canary_is_rolled_back_and_a_good_one_promoted() {
         "bmax_on_loss=0",
     ]);
     let (can, ctl) = (TestCgroup::new("canary"), TestCgroup::new("control"));
+    let _r = ResumeRollouts;
     ccload_ok(&["cgroup", "set", ctl.path(), "--algo", "cubic"]);
 
     let (code, lines, secs) = rollout(
@@ -543,12 +529,15 @@ fn a_harmful_canary_is_rolled_back_and_a_good_one_promoted() {
         .unwrap()
         .contains("retrans_ratio <= 2"));
     assert_eq!(
-        bound(can.path()),
+        cgroup_binding(can.path()),
         None,
         "the canary was unbound (it had no binding)"
     );
-    assert_eq!(bound(ctl.path()), Some(("cubic".to_string(), 0)));
-    assert!(ccload_ok(&["rollout", "--resume"]).contains("no interrupted rollout"));
+    assert_eq!(cgroup_binding(ctl.path()), Some(("cubic".to_string(), 0)));
+    // Nothing of this rollout stays recorded (other runs' records are not
+    // this test's business).
+    let recorded = status_json()["rollouts"].to_string();
+    assert!(!recorded.contains(can.path()), "{recorded}");
 
     let (code, lines, _) = rollout(
         &can,
@@ -572,8 +561,12 @@ fn a_harmful_canary_is_rolled_back_and_a_good_one_promoted() {
     }
     assert_eq!(code, 0, "the good canary was rolled back");
     assert_eq!(lines.iter().filter(|l| l.get("n").is_some()).count(), 3);
-    assert_eq!(bound(can.path()), Some(("ccpd".to_string(), 0)));
-    assert_eq!(bound(ctl.path()), Some(("ccpd".to_string(), 0)), "promoted");
+    assert_eq!(cgroup_binding(can.path()), Some(("ccpd".to_string(), 0)));
+    assert_eq!(
+        cgroup_binding(ctl.path()),
+        Some(("ccpd".to_string(), 0)),
+        "promoted"
+    );
 
     // A rollout killed half-way is reported and rolled back by --resume:
     // the canary gets exactly its previous binding (ccpd, profile 0) back.
@@ -597,12 +590,12 @@ fn a_harmful_canary_is_rolled_back_and_a_good_one_promoted() {
         .spawn()
         .unwrap();
     let w0 = std::time::Instant::now();
-    while bound(can.path()) != Some(("ccpd".to_string(), 5))
+    while cgroup_binding(can.path()) != Some(("ccpd".to_string(), 5))
         && w0.elapsed() < Duration::from_secs(10)
     {
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(bound(can.path()), Some(("ccpd".to_string(), 5)));
+    assert_eq!(cgroup_binding(can.path()), Some(("ccpd".to_string(), 5)));
     child.kill().unwrap();
     child.wait().unwrap();
     let st = ccload_ok(&["status"]);
@@ -611,9 +604,15 @@ fn a_harmful_canary_is_rolled_back_and_a_good_one_promoted() {
         "{st}"
     );
     let r = ccload_ok(&["rollout", "--resume"]);
-    assert!(r.contains("rolled back the interrupted rollout"), "{r}");
-    assert_eq!(bound(can.path()), Some(("ccpd".to_string(), 0)));
-    assert_eq!(bound(ctl.path()), Some(("ccpd".to_string(), 0)));
+    assert!(
+        r.contains(&format!(
+            "rolled back the interrupted rollout of ccpd on {}",
+            can.path()
+        )),
+        "{r}"
+    );
+    assert_eq!(cgroup_binding(can.path()), Some(("ccpd".to_string(), 0)));
+    assert_eq!(cgroup_binding(ctl.path()), Some(("ccpd".to_string(), 0)));
     assert!(!ccload_ok(&["status"]).contains("rollout of"));
     ccload_ok(&["tune", "--algo", "ccpd", "--profile", "5", "--reset"]);
 }
