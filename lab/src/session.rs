@@ -51,16 +51,32 @@ pub fn scenario_path(root: &Path, name: &str) -> Result<PathBuf> {
     )
 }
 
-pub fn list(root: &Path) -> Result<()> {
+/// `lab list [--json]`: every scenario with its size.
+pub fn list(root: &Path, json: bool) -> Result<()> {
     let mut v: Vec<_> = std::fs::read_dir(scenarios_dir(root))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))
         .collect();
     v.sort();
+    let mut docs = Vec::new();
     for p in v {
         let s = Scenario::load(&p)?;
         let runs = |s: &Scenario| s.cases().len() * s.ccs.len() * s.repetitions as usize;
         let q = s.quick();
+        if json {
+            docs.push(serde_json::json!({
+                "name": p.file_stem().unwrap().to_string_lossy(),
+                "path": p,
+                "title": s.title,
+                "paper": s.paper,
+                "ccs": s.ccs,
+                "runs": runs(&s),
+                "duration_s": s.duration_s,
+                "quick_runs": runs(&q),
+                "quick_duration_s": q.duration_s,
+            }));
+            continue;
+        }
         println!(
             "{:<16} {}\n{:<16} {} | {} runs x {} s (quick: {} x {} s) | {}",
             p.file_stem().unwrap().to_string_lossy(),
@@ -74,17 +90,20 @@ pub fn list(root: &Path) -> Result<()> {
             s.ccs.join(", ")
         );
     }
+    if json {
+        println!("{}", serde_json::to_string(&docs)?);
+    }
     Ok(())
 }
 
 /// Our controllers this run attached (detached again on drop) and the
 /// tunables it changed (reset on drop).
-struct KernelState {
+pub(crate) struct KernelState {
     attached: Vec<String>,
 }
 
 impl KernelState {
-    fn prepare(ccs: &[String]) -> Result<KernelState> {
+    pub(crate) fn prepare(ccs: &[String]) -> Result<KernelState> {
         let mut st = KernelState { attached: vec![] };
         for spec in ccs {
             let (name, _) = parse_cc(spec);

@@ -58,6 +58,13 @@ pub struct Cli {
     /// Show the full error chain and the whole verifier log.
     #[arg(short, long, global = true)]
     pub verbose: bool,
+    /// JSON output (compact, one document per line); errors as
+    /// {"error": ..., "exit_code": N} on stdout.
+    #[arg(short = 'j', long, global = true)]
+    pub json: bool,
+    /// Indented JSON output (implies --json).
+    #[arg(short = 'p', long, global = true)]
+    pub pretty: bool,
     #[command(subcommand)]
     pub cmd: Cmd,
 }
@@ -89,24 +96,15 @@ pub enum Cmd {
     },
     /// Attached controllers: ids, pins, tunables, counters, sockets using them.
     Status {
-        /// Machine-readable output.
-        #[arg(long)]
-        json: bool,
         /// Describe every counter in `stats`, and exit (no root needed).
         #[arg(long)]
         help_stats: bool,
     },
     /// The controllers this build carries: tunables (unit, default, range,
     /// help) and telemetry fields.  No root needed.
-    Algos {
-        #[arg(long)]
-        json: bool,
-    },
+    Algos,
     /// Check kernel features and permissions, with fixes.
-    Doctor {
-        #[arg(long)]
-        json: bool,
-    },
+    Doctor,
     /// Change tunables of an attached controller live (one map update).
     Tune {
         #[arg(long, value_parser = parse_algo)]
@@ -135,10 +133,7 @@ pub enum Cmd {
         algo: Option<Algo>,
     },
     /// TCP sockets of this network namespace that use ccload's controllers.
-    Flows {
-        #[arg(long)]
-        json: bool,
-    },
+    Flows,
     /// Reconcile the kernel to a config file (attach/detach/tune/bind/unbind)
     /// and print the difference.
     Apply {
@@ -157,8 +152,6 @@ pub enum Cmd {
     /// cgroup: flows, retransmissions, loss events, RTOs, time in
     /// Recovery, srtt/cwnd/rate quantiles.  Exact whatever `watch` drops.
     Stats {
-        #[arg(long)]
-        json: bool,
         /// Describe every counter and histogram, and exit (no root needed).
         #[arg(long)]
         help_fields: bool,
@@ -200,10 +193,7 @@ pub enum CgroupCmd {
     /// Remove a cgroup's binding or watch (its sockets keep their current CC).
     Unset { path: std::path::PathBuf },
     /// Bound cgroups with their algorithm, profile and counters.
-    List {
-        #[arg(long)]
-        json: bool,
-    },
+    List,
 }
 
 #[cfg(test)]
@@ -339,9 +329,6 @@ pub struct RolloutArgs {
     /// After a clean run, bind the control cgroup too.
     #[arg(long)]
     pub promote: bool,
-    /// One JSON object per interval, and one for the end.
-    #[arg(long)]
-    pub json: bool,
     /// Roll back the rollouts a killed `ccload rollout` left recorded.
     #[arg(long, conflicts_with_all = ["algo", "canary", "control"])]
     pub resume: bool,

@@ -566,6 +566,48 @@ impl std::fmt::Display for Change {
     }
 }
 
+impl Change {
+    /// The change as a JSON object (`apply -j`): `op` plus its operands,
+    /// tunable values as numbers in user units.
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::json;
+        let num = |s: &str| -> serde_json::Value {
+            match s.parse::<u64>() {
+                Ok(v) => json!(v),
+                Err(_) => s.parse::<f64>().map(|v| json!(v)).unwrap_or(json!(s)),
+            }
+        };
+        match self {
+            Change::Attach(a) => json!({ "op": "attach", "algo": a.name() }),
+            Change::Detach(a) => json!({ "op": "detach", "algo": a.name() }),
+            Change::Tune {
+                algo,
+                profile,
+                diff,
+                ..
+            } => json!({
+                "op": "tune",
+                "algo": algo.name(),
+                "profile": profile,
+                "changes": diff.iter().map(|(n, o, v)| json!({
+                    "name": n, "old": num(o), "new": num(v),
+                })).collect::<Vec<_>>(),
+            }),
+            Change::Bind {
+                path,
+                algo,
+                profile,
+            } => json!({ "op": "bind", "cgroup": path, "algo": algo, "profile": profile }),
+            Change::Unbind { id, path } => {
+                json!({ "op": "unbind", "cgroup": path, "cgroup_id": id })
+            }
+            Change::DefaultCc { from, to } => {
+                json!({ "op": "default_cc", "from": from, "to": to })
+            }
+        }
+    }
+}
+
 /// The changes that take the kernel from its current state to `d`.
 pub fn plan(d: &Desired) -> Result<Vec<Change>> {
     let mut out = Vec::new();

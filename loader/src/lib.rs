@@ -19,6 +19,7 @@ pub mod error;
 pub mod leftovers;
 pub(crate) mod lock;
 pub mod netlink;
+pub mod output;
 pub mod rollout;
 pub(crate) mod serve;
 pub(crate) mod stats;

@@ -3,14 +3,44 @@ use clap::Parser;
 use ccload::cli::Cli;
 use ccload::cmd::run;
 use ccload::error::CclError;
+use ccload::output::{error_doc, wants_json, Out};
 
 fn main() {
     // Die quietly on a closed pipe (`ccload tune --show | head`), as Unix
     // tools do, instead of panicking inside println!.
     // SAFETY: setting a signal disposition before any thread starts.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    let cli = Cli::parse();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            let informational = matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            );
+            match wants_json(&args) {
+                // A usage error under -j is a JSON error too (help stays text).
+                Some(out) if !informational => {
+                    let msg = e.kind().to_string();
+                    let detail = e.to_string();
+                    let first = detail
+                        .lines()
+                        .find(|l| !l.trim().is_empty())
+                        .unwrap_or(&msg)
+                        .trim_start_matches("error: ")
+                        .to_string();
+                    print_json_error(out, &first, 2, &[]);
+                    std::process::exit(2);
+                }
+                _ => e.exit(),
+            }
+        }
+    };
     let verbose = cli.verbose;
+    let out = Out::new(cli.json, cli.pretty);
     let code = match run(cli) {
         Ok(code) => code,
         Err(err) => {
@@ -20,17 +50,34 @@ fn main() {
                 }
             }
             let kind = err.chain().find_map(|e| e.downcast_ref::<CclError>());
-            if verbose {
+            let code = kind.map(CclError::exit_code).unwrap_or(2);
+            // One clear line: our own error if there is one, else the top context.
+            let line = match kind {
+                Some(k) => k.to_string(),
+                None => err.to_string(),
+            };
+            if out.json {
+                let causes: Vec<String> = if verbose {
+                    err.chain().map(|e| e.to_string()).collect()
+                } else {
+                    vec![]
+                };
+                print_json_error(out, &line, code, &causes);
+            } else if verbose {
                 eprintln!("ccload: {err:#}");
             } else {
-                // One clear line: our own error if there is one, else the top context.
-                match kind {
-                    Some(k) => eprintln!("ccload: {k}"),
-                    None => eprintln!("ccload: {err}"),
-                }
+                eprintln!("ccload: {line}");
             }
-            kind.map(CclError::exit_code).unwrap_or(2)
+            code
         }
     };
     std::process::exit(code);
+}
+
+fn print_json_error(out: Out, message: &str, code: i32, causes: &[String]) {
+    let doc = error_doc(message, code, causes);
+    match out.render(&doc) {
+        Ok(s) => println!("{s}"),
+        Err(_) => println!("{{\"error\":\"unprintable error\",\"exit_code\":{code}}}"),
+    }
 }

@@ -105,8 +105,8 @@ fn ccpd_attach_transfer_detach() {
     );
     let a = &after["attached"][0];
     assert!(a["link_id"].as_u64().unwrap() > 0 && a["struct_ops_map_id"].as_u64().unwrap() > 0);
-    assert_eq!(a["tunables"]["kp"], "2");
-    assert_eq!(a["tunables"]["kd"], "100");
+    assert_eq!(a["tunables"]["kp"], 2.0);
+    assert_eq!(a["tunables"]["kd"], 100);
 
     let id = struct_ops_id("ccpd");
     drop(guard);
@@ -126,7 +126,7 @@ fn attach_twice_is_a_noop_and_detach_twice_is_soft() {
     let st = status_json();
     assert_eq!(st["attached"][0]["link_id"], id1, "same link");
     assert_eq!(
-        st["attached"][0]["tunables"]["kp"], "4",
+        st["attached"][0]["tunables"]["kp"], 4.0,
         "second attach changed nothing"
     );
     let id = struct_ops_id("ccpd");
@@ -251,7 +251,7 @@ fn replace_swaps_objects_under_a_running_flow() {
         "new struct_ops map behind it"
     );
     assert_eq!(
-        st["attached"][0]["tunables"]["kp"], "4",
+        st["attached"][0]["tunables"]["kp"], 4.0,
         "pinned params reused"
     );
 }

@@ -118,3 +118,71 @@ fn namespaces_are_removed_when_a_test_panics_mid_run() {
     }
     assert_eq!(names.lock().unwrap().len(), 3);
 }
+
+/// `cargo xtask lab demo` (the README's main job): the controller's live
+/// rows through the emulated link show its law running (`CA`), and the
+/// comparison with cubic on a link of the same kind is measured.  Bounds
+/// are generous (a working ccpd measures ~48 of 50 Mbit/s with 0
+/// retransmissions here); a controller stuck in slow start or in Recovery,
+/// or one that retransmits its way to goodput, fails them.
+#[test]
+fn demo_through_the_emulated_link_shows_the_law_and_compares_with_cubic() {
+    let _g = privileged!();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let before = netns_names();
+    let d = ccload_lab::demo::run(&root, "ccpd", Some(8.0), false).expect("demo");
+    eprintln!("{}", ccload_lab::demo::side_by_side(&d.runs));
+    let rows: Vec<&str> = d.watch.lines().filter(|l| l.contains(" > ")).collect();
+    let ca = rows
+        .iter()
+        .filter(|l| l.split_whitespace().nth(3) == Some("CA"))
+        .count();
+    assert!(
+        ca >= 5,
+        "{ca} of {} live rows in CA (the law never ran?):\n{}",
+        rows.len(),
+        d.watch
+    );
+    let header = d
+        .watch
+        .lines()
+        .find(|l| l.starts_with("flow"))
+        .expect("table header");
+    for col in ["phase", "cwnd", "srtt ms", "C Mb/s"] {
+        assert!(header.contains(col), "no {col} column: {header}");
+    }
+    assert_eq!(
+        d.runs.iter().map(|r| r.cc.as_str()).collect::<Vec<_>>(),
+        ["ccpd", "cubic"]
+    );
+    let (c, k) = (&d.runs[0], &d.runs[1]);
+    assert!(
+        c.goodput_mbit > 35.0,
+        "ccpd {:.1} Mbit/s of 50",
+        c.goodput_mbit
+    );
+    assert!(
+        k.goodput_mbit > 25.0,
+        "cubic {:.1} Mbit/s of 50",
+        k.goodput_mbit
+    );
+    assert!(
+        c.retrans_per_seg < 0.01,
+        "ccpd retransmitted {:.4} per segment",
+        c.retrans_per_seg
+    );
+    // The base RTT seen by the flows is the emulated 40 ms.
+    for r in &d.runs {
+        assert!(
+            (38.0..50.0).contains(&r.rtt_base_ms),
+            "{}: base {:.1} ms",
+            r.cc,
+            r.rtt_base_ms
+        );
+    }
+    assert_eq!(netns_names(), before, "the demo left network namespaces");
+    assert!(
+        !ccload::bpf::is_registered("ccpd"),
+        "the demo left ccpd attached"
+    );
+}

@@ -117,8 +117,8 @@ fn simultaneous_tunes_of_different_fields_both_land() {
         assert!(b.wait_with_output().unwrap().status.success());
         let st = status_json();
         let t = &st["attached"][0]["tunables"];
-        assert_eq!(t["kd"], (100 + round).to_string(), "round {round}: {t}");
-        assert_eq!(t["b_min"], (5 + round).to_string(), "round {round}: {t}");
+        assert_eq!(t["kd"], 100 + round, "round {round}: {t}");
+        assert_eq!(t["b_min"], 5 + round, "round {round}: {t}");
     }
 }
 
@@ -132,23 +132,23 @@ fn watch_every_restores_only_trace_every() {
     let _a = Attached::new("ccpd", &[]);
     let w = Watch::start(&["--algo", "ccpd", "--every", "5"]);
     assert!(wait_until(Duration::from_secs(5), || {
-        status_json()["attached"][0]["tunables"]["trace_every"] == "5"
+        status_json()["attached"][0]["tunables"]["trace_every"] == 5
     }));
     ccload_ok(&["tune", "--algo", "ccpd", "--set", "kd=321"]);
     w.stop();
     let t = status_json()["attached"][0]["tunables"].clone();
-    assert_eq!(t["trace_every"], "1", "restored: {t}");
-    assert_eq!(t["kd"], "321", "the concurrent tune survives: {t}");
+    assert_eq!(t["trace_every"], 1, "restored: {t}");
+    assert_eq!(t["kd"], 321, "the concurrent tune survives: {t}");
 
     let mut w = Watch::start(&["--algo", "ccpd", "--every", "7"]);
     assert!(wait_until(Duration::from_secs(5), || {
-        status_json()["attached"][0]["tunables"]["trace_every"] == "7"
+        status_json()["attached"][0]["tunables"]["trace_every"] == 7
     }));
     // SAFETY: signalling our own child.
     unsafe { libc::kill(w.child.id() as i32, libc::SIGTERM) };
     let _ = w.child.wait();
     let t = status_json()["attached"][0]["tunables"].clone();
-    assert_eq!(t["trace_every"], "1", "restored after SIGTERM: {t}");
+    assert_eq!(t["trace_every"], 1, "restored after SIGTERM: {t}");
 }
 
 /// SIGKILL at a random point of `attach` and of `cgroup set`, 30 rounds.

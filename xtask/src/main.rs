@@ -68,7 +68,22 @@ enum Task {
 #[derive(Subcommand)]
 enum LabCmd {
     /// List the scenarios.
-    List,
+    List {
+        /// One JSON array.
+        #[arg(short = 'j', long)]
+        json: bool,
+    },
+    /// One controller and cubic through the `demo` link (50 Mbit/s, 40 ms,
+    /// 1 BDP), the controller's live state shown by `ccload watch`, then
+    /// both side by side.
+    Demo {
+        /// One of ccload's controllers.
+        #[arg(long, default_value = "ccpd")]
+        algo: String,
+        /// Seconds per run (default: the scenario's 12).
+        #[arg(long)]
+        secs: Option<f64>,
+    },
     /// Run a scenario (name in configs/lab/ or a path) and write its results.
     Run {
         scenario: String,
@@ -203,7 +218,15 @@ fn real_main() -> Result<()> {
             });
             ccload_lab::bench::run(secs, reps, mib << 20, &out, only.as_deref())?;
         }
-        Task::Lab { cmd: LabCmd::List } => lab::list(&root)?,
+        Task::Lab {
+            cmd: LabCmd::List { json },
+        } => lab::list(&root, json)?,
+        Task::Lab {
+            cmd: LabCmd::Demo { algo, secs },
+        } => {
+            build_ccload(&root)?;
+            ccload_lab::demo::run(&root, &algo, secs, true)?;
+        }
         Task::Lab {
             cmd:
                 LabCmd::Run {

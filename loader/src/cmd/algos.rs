@@ -6,17 +6,10 @@ use anyhow::Result;
 use serde_json::json;
 
 use crate::algos::Algo;
+use crate::output::{user_value, Out};
 
-fn user(d: &crate::algos::ParamDesc, raw: u32) -> serde_json::Value {
-    if d.scale == 1 {
-        json!(raw)
-    } else {
-        json!(raw as f64 / d.scale as f64)
-    }
-}
-
-pub(super) fn run(as_json: bool) -> Result<i32> {
-    if as_json {
+pub(super) fn run(out: Out) -> Result<i32> {
+    if out.json {
         let v: Vec<serde_json::Value> = Algo::ALL
             .iter()
             .map(|a| {
@@ -25,9 +18,9 @@ pub(super) fn run(as_json: bool) -> Result<i32> {
                     "tunables": a.params().iter().map(|d| json!({
                         "name": d.name,
                         "unit": d.unit,
-                        "default": user(d, d.def),
-                        "min": user(d, d.min),
-                        "max": user(d, d.max),
+                        "default": user_value(d, d.def),
+                        "min": user_value(d, d.min),
+                        "max": user_value(d, d.max),
                         "help": d.help,
                     })).collect::<Vec<_>>(),
                     "telemetry": crate::telemetry::fields(*a).iter().map(|f| json!({
@@ -36,7 +29,7 @@ pub(super) fn run(as_json: bool) -> Result<i32> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string(&v)?);
+        out.emit(&v)?;
         return Ok(0);
     }
     for a in Algo::ALL {

@@ -4,14 +4,28 @@ use std::path::Path;
 
 use anyhow::Result;
 
+use crate::output::Out;
 use crate::{bpf, config};
 
-pub(super) fn run(file: &Path, dry_run: bool, verbose: bool) -> Result<i32> {
+pub(super) fn run(file: &Path, dry_run: bool, verbose: bool, out: Out) -> Result<i32> {
     let d = config::load(file)?;
     if !dry_run {
         bpf::require_root()?;
     }
     let plan = config::plan(&d)?;
+    if out.json {
+        if !dry_run && !plan.is_empty() {
+            config::execute(&plan, verbose)?;
+            config::save_profile_names(&d)?;
+        }
+        out.emit(&serde_json::json!({
+            "file": file,
+            "dry_run": dry_run,
+            "changes": plan.iter().map(|c| c.to_json()).collect::<Vec<_>>(),
+            "applied": if dry_run { 0 } else { plan.len() },
+        }))?;
+        return Ok(0);
+    }
     if plan.is_empty() {
         println!("{}: no changes", file.display());
         return Ok(0);

@@ -4,6 +4,8 @@ use anyhow::Result;
 
 use crate::algos::Algo;
 use crate::bpf::{self, AttachOpts, AttachOutcome};
+use crate::output::Out;
+use serde_json::json;
 
 pub(super) fn attach(
     algo: Algo,
@@ -11,6 +13,7 @@ pub(super) fn attach(
     default: bool,
     replace: bool,
     verbose: bool,
+    out: Out,
 ) -> Result<i32> {
     let has_sets = !sets.is_empty();
     let opts = AttachOpts {
@@ -20,7 +23,21 @@ pub(super) fn attach(
         replace,
         verbose,
     };
-    match bpf::attach(&opts)? {
+    let outcome = bpf::attach(&opts)?;
+    if out.json {
+        out.emit(&json!({
+            "algo": algo.name(),
+            "outcome": match outcome {
+                AttachOutcome::Attached => "attached",
+                AttachOutcome::AlreadyAttached => "already_attached",
+                AttachOutcome::Replaced => "replaced",
+            },
+            "pin_dir": bpf::pin_dir(algo),
+            "default": default && matches!(outcome, AttachOutcome::Attached),
+        }))?;
+        return Ok(0);
+    }
+    match outcome {
         AttachOutcome::Attached => {
             println!(
                 "attached {algo}: registered as `{algo}`, pinned at {}",
@@ -41,28 +58,47 @@ pub(super) fn attach(
     Ok(0)
 }
 
-pub(super) fn detach(algo: Option<Algo>, all: bool) -> Result<i32> {
+pub(super) fn detach(algo: Option<Algo>, all: bool, out: Out) -> Result<i32> {
+    let say = |s: String| {
+        if !out.json {
+            println!("{s}");
+        }
+    };
     if !all {
         let a = algo.expect("clap requires --algo or --all");
         bpf::detach(a)?;
-        println!("detached {a}");
+        say(format!("detached {a}"));
+        if out.json {
+            out.emit(&json!({ "detached": [a.name()] }))?;
+        }
         return Ok(0);
     }
     bpf::require_root()?;
+    let mut removed = Vec::new();
     for l in crate::leftovers::remove()? {
-        println!("removed leftover {}: {}", l.path.display(), l.what);
+        say(format!("removed leftover {}: {}", l.path.display(), l.what));
+        removed.push(json!({ "path": l.path, "what": l.what }));
     }
     let n = crate::cgroup::unset_all();
     if n > 0 {
-        println!("removed {n} cgroup binding(s)");
+        say(format!("removed {n} cgroup binding(s)"));
     }
     let list = bpf::attached();
     if list.is_empty() {
-        println!("nothing attached");
+        say("nothing attached".into());
     }
+    let mut detached = Vec::new();
     for a in list {
         bpf::detach(a)?;
-        println!("detached {a}");
+        say(format!("detached {a}"));
+        detached.push(a.name());
+    }
+    if out.json {
+        out.emit(&json!({
+            "detached": detached,
+            "cgroup_bindings_removed": n,
+            "leftovers_removed": removed,
+        }))?;
     }
     Ok(0)
 }

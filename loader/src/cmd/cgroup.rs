@@ -4,8 +4,10 @@ use anyhow::Result;
 
 use crate::cgroup;
 use crate::cli::CgroupCmd;
+use crate::output::Out;
+use serde_json::json;
 
-pub(super) fn run(cmd: CgroupCmd) -> Result<i32> {
+pub(super) fn run(cmd: CgroupCmd, out: Out) -> Result<i32> {
     match cmd {
         CgroupCmd::Set {
             path,
@@ -14,6 +16,16 @@ pub(super) fn run(cmd: CgroupCmd) -> Result<i32> {
         } => {
             let profile = crate::config::resolve_profile(&algo, &profile)?;
             let b = cgroup::set(&path, &algo, profile)?;
+            if out.json {
+                out.emit(&json!({
+                    "cgroup": path,
+                    "cgroup_id": b.cgroup_id,
+                    "algo": b.algo,
+                    "profile": b.profile,
+                    "auto_attached": b.auto_attached,
+                }))?;
+                return Ok(0);
+            }
             if b.auto_attached {
                 println!("attached {algo} (first use; `ccload detach --algo {algo}` removes it)");
             }
@@ -28,6 +40,10 @@ pub(super) fn run(cmd: CgroupCmd) -> Result<i32> {
         }
         CgroupCmd::Watch { path } => {
             let b = cgroup::watch(&path)?;
+            if out.json {
+                out.emit(&json!({ "cgroup": path, "cgroup_id": b.cgroup_id, "watch": true }))?;
+                return Ok(0);
+            }
             println!(
                 "watching cgroup {} (id {}): `ccload stats` shows its connections; they keep their congestion control",
                 path.display(),
@@ -36,18 +52,25 @@ pub(super) fn run(cmd: CgroupCmd) -> Result<i32> {
             Ok(0)
         }
         CgroupCmd::Unset { path } => {
-            if cgroup::unset(&path)? {
+            let unbound = cgroup::unset(&path)?;
+            if out.json {
+                let mut v = json!({ "cgroup": path, "unbound": unbound });
+                if !unbound {
+                    v["error"] = json!(format!("cgroup {} is not bound", path.display()));
+                    v["exit_code"] = json!(1);
+                }
+                out.emit(&v)?;
+            } else if unbound {
                 println!("unbound cgroup {}", path.display());
-                Ok(0)
             } else {
                 eprintln!("ccload: cgroup {} is not bound", path.display());
-                Ok(1)
             }
+            Ok(if unbound { 0 } else { 1 })
         }
-        CgroupCmd::List { json } => {
+        CgroupCmd::List => {
             let l = cgroup::list()?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&l)?);
+            if out.json {
+                out.emit(&l)?;
             } else if l.is_empty() {
                 println!("no cgroup bindings");
             } else {

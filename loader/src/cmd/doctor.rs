@@ -3,11 +3,12 @@
 use anyhow::Result;
 
 use crate::doctor;
+use crate::output::Out;
 
-pub(super) fn run(json: bool) -> Result<i32> {
+pub(super) fn run(out: Out) -> Result<i32> {
     let checks = doctor::checks();
-    if json {
-        println!("{}", serde_json::to_string_pretty(&checks)?);
+    if out.json {
+        out.emit(&checks)?;
     } else {
         for c in &checks {
             let mark = if c.ok { "ok  " } else { "FAIL" };

@@ -4,15 +4,16 @@ use anyhow::Result;
 
 use crate::algos::Algo;
 use crate::diag;
+use crate::output::Out;
 
-pub(super) fn run(as_json: bool) -> Result<i32> {
+pub(super) fn run(out: Out) -> Result<i32> {
     let names: Vec<&str> = Algo::ALL.iter().map(|a| a.name()).collect();
     let socks: Vec<diag::TcpSock> = diag::tcp_sockets()?
         .into_iter()
         .filter(|s| names.contains(&s.cong.as_str()))
         .collect();
-    if as_json {
-        println!("{}", serde_json::to_string_pretty(&socks)?);
+    if out.json {
+        out.emit(&socks)?;
     } else {
         println!(
             "{:<10} {:<24} {:<24} {:>6} {:>20}",

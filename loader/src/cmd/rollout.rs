@@ -6,6 +6,7 @@ use std::sync::Arc;
 use anyhow::Result;
 
 use crate::cli::RolloutArgs;
+use crate::output::Out;
 use crate::rollout::{self, End, Guard, Interval};
 
 fn opt(v: Option<f64>, unit: &str) -> String {
@@ -51,22 +52,30 @@ fn print_interval(i: &Interval, of: u32) {
     );
 }
 
-pub(super) fn run(a: RolloutArgs) -> Result<i32> {
+pub(super) fn run(a: RolloutArgs, out: Out) -> Result<i32> {
     if a.resume {
         crate::bpf::require_root()?;
         let recs = rollout::recorded();
-        if recs.is_empty() {
+        if recs.is_empty() && !out.json {
             println!("no interrupted rollout");
-            return Ok(0);
         }
+        let mut done = Vec::new();
         for st in recs {
             rollout::rollback(&st)?;
-            println!(
-                "rolled back the interrupted rollout of {} on {} (pid {})",
-                st.algo,
-                st.canary.display(),
-                st.pid
-            );
+            if !out.json {
+                println!(
+                    "rolled back the interrupted rollout of {} on {} (pid {})",
+                    st.algo,
+                    st.canary.display(),
+                    st.pid
+                );
+            }
+            done.push(serde_json::json!({
+                "algo": st.algo, "canary": st.canary, "pid": st.pid,
+            }));
+        }
+        if out.json {
+            out.emit(&serde_json::json!({ "rolled_back": done }))?;
         }
         return Ok(0);
     }
@@ -98,7 +107,7 @@ pub(super) fn run(a: RolloutArgs) -> Result<i32> {
     }
     let st = rollout::start(&o)?;
     let of = (o.duration.as_secs_f64() / o.interval.as_secs_f64()).floor() as u32;
-    if !a.json {
+    if !out.json {
         println!(
             "rollout: {} profile {} on {} against {} (guards: {}; every {:?} for {:?}, rollback after {} failing intervals)",
             o.algo,
@@ -124,8 +133,8 @@ pub(super) fn run(a: RolloutArgs) -> Result<i32> {
                     .map(|c| format!("{} (was {:.3})", c.guard, c.value.unwrap_or(f64::NAN)))
                     .collect();
             }
-            if a.json {
-                println!("{}", serde_json::to_string(i).unwrap_or_default());
+            if out.json {
+                let _ = out.emit(i);
             } else {
                 print_interval(i, of);
             }
@@ -155,11 +164,8 @@ pub(super) fn run(a: RolloutArgs) -> Result<i32> {
             format!("aborted: rolled back; {} restored", st.canary.display()),
         ),
     };
-    if a.json {
-        println!(
-            "{}",
-            serde_json::json!({ "end": format!("{end:?}"), "message": what })
-        );
+    if out.json {
+        out.emit(&serde_json::json!({ "end": format!("{end:?}"), "message": what }))?;
     } else {
         println!("rollout {what}");
     }

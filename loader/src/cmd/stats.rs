@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::agg::{self, Agg, Summary};
 use crate::bpf;
+use crate::output::Out;
 
 #[derive(Serialize)]
 pub(crate) struct Stats {
@@ -110,7 +111,19 @@ fn print_summary(w: &mut impl Write, s: &Summary) -> std::io::Result<()> {
     )
 }
 
-pub(super) fn help_fields() -> Result<i32> {
+pub(super) fn help_fields(out: Out) -> Result<i32> {
+    if out.json {
+        let d = |v: &[crate::agg::Desc]| -> Vec<serde_json::Value> {
+            v.iter()
+                .map(|d| serde_json::json!({"name": d.name, "unit": d.unit, "help": d.help}))
+                .collect()
+        };
+        out.emit(&serde_json::json!({
+            "counters": d(agg::counters()),
+            "histograms": d(agg::hists()),
+        }))?;
+        return Ok(0);
+    }
     println!("counters (summed over CPUs; JSON `counters`):");
     for d in agg::counters() {
         println!("  {:<16} {:<9} {}", d.name, d.unit, d.help);
@@ -122,11 +135,11 @@ pub(super) fn help_fields() -> Result<i32> {
     Ok(0)
 }
 
-pub(super) fn run(json: bool) -> Result<i32> {
+pub(super) fn run(out: Out) -> Result<i32> {
     bpf::require_root()?;
     let st = collect()?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&st)?);
+    if out.json {
+        out.emit(&st)?;
         return Ok(0);
     }
     let mut w = std::io::stdout().lock();

@@ -9,6 +9,7 @@ use anyhow::Result;
 use serde::Serialize;
 
 use crate::algos::Algo;
+use crate::output::Out;
 use crate::{bpf, diag, stats, sysctl};
 
 /// Name -> value, in table order (serialised as a JSON object).
@@ -38,7 +39,7 @@ struct AlgoStatus {
     attached_unix_s: u64,
     /// The default CC `detach` restores, when `attach --default` set it.
     restores_default: Option<String>,
-    /// Tunables in user units (as `tune --show` prints them).
+    /// Tunables in user units (numbers; `tune --show` has the units).
     tunables: Ordered<serde_json::Value>,
     stats: Ordered<serde_json::Value>,
     /// The in-kernel aggregates over every profile (`ccload stats` has them
@@ -71,7 +72,7 @@ fn algo_status(algo: Algo, default: &str, socks: &[diag::TcpSock]) -> Result<Alg
             .params()
             .iter()
             .zip(&params.raw)
-            .map(|(d, v)| (d.name.to_string(), d.display(*v).into()))
+            .map(|(d, v)| (d.name.to_string(), crate::output::user_value(d, *v)))
             .collect(),
         stats: st
             .iter()
@@ -98,9 +99,11 @@ fn print_text(s: &Status) -> std::io::Result<()> {
     let joined = |m: &Ordered<serde_json::Value>, skip_zero: bool| -> Vec<String> {
         m.iter()
             .filter(|(_, v)| !(skip_zero && v.as_u64() == Some(0)))
-            .map(|(k, v)| match v.as_str() {
-                Some(s) => format!("{k}={s}"),
-                None => format!("{k}={v}"),
+            .map(|(k, v)| match (v.as_str(), v.as_f64()) {
+                (Some(s), _) => format!("{k}={s}"),
+                // 2.0 -> "2", as `tune --show` prints it.
+                (None, Some(f)) if v.is_f64() && f.fract() == 0.0 => format!("{k}={f:.0}"),
+                _ => format!("{k}={v}"),
             })
             .collect()
     };
@@ -171,14 +174,22 @@ fn print_text(s: &Status) -> std::io::Result<()> {
 }
 
 /// `status --help-stats`: what each counter of `stats` counts.
-pub(super) fn help_stats() -> Result<i32> {
+pub(super) fn help_stats(out: Out) -> Result<i32> {
+    if out.json {
+        let v: Vec<_> = stats::STATS
+            .iter()
+            .map(|(_, name, help)| serde_json::json!({"name": name, "help": help}))
+            .collect();
+        out.emit(&v)?;
+        return Ok(0);
+    }
     for (_, name, help) in stats::STATS {
         println!("{name:<20} {help}");
     }
     Ok(0)
 }
 
-pub(super) fn run(as_json: bool) -> Result<i32> {
+pub(super) fn run(out: Out) -> Result<i32> {
     bpf::require_root()?;
     let default_cc = sysctl::default_cc().unwrap_or_default();
     let socks = diag::tcp_sockets().unwrap_or_default();
@@ -192,8 +203,8 @@ pub(super) fn run(as_json: bool) -> Result<i32> {
         leftovers: crate::leftovers::find(),
         rollouts: crate::rollout::recorded(),
     };
-    if as_json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+    if out.json {
+        out.emit(&s)?;
     } else {
         print_text(&s)?;
     }

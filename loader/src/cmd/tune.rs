@@ -5,6 +5,8 @@ use anyhow::{bail, Result};
 
 use crate::algos::Algo;
 use crate::bpf;
+use crate::output::{user_value, Out};
+use serde_json::json;
 
 pub(super) fn run(
     algo: Algo,
@@ -12,6 +14,7 @@ pub(super) fn run(
     profile: &str,
     show: bool,
     reset: bool,
+    out: Out,
 ) -> Result<i32> {
     let profile = crate::config::resolve_profile(algo.name(), profile)?;
     if profile >= crate::intf::CCL_NR_PROFILES {
@@ -28,6 +31,26 @@ pub(super) fn run(
     check.apply(sets)?;
     bpf::require_root()?;
     let old = bpf::read_params(algo, profile)?;
+    if show && out.json {
+        let t: Vec<_> = algo
+            .params()
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                json!({
+                    "name": d.name,
+                    "value": user_value(d, old.raw[i]),
+                    "default": user_value(d, d.def),
+                    "min": user_value(d, d.min),
+                    "max": user_value(d, d.max),
+                    "unit": d.unit,
+                    "help": d.help,
+                })
+            })
+            .collect();
+        out.emit(&json!({ "algo": algo.name(), "profile": profile, "tunables": t }))?;
+        return Ok(0);
+    }
     if show {
         println!("{algo} profile {profile}:");
         println!(
@@ -53,6 +76,24 @@ pub(super) fn run(
     let back = bpf::read_params(algo, profile)?;
     if back != new {
         bail!("{algo}: params read back differ from what was written (concurrent tune?)");
+    }
+    if out.json {
+        let changes: Vec<_> = algo
+            .params()
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| old.raw[*i] != new.raw[*i])
+            .map(|(i, d)| {
+                json!({
+                    "name": d.name,
+                    "old": user_value(d, old.raw[i]),
+                    "new": user_value(d, new.raw[i]),
+                    "unit": d.unit,
+                })
+            })
+            .collect();
+        out.emit(&json!({ "algo": algo.name(), "profile": profile, "changes": changes }))?;
+        return Ok(0);
     }
     let diff = old.diff(&new);
     if diff.is_empty() {

@@ -5,6 +5,7 @@ use anyhow::{bail, Result};
 use crate::algos::Algo;
 use crate::bpf;
 use crate::error::CclError;
+use crate::output::Out;
 
 /// `--algo A` (must be attached) or every attached algorithm.
 pub(super) fn algos(algo: Option<Algo>) -> Result<Vec<Algo>> {
@@ -17,8 +18,25 @@ pub(super) fn algos(algo: Option<Algo>) -> Result<Vec<Algo>> {
 
 /// `watch --help-fields`: each algorithm's telemetry fields, from the same
 /// descriptor tables that decode the records.
-pub(super) fn help_fields(algo: Option<Algo>) -> Result<i32> {
+pub(super) fn help_fields(algo: Option<Algo>, out: Out) -> Result<i32> {
     let algos = algo.map(|a| vec![a]).unwrap_or_else(|| Algo::ALL.to_vec());
+    if out.json {
+        let per: serde_json::Map<String, serde_json::Value> = algos
+            .iter()
+            .map(|a| {
+                let f: Vec<_> = crate::telemetry::fields(*a)
+                    .iter()
+                    .map(|f| serde_json::json!({"name": f.name, "unit": f.unit, "help": f.help}))
+                    .collect();
+                (a.name().to_string(), serde_json::json!(f))
+            })
+            .collect();
+        out.emit(&serde_json::json!({
+            "header": crate::telemetry::Event::HEADER.iter().chain(["profile"].iter()).collect::<Vec<_>>(),
+            "fields": per,
+        }))?;
+        return Ok(0);
+    }
     println!(
         "every record: {}, profile",
         crate::telemetry::Event::HEADER.join(", ")
