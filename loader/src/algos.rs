@@ -258,6 +258,18 @@ pub fn parse_assignment(s: &str) -> Result<(String, String), String> {
     Ok((k.trim().to_string(), v.trim().to_string()))
 }
 
+/// `--algo` on the command line: clap lists the names in `--help`, in the
+/// completions and in its error for an unknown one.
+impl clap::ValueEnum for Algo {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Algo::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.name()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -236,10 +236,39 @@ pub fn gc_pin_root() {
     }
 }
 
+/// TCP_CONG_NON_RESTRICTED (include/net/tcp.h): any process may select
+/// the CC with setsockopt(TCP_CONGESTION), as for the names listed in
+/// net.ipv4.tcp_allowed_congestion_control.
+const TCP_CONG_NON_RESTRICTED: u32 = 0x1;
+
+/// Set `flags` of the struct_ops value (struct tcp_congestion_ops) before
+/// load.  The kernel copies it at registration (bpf_tcp_ca_init_member)
+/// and forgets it at unregistration, so `--allow` needs no sysctl write
+/// and no restore: the name leaves tcp_allowed_congestion_control with the
+/// controller.
+fn set_ca_flags(algo: Algo, obj: &mut OpenObject, flags: u32) -> Result<()> {
+    let off = std::mem::offset_of!(crate::skel::ccpd::types::tcp_congestion_ops, flags);
+    let mut map = obj
+        .maps_mut()
+        .find(|m| m.map_type() == MapType::StructOps)
+        .with_context(|| format!("{algo}: object has no struct_ops map"))?;
+    let v = map
+        .initial_value_mut()
+        .with_context(|| format!("{algo}: struct_ops map has no value"))?;
+    let f = v
+        .get_mut(off..off + 4)
+        .with_context(|| format!("{algo}: struct_ops value too short for flags"))?;
+    f.copy_from_slice(&flags.to_ne_bytes());
+    Ok(())
+}
+
 /// Prepare the open object: share `sk_profile`; reuse the algorithm's pinned
-/// maps when `reuse`.
-fn prepare(algo: Algo, obj: &mut OpenObject, reuse: bool) -> Result<()> {
+/// maps when `reuse`; mark it selectable by unprivileged sockets when `allow`.
+fn prepare(algo: Algo, obj: &mut OpenObject, reuse: bool, allow: bool) -> Result<()> {
     share_sk_profile(obj)?;
+    if allow {
+        set_ca_flags(algo, obj, TCP_CONG_NON_RESTRICTED)?;
+    }
     if !reuse {
         return Ok(());
     }
@@ -311,14 +340,14 @@ impl Loaded<'_> {
 }
 
 macro_rules! load_skel {
-    ($builder:ty, $algo:expr, $reuse:expr, $verbose:expr, $f:expr) => {{
+    ($builder:ty, $algo:expr, $reuse:expr, $allow:expr, $verbose:expr, $f:expr) => {{
         let mut storage = MaybeUninit::uninit();
         let mut builder = <$builder>::default();
         builder.obj_builder.debug($verbose);
         let mut open = builder
             .open(&mut storage)
             .with_context(|| format!("failed to open the {} BPF object", $algo))?;
-        prepare($algo, open.open_object_mut(), $reuse)?;
+        prepare($algo, open.open_object_mut(), $reuse, $allow)?;
         start_capture();
         let mut skel = match open.load() {
             Ok(s) => s,
@@ -342,9 +371,20 @@ pub fn with_loaded<R>(
     verbose: bool,
     f: impl FnOnce(&mut Loaded<'_>) -> Result<R>,
 ) -> Result<R> {
+    with_loaded_allow(algo, reuse, false, verbose, f)
+}
+
+/// [`with_loaded`], the controller selectable by any process when `allow`.
+fn with_loaded_allow<R>(
+    algo: Algo,
+    reuse: bool,
+    allow: bool,
+    verbose: bool,
+    f: impl FnOnce(&mut Loaded<'_>) -> Result<R>,
+) -> Result<R> {
     macro_rules! load {
         ($builder:ty) => {
-            load_skel!($builder, algo, reuse, verbose, f)
+            load_skel!($builder, algo, reuse, allow, verbose, f)
         };
     }
     crate::algos::with_skel!(algo, load)
@@ -358,7 +398,17 @@ pub struct AttachOpts {
     pub sets: Vec<(String, String)>,
     pub make_default: bool,
     pub replace: bool,
+    /// Selectable by unprivileged sockets (tcp_allowed_congestion_control).
+    pub allow: bool,
     pub verbose: bool,
+}
+
+/// Is `name` in net.ipv4.tcp_allowed_congestion_control (selectable by a
+/// process without CAP_NET_ADMIN)?
+pub fn is_allowed(name: &str) -> bool {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+        .map(|s| s.split_whitespace().any(|n| n == name))
+        .unwrap_or(false)
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -423,7 +473,9 @@ pub fn attach(opts: &AttachOpts) -> Result<AttachOutcome> {
     }
 
     if opts.replace && is_attached(algo) {
-        with_loaded(algo, true, opts.verbose, |loaded| {
+        // The new ops keep the old ones' --allow unless asked for.
+        let allow = opts.allow || is_allowed(algo.name());
+        with_loaded_allow(algo, true, allow, opts.verbose, |loaded| {
             let link = Link::open(link_pin(algo))
                 .with_context(|| format!("failed to open pinned link of {algo}"))?;
             // Atomic swap: sockets using the old ops keep them until they close.
@@ -468,7 +520,7 @@ pub fn attach(opts: &AttachOpts) -> Result<AttachOutcome> {
             set_default = true;
         }
     }
-    with_loaded(algo, false, opts.verbose, |loaded| {
+    with_loaded_allow(algo, false, opts.allow, opts.verbose, |loaded| {
         let map = loaded.map("params")?;
         for profile in 0..intf::CCL_NR_PROFILES {
             let p = if profile == 0 {

@@ -176,6 +176,7 @@ pub fn set(path: &Path, algo: &str, profile: u32) -> Result<Binding> {
             sets: Vec::new(),
             make_default: false,
             replace: false,
+            allow: false,
             verbose: false,
         })
         .with_context(|| format!("attaching {a} for the binding"))?;

@@ -47,10 +47,6 @@ fn parse_every(s: &str) -> Result<Every, String> {
     }
 }
 
-fn parse_algo(s: &str) -> Result<Algo, String> {
-    s.parse::<Algo>().map_err(|e| e.to_string())
-}
-
 /// Deploy, tune and observe eBPF TCP congestion controllers.
 #[derive(Debug, Parser)]
 #[command(name = "ccload", version, about)]
@@ -72,9 +68,12 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Cmd {
     /// Load a controller, register it with the kernel and pin it (stays after exit).
+    #[command(
+        after_help = "Examples:\n  ccload attach --algo ccpd\n  ccload attach --algo ccpd --set kp=4 --set kd=100 --default\n  ccload attach --algo hetcp --allow      # unprivileged processes may select it\n  ccload attach --algo ccpd --replace     # swap in a fresh object, sockets keep theirs"
+    )]
     Attach {
-        /// Algorithm: ccpd, hetcp, ctcp_plus, ub_reno.
-        #[arg(long, value_parser = parse_algo)]
+        /// The controller.
+        #[arg(long, value_enum)]
         algo: Algo,
         /// Tunable NAME=VALUE in user units (e.g. kp=4, kd=100); repeatable.
         #[arg(long = "set", value_parser = parse_assignment)]
@@ -85,10 +84,19 @@ pub enum Cmd {
         /// If attached, atomically swap in a freshly loaded object (link update).
         #[arg(long)]
         replace: bool,
+        /// Let any process select it with setsockopt(TCP_CONGESTION), as
+        /// the names in net.ipv4.tcp_allowed_congestion_control (without
+        /// it, that needs CAP_NET_ADMIN).  Ends with `detach`.
+        #[arg(long)]
+        allow: bool,
     },
     /// Unregister and unpin a controller.
+    #[command(
+        after_help = "Examples:\n  ccload detach --algo ccpd\n  ccload detach --all      # also cgroup bindings and leftovers of a killed ccload"
+    )]
     Detach {
-        #[arg(long, value_parser = parse_algo, required_unless_present = "all")]
+        /// The controller to detach.
+        #[arg(long, value_enum, required_unless_present = "all")]
         algo: Option<Algo>,
         /// Detach every controller ccload attached.
         #[arg(long, conflicts_with = "algo")]
@@ -106,8 +114,12 @@ pub enum Cmd {
     /// Check kernel features and permissions, with fixes.
     Doctor,
     /// Change tunables of an attached controller live (one map update).
+    #[command(
+        after_help = "Examples:\n  ccload tune --algo ccpd --set kp=4 --set kd=50\n  ccload tune --algo ccpd --show\n  ccload tune --algo ccpd --profile web --set kp=2\n  ccload tune --algo ccpd --reset\n`ccload algos` lists every tunable with its unit, range and default."
+    )]
     Tune {
-        #[arg(long, value_parser = parse_algo)]
+        /// The attached controller.
+        #[arg(long, value_enum)]
         algo: Algo,
         /// Tunable NAME=VALUE in user units; repeatable.
         #[arg(long = "set", value_parser = parse_assignment)]
@@ -124,19 +136,38 @@ pub enum Cmd {
         reset: bool,
     },
     /// Stream per-round estimator telemetry (table on a terminal, JSON lines when piped).
+    #[command(
+        after_help = "Examples:\n  ccload watch --algo ccpd\n  ccload watch --algo ccpd --flow 10.0.0.2:443 --wide\n  ccload watch --every 10ms --format csv > trace.csv   # many flows: one record per flow per 10 ms\n  ccload -j watch --count 100 | jq .cwnd"
+    )]
     Watch(WatchArgs),
     /// Full-screen live view: busiest flows with cwnd/srtt/rate sparklines,
     /// per-profile totals, ring drops (keys: s sort, f freeze, q quit).
     Top {
         /// Only this algorithm (default: every attached one).
-        #[arg(long, value_parser = parse_algo)]
+        #[arg(long, value_enum)]
         algo: Option<Algo>,
     },
-    /// TCP sockets of this network namespace that use ccload's controllers.
-    Flows,
+    /// TCP sockets that use ccload's controllers, with state, cwnd, srtt,
+    /// delivery rate and retransmissions (INET_DIAG_INFO, as `ss -ti`).
+    #[command(
+        after_help = "Examples:\n  ccload flows\n  ccload flows -N blue --all-cc      # another netns, every CC\n  ccload -j flows | jq '.[].info.cwnd'"
+    )]
+    Flows {
+        /// Network namespace: a name under /run/netns or a path such as
+        /// /proc/PID/ns/net (default: this process's).
+        #[arg(short = 'N', long)]
+        netns: Option<String>,
+        /// Every TCP socket, whatever its congestion control.
+        #[arg(long)]
+        all_cc: bool,
+    },
     /// Reconcile the kernel to a config file (attach/detach/tune/bind/unbind)
     /// and print the difference.
+    #[command(
+        after_help = "Examples:\n  ccload apply configs/web-server.toml --dry-run\n  ccload -j apply /etc/ccload/config.toml"
+    )]
     Apply {
+        /// The config (TOML; configs/*.toml are examples).
         file: std::path::PathBuf,
         /// Print what would change; change nothing.
         #[arg(long)]
@@ -145,6 +176,8 @@ pub enum Cmd {
     /// Daemon: apply a config (again on SIGHUP), serve Prometheus metrics,
     /// fan telemetry out to `ccload watch` clients.
     Serve {
+        /// The config to apply and serve (its [serve] section: metrics
+        /// address, telemetry socket, on_exit, limits).
         #[arg(long)]
         config: std::path::PathBuf,
     },
@@ -159,11 +192,28 @@ pub enum Cmd {
     /// Canary rollout: bind a canary cgroup to a controller, compare it
     /// with a control cgroup every interval (in-kernel aggregates), roll
     /// back by itself when a guard fails twice in a row.
+    #[command(
+        after_help = "Example:\n  ccload rollout --algo ccpd --canary /sys/fs/cgroup/web-a.slice --control /sys/fs/cgroup/web-b.slice \\\n      --guard 'retrans_ratio <= 1.5' --interval 30s --for 10m --promote"
+    )]
     Rollout(RolloutArgs),
     /// Per-cgroup controller choice (cgroup v2 sock_ops).
     Cgroup {
         #[command(subcommand)]
         cmd: CgroupCmd,
+    },
+    /// Print a shell completion script, e.g.
+    /// `ccload completions bash > /usr/share/bash-completion/completions/ccload`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), e.g. `ccload man | man -l -`; with
+    /// `--dir`, write ccload.1 and a ccload-COMMAND.1 per command there.
+    Man {
+        /// Write every page into this directory instead of printing ccload(1).
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
     },
 }
 
@@ -171,6 +221,9 @@ pub enum Cmd {
 pub enum CgroupCmd {
     /// Give the TCP connections (active and passive) of processes in a cgroup
     /// this congestion control and tunable profile.
+    #[command(
+        after_help = "Examples:\n  ccload cgroup set /sys/fs/cgroup/system.slice/nginx.service --algo ccpd\n  ccload cgroup set /sys/fs/cgroup/backup.slice --algo cubic\nOne of ccload's controllers is attached with its defaults if it is not."
+    )]
     Set {
         /// cgroup v2 directory, e.g. /sys/fs/cgroup/web.slice
         path: std::path::PathBuf,
@@ -191,7 +244,10 @@ pub enum CgroupCmd {
         path: std::path::PathBuf,
     },
     /// Remove a cgroup's binding or watch (its sockets keep their current CC).
-    Unset { path: std::path::PathBuf },
+    Unset {
+        /// cgroup v2 directory
+        path: std::path::PathBuf,
+    },
     /// Bound cgroups with their algorithm, profile and counters.
     List,
 }
@@ -204,6 +260,33 @@ mod tests {
     #[test]
     fn cli_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    /// Every flag and argument of every command says what it is for.
+    #[test]
+    fn every_argument_has_help() {
+        fn walk(c: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for a in c.get_arguments() {
+                let id = a.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                if a.get_help().is_none() && a.get_long_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for s in c.get_subcommands() {
+                if s.get_about().is_none() && s.get_name() != "help" {
+                    missing.push(format!("{path} {} (no about)", s.get_name()));
+                }
+                walk(s, &format!("{path} {}", s.get_name()), missing);
+            }
+        }
+        let mut c = Cli::command();
+        c.build();
+        let mut missing = Vec::new();
+        walk(&c, "ccload", &mut missing);
+        assert!(missing.is_empty(), "no help text: {missing:?}");
     }
 
     #[test]
@@ -226,7 +309,9 @@ mod tests {
                 sets,
                 default,
                 replace,
+                allow,
             } => {
+                assert!(!allow);
                 assert_eq!(algo, Algo::Ccpd);
                 assert_eq!(
                     sets,
@@ -244,7 +329,8 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("unknown algorithm `vegas`") && e.contains("ccpd"),
+            e.contains("'vegas'")
+                && e.contains("[possible values: ccpd, hetcp, ctcp_plus, ub_reno]"),
             "{e}"
         );
         assert!(
@@ -315,6 +401,7 @@ pub struct RolloutArgs {
     /// retrans_ratio <= 1.5, srtt_p95_ratio <= 1.2, goodput_ratio >= 0.9).
     #[arg(long = "guard")]
     pub guards: Vec<String>,
+    /// How often canary and control are compared (30s, 500ms, 10m, ...).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub interval: Duration,
     /// How long the rollout runs.
@@ -338,7 +425,7 @@ pub struct RolloutArgs {
 #[derive(clap::Args, Debug, Clone)]
 pub struct WatchArgs {
     /// Only this algorithm (default: every attached one).
-    #[arg(long, value_parser = parse_algo)]
+    #[arg(long, value_enum)]
     pub algo: Option<Algo>,
     /// Only the flow with this local or remote ADDR:PORT (0.0.0.0:PORT = any address).
     #[arg(long)]

@@ -716,6 +716,7 @@ pub fn execute(changes: &[Change], verbose: bool) -> Result<()> {
                     sets: vec![],
                     make_default: false,
                     replace: false,
+                    allow: false,
                     verbose,
                 })?;
             }

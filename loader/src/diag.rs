@@ -1,5 +1,6 @@
-//! TCP sockets of the current network namespace with their congestion control,
-//! over NETLINK_SOCK_DIAG (the interface `ss` uses), asking for INET_DIAG_CONG.
+//! TCP sockets of the current network namespace with their congestion control
+//! and `struct tcp_info`, over NETLINK_SOCK_DIAG (the interface `ss` uses),
+//! asking for INET_DIAG_CONG and INET_DIAG_INFO.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -8,6 +9,7 @@ use crate::netlink;
 
 const NETLINK_SOCK_DIAG: i32 = 4;
 const SOCK_DIAG_BY_FAMILY: u16 = 20;
+const INET_DIAG_INFO: u16 = 2;
 const INET_DIAG_CONG: u16 = 4;
 const TCP_STATES_ALL: u32 = 0xfff;
 const INET_DIAG_MSG_LEN: usize = 72;
@@ -18,18 +20,121 @@ pub struct TcpSock {
     pub local: SocketAddr,
     pub remote: SocketAddr,
     pub state: u8,
+    /// `ss`'s name of the state (ESTAB, LISTEN, TIME-WAIT, ...).
+    pub state_name: &'static str,
     pub cookie: u64,
     pub cong: String,
+    /// From INET_DIAG_INFO (`struct tcp_info`); absent for sockets the
+    /// kernel sends none for (TIME-WAIT, NEW_SYN_RECV).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub info: Option<TcpInfo>,
+}
+
+/// The `struct tcp_info` fields `ccload flows` shows, in base units.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct TcpInfo {
+    /// Open, Disorder, CWR, Recovery, Loss.
+    pub ca_state: &'static str,
+    pub mss: u32,
+    pub cwnd: u32,
+    pub ssthresh: u32,
+    pub srtt_us: u32,
+    pub rttvar_us: u32,
+    pub min_rtt_us: u32,
+    pub rto_us: u32,
+    /// Segments sent and not yet acknowledged.
+    pub unacked: u32,
+    /// Retransmitted segments now in flight, and in the socket's life.
+    pub retrans: u32,
+    pub total_retrans: u32,
+    pub lost: u32,
+    pub bytes_acked: u64,
+    pub bytes_retrans: u64,
+    pub delivered: u32,
+    /// The kernel's latest delivery-rate sample, bit/s.
+    pub delivery_rate_bps: u64,
+    /// Pacing rate, bit/s; None when the kernel says unlimited (~0).
+    pub pacing_rate_bps: Option<u64>,
+}
+
+/// `ss`'s state names, by TCP_* state number.
+pub fn state_name(s: u8) -> &'static str {
+    match s {
+        1 => "ESTAB",
+        2 => "SYN-SENT",
+        3 => "SYN-RECV",
+        4 => "FIN-WAIT-1",
+        5 => "FIN-WAIT-2",
+        6 => "TIME-WAIT",
+        7 => "UNCONN",
+        8 => "CLOSE-WAIT",
+        9 => "LAST-ACK",
+        10 => "LISTEN",
+        11 => "CLOSING",
+        12 => "SYN-RECV",
+        _ => "UNKNOWN",
+    }
+}
+
+fn ca_state_name(s: u8) -> &'static str {
+    match s {
+        0 => "Open",
+        1 => "Disorder",
+        2 => "CWR",
+        3 => "Recovery",
+        4 => "Loss",
+        _ => "?",
+    }
+}
+
+/// Parse the `struct tcp_info` of INET_DIAG_INFO (uapi/linux/tcp.h
+/// offsets).  A kernel sends the length it has: fields past it read 0, and
+/// one too short for the window is no info at all.
+pub(crate) fn parse_info(b: &[u8]) -> Option<TcpInfo> {
+    if b.len() < 104 {
+        return None;
+    }
+    let u32_at = |o: usize| {
+        b.get(o..o + 4)
+            .map(|x| u32::from_ne_bytes(x.try_into().unwrap()))
+            .unwrap_or(0)
+    };
+    let u64_at = |o: usize| {
+        b.get(o..o + 8)
+            .map(|x| u64::from_ne_bytes(x.try_into().unwrap()))
+            .unwrap_or(0)
+    };
+    Some(TcpInfo {
+        ca_state: ca_state_name(b[1]),
+        rto_us: u32_at(8),
+        mss: u32_at(16),
+        unacked: u32_at(24),
+        lost: u32_at(32),
+        retrans: u32_at(36),
+        srtt_us: u32_at(68),
+        rttvar_us: u32_at(72),
+        ssthresh: u32_at(76),
+        cwnd: u32_at(80),
+        total_retrans: u32_at(100),
+        pacing_rate_bps: match u64_at(104) {
+            u64::MAX => None,
+            r => Some(r.saturating_mul(8)),
+        },
+        bytes_acked: u64_at(120),
+        min_rtt_us: u32_at(148),
+        delivery_rate_bps: u64_at(160).saturating_mul(8),
+        delivered: u32_at(192),
+        bytes_retrans: u64_at(208),
+    })
 }
 
 /// struct inet_diag_req_v2: family, protocol, ext, pad, states, sockid (48).
 fn request(family: u8) -> Vec<u8> {
-    let mut req = vec![
-        family,
-        libc::IPPROTO_TCP as u8,
-        1 << (INET_DIAG_CONG - 1),
-        0,
-    ];
+    request_ext(family, 1 << (INET_DIAG_CONG - 1))
+}
+
+fn request_ext(family: u8, ext: u8) -> Vec<u8> {
+    let mut req = vec![family, libc::IPPROTO_TCP as u8, ext, 0];
     req.extend_from_slice(&TCP_STATES_ALL.to_ne_bytes());
     req.extend_from_slice(&[0u8; 48]);
     req
@@ -61,12 +166,17 @@ pub(crate) fn parse_msg(body: &[u8]) -> Option<TcpSock> {
     let cookie = u32::from_ne_bytes(id[40..44].try_into().ok()?) as u64
         | (u32::from_ne_bytes(id[44..48].try_into().ok()?) as u64) << 32;
     let cong = String::from_utf8_lossy(cong_of(body)?).into();
+    let info = netlink::attrs(&body[INET_DIAG_MSG_LEN..])
+        .find(|(ty, _)| *ty == INET_DIAG_INFO)
+        .and_then(|(_, v)| parse_info(v));
     Some(TcpSock {
         local,
         remote,
         state,
+        state_name: state_name(state),
         cookie,
         cong,
+        info,
     })
 }
 
@@ -84,9 +194,14 @@ fn cong_of(body: &[u8]) -> Option<&[u8]> {
 fn dump(family: u8) -> io::Result<Vec<TcpSock>> {
     let fd = netlink::socket(NETLINK_SOCK_DIAG)?;
     let mut out = Vec::new();
-    netlink::dump(&fd, SOCK_DIAG_BY_FAMILY, 1, &request(family), |_, body| {
-        out.extend(parse_msg(body))
-    })?;
+    let ext = 1 << (INET_DIAG_CONG - 1) | 1 << (INET_DIAG_INFO - 1);
+    netlink::dump(
+        &fd,
+        SOCK_DIAG_BY_FAMILY,
+        1,
+        &request_ext(family, ext),
+        |_, body| out.extend(parse_msg(body)),
+    )?;
     Ok(out)
 }
 
@@ -95,6 +210,32 @@ pub fn tcp_sockets() -> io::Result<Vec<TcpSock>> {
     let mut v = dump(libc::AF_INET as u8)?;
     v.extend(dump(libc::AF_INET6 as u8)?);
     Ok(v)
+}
+
+/// [`tcp_sockets`] of another network namespace: a name under
+/// /run/netns (as `ip netns` and `ss -N` take it) or a path such as
+/// /proc/PID/ns/net.  The query runs on a thread that joins it; this
+/// process stays where it is.
+pub fn tcp_sockets_in(netns: &str) -> anyhow::Result<Vec<TcpSock>> {
+    use anyhow::Context;
+    use std::os::fd::AsRawFd;
+    let path = if netns.contains('/') {
+        std::path::PathBuf::from(netns)
+    } else {
+        std::path::Path::new("/run/netns").join(netns)
+    };
+    let f = std::fs::File::open(&path)
+        .with_context(|| format!("network namespace {}", path.display()))?;
+    let t = std::thread::spawn(move || -> io::Result<Vec<TcpSock>> {
+        // SAFETY: setns on a thread of our own, with an fd we hold open.
+        if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        tcp_sockets()
+    });
+    t.join()
+        .map_err(|_| anyhow::anyhow!("netns query thread panicked"))?
+        .with_context(|| format!("TCP sockets of network namespace {}", path.display()))
 }
 
 /// The number of TCP sockets (v4 and v6) of this network namespace per
@@ -133,6 +274,29 @@ mod tests {
     }
 
     #[test]
+    fn tcp_info_offsets_follow_the_uapi_header() {
+        let mut b = vec![0u8; 232];
+        b[1] = 3;
+        b[16..20].copy_from_slice(&1448u32.to_ne_bytes());
+        b[68..72].copy_from_slice(&40_123u32.to_ne_bytes());
+        b[80..84].copy_from_slice(&207u32.to_ne_bytes());
+        b[100..104].copy_from_slice(&9u32.to_ne_bytes());
+        b[160..168].copy_from_slice(&6_250_000u64.to_ne_bytes());
+        let i = parse_info(&b).unwrap();
+        assert_eq!(
+            (i.ca_state, i.mss, i.srtt_us, i.cwnd, i.total_retrans),
+            ("Recovery", 1448, 40_123, 207, 9)
+        );
+        assert_eq!(i.delivery_rate_bps, 50_000_000);
+        // A short (older kernel's) struct: later fields read 0, no panic.
+        let short = parse_info(&b[..120]).unwrap();
+        assert_eq!((short.cwnd, short.delivery_rate_bps), (207, 0));
+        assert!(parse_info(&b[..50]).is_none());
+        assert_eq!(state_name(1), "ESTAB");
+        assert_eq!(state_name(10), "LISTEN");
+    }
+
+    #[test]
     fn sees_own_listener_with_cong() {
         // Works unprivileged: a listening socket in this namespace.
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -143,6 +307,8 @@ mod tests {
             .find(|s| s.local.port() == port)
             .expect("own listener listed");
         assert!(!me.cong.is_empty(), "INET_DIAG_CONG attribute parsed");
+        assert_eq!(me.state_name, "LISTEN");
+        assert!(me.info.is_some(), "INET_DIAG_INFO parsed");
         let default = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap();
         assert_eq!(me.cong, default.trim());
         // The counting walk sees at least this listener under that name.

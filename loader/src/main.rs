@@ -24,15 +24,17 @@ fn main() {
             match wants_json(&args) {
                 // A usage error under -j is a JSON error too (help stays text).
                 Some(out) if !informational => {
-                    let msg = e.kind().to_string();
+                    // clap's message without its "For more information" hint,
+                    // on one line.
                     let detail = e.to_string();
-                    let first = detail
+                    let msg = detail
                         .lines()
-                        .find(|l| !l.trim().is_empty())
-                        .unwrap_or(&msg)
-                        .trim_start_matches("error: ")
-                        .to_string();
-                    print_json_error(out, &first, 2, &[]);
+                        .map(str::trim)
+                        .filter(|l| !l.is_empty() && !l.starts_with("For more information"))
+                        .collect::<Vec<_>>()
+                        .join(" ");
+                    let msg = msg.trim_start_matches("error: ");
+                    print_json_error(out, msg, 2, &[]);
                     std::process::exit(2);
                 }
                 _ => e.exit(),

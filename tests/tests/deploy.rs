@@ -70,8 +70,13 @@ fn systemd_unit_verifies_and_is_hardened() {
         unit.replace("/usr/local/bin/ccload", bin.to_str().unwrap()),
     )
     .unwrap();
+    // Documentation=man:ccload(1): verify runs `man ccload`; point it at
+    // freshly generated pages.
+    let man = dir.join("man/man1");
+    ccload_ok(&["man", "--dir", man.to_str().unwrap()]);
     let o = std::process::Command::new("systemd-analyze")
         .args(["verify", p.to_str().unwrap()])
+        .env("MANPATH", dir.join("man"))
         .output()
         .unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
@@ -82,6 +87,119 @@ fn systemd_unit_verifies_and_is_hardened() {
         o.status.success() && ours.is_empty(),
         "systemd-analyze verify:\n{err}"
     );
+}
+
+/// `cargo xtask install --destdir D`: every file where the unit, man and
+/// the shells look for it; the installed unit names the installed binary
+/// and verifies (systemd-analyze, no warning) with its paths under D; the
+/// bash completion loads and completes a subcommand; the man page renders.
+#[test]
+fn install_into_a_destdir_gives_a_unit_that_verifies() {
+    let bin = ccload_bin();
+    let xtask = bin.with_file_name("xtask");
+    assert!(
+        xtask.is_file(),
+        "{} not built (scripts/test.sh builds the workspace)",
+        xtask.display()
+    );
+    let d = std::env::temp_dir().join(format!("ccl-install-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    struct Rm(std::path::PathBuf);
+    impl Drop for Rm {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _rm = Rm(d.clone());
+    let o = std::process::Command::new(&xtask)
+        .args(["install", "--destdir", d.to_str().unwrap(), "--bin"])
+        .arg(&bin)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "install: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let p = d.join("usr/local");
+    for f in [
+        "bin/ccload",
+        "share/man/man1/ccload.1",
+        "share/man/man1/ccload-cgroup-set.1",
+        "share/bash-completion/completions/ccload",
+        "share/zsh/site-functions/_ccload",
+        "share/fish/vendor_completions.d/ccload.fish",
+        "share/doc/ccload/README.md",
+        "share/doc/ccload/docs/ccpd.md",
+        "share/doc/ccload/examples/web-server.toml",
+    ] {
+        assert!(p.join(f).is_file(), "not installed: {f}");
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(p.join("bin/ccload"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o755);
+    let cfg = d.join("etc/ccload/config.toml");
+    let mode = std::fs::metadata(&cfg).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the config is root's");
+    ccload::config::load(&cfg).expect("the installed config is valid");
+
+    // The installed unit, checked with its paths moved under D.
+    let unit = std::fs::read_to_string(d.join("etc/systemd/system/ccload.service")).unwrap();
+    assert!(unit.contains("ExecStart=/usr/local/bin/ccload serve --config /etc/ccload/config.toml"));
+    let vdir = d.join("verify");
+    std::fs::create_dir_all(&vdir).unwrap();
+    let staged = unit
+        .replace("/usr/local", p.to_str().unwrap())
+        .replace("/etc/ccload", d.join("etc/ccload").to_str().unwrap());
+    std::fs::write(vdir.join("ccload.service"), staged).unwrap();
+    let o = std::process::Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(vdir.join("ccload.service"))
+        .env("MANPATH", p.join("share/man"))
+        .output()
+        .expect("systemd-analyze (systemd is part of Debian 12)");
+    let err = String::from_utf8_lossy(&o.stderr);
+    let ours: Vec<&str> = err.lines().filter(|l| l.contains("ccload")).collect();
+    assert!(
+        o.status.success() && ours.is_empty(),
+        "systemd-analyze verify:\n{err}"
+    );
+
+    // The bash completion loads and completes `ccload cg` -> cgroup.
+    let script = format!(
+        "source {}; COMP_WORDS=(ccload cg); COMP_CWORD=1; _ccload ccload cg ccload; echo \"${{COMPREPLY[@]}}\"",
+        p.join("share/bash-completion/completions/ccload").display()
+    );
+    let o = std::process::Command::new("bash")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    let words = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        words.split_whitespace().any(|w| w == "cgroup"),
+        "completion gave {words:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+
+    // The man page renders, and names the global JSON flag.
+    let o = std::process::Command::new("man")
+        .args(["-l", "-P", "cat"])
+        .arg(p.join("share/man/man1/ccload.1"))
+        .env("MANWIDTH", "100")
+        .output();
+    if let Ok(o) = o {
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            text.contains("--json") && text.contains("SYNOPSIS"),
+            "{text}"
+        );
+    } else {
+        let roff = std::fs::read_to_string(p.join("share/man/man1/ccload.1")).unwrap();
+        assert!(roff.contains(".TH ccload 1"), "{roff}");
+    }
 }
 
 #[test]
@@ -312,4 +430,49 @@ fn the_daemon_runs_with_exactly_the_units_capabilities() {
         );
         assert!(!registered("ccpd"));
     }
+}
+
+/// deploy/Containerfile builds the image the DaemonSet names: every path it
+/// copies exists, the binary lands where the DaemonSet runs it, the build
+/// uses the `static` feature the loader declares, and the config it ships
+/// is valid.  (Building the image needs a container daemon; the README says
+/// how.)
+#[test]
+fn containerfile_builds_what_the_daemonset_runs() {
+    let cf = std::fs::read_to_string(root().join("deploy/Containerfile")).unwrap();
+    let mut copies = 0;
+    for l in cf
+        .lines()
+        .filter(|l| l.starts_with("COPY ") && !l.contains("--from"))
+    {
+        let parts: Vec<&str> = l.split_whitespace().collect();
+        for src in &parts[1..parts.len() - 1] {
+            assert!(
+                root().join(src).exists(),
+                "Containerfile copies missing {src}"
+            );
+            copies += 1;
+        }
+    }
+    assert!(copies >= 8, "{copies} sources copied");
+    assert!(cf.contains("--features static"), "static build");
+    let cargo = std::fs::read_to_string(root().join("loader/Cargo.toml")).unwrap();
+    let t: toml::Value = toml::from_str(&cargo).unwrap();
+    assert!(
+        t["features"]["static"].as_array().is_some(),
+        "loader has no `static` feature"
+    );
+    let ds = std::fs::read_to_string(root().join("deploy/kubernetes/daemonset.yaml")).unwrap();
+    assert!(ds.contains("Built from deploy/Containerfile"));
+    let entry = cf
+        .lines()
+        .find_map(|l| l.strip_prefix("ENTRYPOINT "))
+        .expect("ENTRYPOINT");
+    let entry: Vec<String> = serde_json::from_str(entry).unwrap();
+    assert!(
+        ds.contains(&format!("command: [\"{}\", \"serve\"", entry[0])),
+        "the DaemonSet runs {} serve",
+        entry[0]
+    );
+    ccload::config::load(&root().join("configs/default.toml")).expect("shipped config valid");
 }

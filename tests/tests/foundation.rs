@@ -193,7 +193,7 @@ fn errors_are_one_clear_line() {
     assert_eq!(o.status.code(), Some(2));
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(
-        e.contains("unknown algorithm `vegas`") && e.contains("ccpd, hetcp"),
+        e.contains("'vegas'") && e.contains("possible values: ccpd, hetcp, ctcp_plus, ub_reno"),
         "{e}"
     );
 

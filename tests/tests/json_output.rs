@@ -135,7 +135,7 @@ fn offline_commands_and_usage_errors_speak_json() {
     error(
         &["-j", "attach", "--algo", "vegas"],
         2,
-        "unknown algorithm `vegas`",
+        "invalid value 'vegas' for '--algo <ALGO>' [possible values: ccpd, hetcp, ctcp_plus, ub_reno]",
     );
     error(&["-j", "tune", "--algo", "ccpd", "--set", "kp"], 2, "kp");
     error(&["-j", "top"], 2, "full-screen");

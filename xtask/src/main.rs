@@ -8,6 +8,8 @@ use clap::{Parser, Subcommand};
 
 use ccload_lab::session as lab;
 
+mod install;
+
 #[derive(Parser)]
 #[command(name = "xtask")]
 struct Args {
@@ -57,6 +59,19 @@ enum Task {
         /// Only one part: consumer, datapath or aggregates.
         #[arg(long, value_parser = ["consumer", "datapath", "aggregates"])]
         only: Option<String>,
+    },
+    /// Install the binary, systemd unit, completions, man pages, docs and
+    /// example configs (release build unless --bin).
+    Install {
+        /// Stage everything under this directory (packaging, tests).
+        #[arg(long)]
+        destdir: Option<PathBuf>,
+        /// Where the binary and shared files go.
+        #[arg(long, default_value = "/usr/local")]
+        prefix: PathBuf,
+        /// Install this already-built ccload instead of building one.
+        #[arg(long)]
+        bin: Option<PathBuf>,
     },
     /// Paper-style experiments on the emulated link (configs/lab/*.toml).
     Lab {
@@ -218,6 +233,18 @@ fn real_main() -> Result<()> {
             });
             ccload_lab::bench::run(secs, reps, mib << 20, &out, only.as_deref())?;
         }
+        Task::Install {
+            destdir,
+            prefix,
+            bin,
+        } => install::run(
+            &root,
+            &install::Opts {
+                destdir,
+                prefix,
+                bin,
+            },
+        )?,
         Task::Lab {
             cmd: LabCmd::List { json },
         } => lab::list(&root, json)?,

@@ -12,6 +12,7 @@ pub(super) fn attach(
     sets: Vec<(String, String)>,
     default: bool,
     replace: bool,
+    allow: bool,
     verbose: bool,
     out: Out,
 ) -> Result<i32> {
@@ -21,6 +22,7 @@ pub(super) fn attach(
         sets,
         make_default: default,
         replace,
+        allow,
         verbose,
     };
     let outcome = bpf::attach(&opts)?;
@@ -34,6 +36,7 @@ pub(super) fn attach(
             },
             "pin_dir": bpf::pin_dir(algo),
             "default": default && matches!(outcome, AttachOutcome::Attached),
+            "allowed": bpf::is_allowed(algo.name()),
         }))?;
         return Ok(0);
     }
@@ -46,9 +49,15 @@ pub(super) fn attach(
             if default {
                 println!("net.ipv4.tcp_congestion_control = {algo}");
             }
+            if allow {
+                println!("any process may select {algo} (it is in net.ipv4.tcp_allowed_congestion_control until detach)");
+            }
         }
         AttachOutcome::AlreadyAttached => {
             println!("{algo} is already attached; nothing changed");
+            if allow && !bpf::is_allowed(algo.name()) {
+                println!("hint: `ccload attach --algo {algo} --replace --allow` makes it selectable by any process");
+            }
             if has_sets {
                 println!("hint: use `ccload tune --algo {algo} --set ...` to change tunables");
             }

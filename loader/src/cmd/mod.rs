@@ -46,7 +46,8 @@ pub fn run(cli: Cli) -> Result<i32> {
             sets,
             default,
             replace,
-        } => attach::attach(algo, sets, default, replace, verbose, out),
+            allow,
+        } => attach::attach(algo, sets, default, replace, allow, verbose, out),
         Cmd::Detach { algo, all } => attach::detach(algo, all, out),
         Cmd::Status {
             help_stats: true, ..
@@ -79,7 +80,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             crate::top::run(watch::algos(algo)?)?;
             Ok(0)
         }
-        Cmd::Flows => flows::run(out),
+        Cmd::Flows { netns, all_cc } => flows::run(netns.as_deref(), all_cc, out),
         Cmd::Apply { file, dry_run } => apply::run(&file, dry_run, verbose, out),
         Cmd::Serve { config } => {
             crate::serve::run(&config, verbose)?;
@@ -91,5 +92,55 @@ pub fn run(cli: Cli) -> Result<i32> {
         Cmd::Stats { .. } => stats::run(out),
         Cmd::Rollout(a) => rollout::run(a, out),
         Cmd::Cgroup { cmd } => cgroup::run(cmd, out),
+        Cmd::Completions { shell } => {
+            let mut c = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut c, "ccload", &mut std::io::stdout());
+            Ok(0)
+        }
+        Cmd::Man { dir: None } => {
+            let c = <Cli as clap::CommandFactory>::command();
+            clap_mangen::Man::new(c).render(&mut std::io::stdout())?;
+            Ok(0)
+        }
+        Cmd::Man { dir: Some(dir) } => {
+            let pages = man_pages(&dir)?;
+            if out.json {
+                out.emit(&pages)?;
+            } else {
+                for p in pages {
+                    println!("{}", p.display());
+                }
+            }
+            Ok(0)
+        }
     }
+}
+
+/// ccload.1 and ccload-COMMAND.1 (ccload-cgroup-set.1, ...) in `dir`, as
+/// git and cargo ship theirs.
+fn man_pages(dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
+    use anyhow::Context;
+    std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    let mut c = <Cli as clap::CommandFactory>::command();
+    c.build();
+    let mut out = Vec::new();
+    fn walk(
+        c: &clap::Command,
+        name: String,
+        dir: &std::path::Path,
+        out: &mut Vec<std::path::PathBuf>,
+    ) -> Result<()> {
+        let page = c.clone().name(name.clone());
+        let path = dir.join(format!("{name}.1"));
+        let mut buf = Vec::new();
+        clap_mangen::Man::new(page).render(&mut buf)?;
+        std::fs::write(&path, buf).map_err(|e| anyhow::anyhow!("write {}: {e}", path.display()))?;
+        out.push(path);
+        for sub in c.get_subcommands().filter(|s| s.get_name() != "help") {
+            walk(sub, format!("{name}-{}", sub.get_name()), dir, out)?;
+        }
+        Ok(())
+    }
+    walk(&c, "ccload".into(), dir, &mut out)?;
+    Ok(out)
 }

@@ -31,6 +31,8 @@ struct AlgoStatus {
     kernel_name: &'static str,
     registered: bool,
     default: bool,
+    /// Selectable by any process (`attach --allow`).
+    allowed: bool,
     pin_path: PathBuf,
     link_id: u32,
     struct_ops_map_id: u32,
@@ -57,6 +59,7 @@ fn algo_status(algo: Algo, default: &str, socks: &[diag::TcpSock]) -> Result<Alg
         kernel_name: algo.name(),
         registered: bpf::is_registered(algo.name()),
         default: default == algo.name(),
+        allowed: bpf::is_allowed(algo.name()),
         pin_path: bpf::pin_dir(algo),
         link_id: ids.link_id,
         struct_ops_map_id: ids.struct_ops_map_id,
@@ -110,8 +113,8 @@ fn print_text(s: &Status) -> std::io::Result<()> {
     for a in &s.attached {
         writeln!(
             w,
-            "\n{}  registered={} default={} sockets={}",
-            a.algo, a.registered, a.default, a.sockets
+            "\n{}  registered={} default={} allowed={} sockets={}",
+            a.algo, a.registered, a.default, a.allowed, a.sockets
         )?;
         writeln!(
             w,
