@@ -23,4 +23,5 @@ pub mod run;
 pub mod scenario;
 pub mod session;
 pub mod soak;
+pub mod stored;
 pub mod summary;

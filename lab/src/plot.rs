@@ -233,7 +233,7 @@ where
     Ok(())
 }
 
-fn safe(s: &str) -> String {
+pub(crate) fn safe(s: &str) -> String {
     s.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
@@ -245,12 +245,299 @@ fn safe(s: &str) -> String {
         .collect()
 }
 
+fn e<E: std::fmt::Display>(x: E) -> anyhow::Error {
+    anyhow::anyhow!("{x}")
+}
+
+/// Pantheon's view of a case: one point per run, goodput against p95 RTT
+/// (up and to the left is better), a colour per CC.
+fn scatter<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    case: &str,
+    runs: &[&crate::summary::RunSummary],
+    ccs: &[String],
+) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(e)?;
+    let x_max = runs.iter().map(|r| r.rtt_p95_ms).fold(1.0f64, f64::max) * 1.1;
+    let y_max = runs.iter().map(|r| r.goodput_mbit).fold(1.0f64, f64::max) * 1.1;
+    let mut ch = ChartBuilder::on(&root)
+        .caption(
+            format!("{case}: goodput vs p95 RTT (one point per run)"),
+            ("sans-serif", 16),
+        )
+        .margin(10)
+        .x_label_area_size(36)
+        .y_label_area_size(50)
+        .build_cartesian_2d(0.0..x_max, 0.0..y_max)
+        .map_err(e)?;
+    ch.configure_mesh()
+        .x_desc("p95 RTT (ms)")
+        .y_desc("goodput (Mbit/s)")
+        .label_style(("sans-serif", 11))
+        .draw()
+        .map_err(e)?;
+    for (ci, cc) in ccs.iter().enumerate() {
+        let c = COLORS[ci % COLORS.len()];
+        let pts: Vec<_> = runs
+            .iter()
+            .filter(|r| &r.cc == cc)
+            .map(|r| Circle::new((r.rtt_p95_ms, r.goodput_mbit), 5, c.filled()))
+            .collect();
+        if pts.is_empty() {
+            continue;
+        }
+        ch.draw_series(pts)
+            .map_err(e)?
+            .label(cc.clone())
+            .legend(move |(x, y)| Circle::new((x + 6, y), 4, c.filled()));
+    }
+    ch.configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .label_font(("sans-serif", 12))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(e)?;
+    root.present().map_err(e)?;
+    Ok(())
+}
+
+/// Empirical CDF of the flows' smoothed RTT (TCP_INFO samples after the
+/// warm-up, every repetition), one line per CC.
+fn rtt_cdf<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    case: &str,
+    series: &[(String, Vec<f64>)],
+) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(e)?;
+    let x_max = series
+        .iter()
+        .flat_map(|(_, v)| v.last().copied())
+        .fold(1.0f64, f64::max)
+        * 1.05;
+    let mut ch = ChartBuilder::on(&root)
+        .caption(
+            format!("{case}: RTT CDF (smoothed RTT samples)"),
+            ("sans-serif", 16),
+        )
+        .margin(10)
+        .x_label_area_size(36)
+        .y_label_area_size(50)
+        .build_cartesian_2d(0.0..x_max, 0.0..1.0)
+        .map_err(e)?;
+    ch.configure_mesh()
+        .x_desc("RTT (ms)")
+        .y_desc("fraction of samples")
+        .label_style(("sans-serif", 11))
+        .draw()
+        .map_err(e)?;
+    for (ci, (cc, v)) in series.iter().enumerate() {
+        let c = COLORS[ci % COLORS.len()];
+        let n = v.len().max(1) as f64;
+        // At most ~500 steps: every k-th sample of the sorted list.
+        let k = (v.len() / 500).max(1);
+        let pts: Vec<(f64, f64)> = v
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % k == 0 || *i + 1 == v.len())
+            .map(|(i, x)| (*x, (i + 1) as f64 / n))
+            .collect();
+        ch.draw_series(LineSeries::new(pts, c.stroke_width(2)))
+            .map_err(e)?
+            .label(cc.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 14, y)], c));
+    }
+    ch.configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .label_font(("sans-serif", 12))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(e)?;
+    root.present().map_err(e)?;
+    Ok(())
+}
+
+/// Quartiles (linear interpolation) of a sorted slice.
+pub(crate) fn quartiles(v: &[f64]) -> [f64; 5] {
+    let q = |p: f64| {
+        if v.is_empty() {
+            return 0.0;
+        }
+        let x = p * (v.len() - 1) as f64;
+        let (i, f) = (x.floor() as usize, x - x.floor());
+        v[i] + (v[(i + 1).min(v.len() - 1)] - v[i]) * f
+    };
+    [q(0.0), q(0.25), q(0.5), q(0.75), q(1.0)]
+}
+
+/// Box plot per CC of one metric over every run of the scenario (all
+/// cases and repetitions): min, quartiles, max.
+fn boxes<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    title: &str,
+    per_cc: &[(String, Vec<f64>)],
+) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(e)?;
+    let y_max = per_cc
+        .iter()
+        .flat_map(|(_, v)| v.last().copied())
+        .fold(1e-9f64, f64::max)
+        * 1.1;
+    let n = per_cc.len();
+    let names: Vec<String> = per_cc.iter().map(|(c, _)| c.clone()).collect();
+    let mut ch = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 16))
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(55)
+        .build_cartesian_2d(0.0..n as f64, 0.0..y_max)
+        .map_err(e)?;
+    ch.configure_mesh()
+        .disable_x_mesh()
+        .x_labels(n * 2 + 1)
+        .x_label_formatter(&move |x| {
+            let i = x.floor() as usize;
+            if (x - x.floor() - 0.5).abs() < 0.01 && i < names.len() {
+                names[i].clone()
+            } else {
+                String::new()
+            }
+        })
+        .label_style(("sans-serif", 11))
+        .draw()
+        .map_err(e)?;
+    for (i, (_, v)) in per_cc.iter().enumerate() {
+        let c = COLORS[i % COLORS.len()];
+        let [lo, q1, med, q3, hi] = quartiles(v);
+        let (x0, x1, xm) = (i as f64 + 0.25, i as f64 + 0.75, i as f64 + 0.5);
+        ch.draw_series([
+            Rectangle::new([(x0, q1), (x1, q3)], c.mix(0.35).filled()),
+            Rectangle::new([(x0, q1), (x1, q3)], c.stroke_width(1)),
+        ])
+        .map_err(e)?;
+        ch.draw_series([
+            PathElement::new(vec![(x0, med), (x1, med)], BLACK.stroke_width(2)),
+            PathElement::new(vec![(xm, q3), (xm, hi)], c.stroke_width(1)),
+            PathElement::new(vec![(xm, q1), (xm, lo)], c.stroke_width(1)),
+            PathElement::new(vec![(xm - 0.1, hi), (xm + 0.1, hi)], c.stroke_width(1)),
+            PathElement::new(vec![(xm - 0.1, lo), (xm + 0.1, lo)], c.stroke_width(1)),
+        ])
+        .map_err(e)?;
+    }
+    root.present().map_err(e)?;
+    Ok(())
+}
+
 pub fn plots(dir: &Path, sc: &Scenario, results: &[RunResult], agg: &[Agg]) -> Result<()> {
     register_font()?;
     let pd = dir.join("plots");
-    for r in results.iter().filter(|r| r.summary.rep == 0) {
+    let runs: Vec<&crate::summary::RunSummary> = results.iter().map(|r| &r.summary).collect();
+    let mut cases: Vec<&str> = Vec::new();
+    for r in &runs {
+        if !cases.contains(&r.case.as_str()) {
+            cases.push(&r.case);
+        }
+    }
+    for case in &cases {
+        let in_case: Vec<&crate::summary::RunSummary> =
+            runs.iter().copied().filter(|r| r.case == *case).collect();
+        let base = format!("scatter_{}", safe(case));
+        scatter(
+            BitMapBackend::new(&pd.join(format!("{base}.png")), (900, 650)).into_drawing_area(),
+            case,
+            &in_case,
+            &sc.ccs,
+        )?;
+        scatter(
+            SVGBackend::new(&pd.join(format!("{base}.svg")), (900, 650)).into_drawing_area(),
+            case,
+            &in_case,
+            &sc.ccs,
+        )?;
+        let mut series: Vec<(String, Vec<f64>)> = Vec::new();
+        for cc in &sc.ccs {
+            let mut v: Vec<f64> = results
+                .iter()
+                .filter(|r| r.summary.case == *case && &r.summary.cc == cc)
+                .flat_map(|r| r.samples.iter())
+                .filter(|s| s.t >= sc.warmup_s && s.srtt_us > 0)
+                .map(|s| s.srtt_us as f64 / 1e3)
+                .collect();
+            if v.is_empty() {
+                continue;
+            }
+            v.sort_by(f64::total_cmp);
+            series.push((cc.clone(), v));
+        }
+        if !series.is_empty() {
+            let base = format!("cdf_rtt_{}", safe(case));
+            rtt_cdf(
+                BitMapBackend::new(&pd.join(format!("{base}.png")), (900, 650)).into_drawing_area(),
+                case,
+                &series,
+            )?;
+            rtt_cdf(
+                SVGBackend::new(&pd.join(format!("{base}.svg")), (900, 650)).into_drawing_area(),
+                case,
+                &series,
+            )?;
+        }
+    }
+    type Metric = fn(&crate::summary::RunSummary) -> f64;
+    let metrics: [(&str, &str, Metric); 2] = [
+        (
+            "box_utilisation",
+            "link utilisation per run, every case and repetition",
+            |r| r.utilisation,
+        ),
+        (
+            "box_rtt_p95",
+            "p95 RTT (ms) per run, every case and repetition",
+            |r| r.rtt_p95_ms,
+        ),
+    ];
+    for (name, title, f) in metrics {
+        let per_cc: Vec<(String, Vec<f64>)> = sc
+            .ccs
+            .iter()
+            .filter_map(|cc| {
+                let mut v: Vec<f64> = runs.iter().filter(|r| &r.cc == cc).map(|r| f(r)).collect();
+                v.sort_by(f64::total_cmp);
+                (!v.is_empty()).then(|| (cc.clone(), v))
+            })
+            .collect();
+        if per_cc.is_empty() {
+            continue;
+        }
+        boxes(
+            BitMapBackend::new(&pd.join(format!("{name}.png")), (900, 600)).into_drawing_area(),
+            title,
+            &per_cc,
+        )?;
+        boxes(
+            SVGBackend::new(&pd.join(format!("{name}.svg")), (900, 600)).into_drawing_area(),
+            title,
+            &per_cc,
+        )?;
+    }
+    for r in results {
         // Names carry dots (0.125bdp): append the extension, never replace.
-        let base = format!("ts_{}_{}", safe(&r.summary.case), safe(&r.summary.cc));
+        // Every repetition has its time series (rep 0 keeps the old name).
+        let rep = match r.summary.rep {
+            0 => String::new(),
+            n => format!("_rep{n}"),
+        };
+        let base = format!("ts_{}_{}{rep}", safe(&r.summary.case), safe(&r.summary.cc));
         let png = pd.join(format!("{base}.png"));
         let svg = pd.join(format!("{base}.svg"));
         timeseries(

@@ -170,6 +170,12 @@ pub fn run(
         ))
     });
     std::fs::create_dir_all(dir.join("plots"))?;
+    // What produced this directory, so runs can be compared later.
+    std::fs::write(
+        dir.join("provenance.json"),
+        serde_json::to_string_pretty(&crate::stored::provenance(root, &path, quick))?,
+    )?;
+    std::fs::copy(&path, dir.join("scenario.toml"))?;
     let _ = ctrlc::set_handler(|| {
         eprintln!("\nlab: stopping after the current run (Ctrl-C)");
         STOP.store(true, Ordering::SeqCst);
@@ -203,10 +209,23 @@ pub fn run(
                 }
                 bar.set_message(format!("{} {cc} rep {}", case.label, rep + 1));
                 KernelState::tune(cc)?;
+                // Our controllers' per-round telemetry, one file per run.
+                let (cc_name, _) = parse_cc(cc);
+                let recorder = if KERNEL_CCS.contains(&cc_name.as_str()) {
+                    None
+                } else {
+                    let f = dir.join("telemetry").join(format!(
+                        "{}_{}_rep{rep}.jsonl",
+                        crate::plot::safe(&case.label),
+                        crate::plot::safe(cc)
+                    ));
+                    Some(crate::stored::Recorder::start(&cc_name, &f)?)
+                };
                 let base = (k * 1000) as u64;
                 let r = run_case(&sc.for_case(&case.label), case, cc, rep, &mut |f| {
                     bar.set_position(base + (f * 1000.0) as u64)
                 });
+                drop(recorder);
                 KernelState::untune(cc);
                 let r = r?;
                 for s in &r.samples {
@@ -363,5 +382,47 @@ pub fn check(root: &Path, name: &str, quick: bool, out: Option<PathBuf>) -> Resu
             invalid.len()
         );
     }
+    Ok(())
+}
+
+/// `lab run --dry-run`: the runs a scenario would make and how long they
+/// would take; nothing is attached or created (no root needed).
+pub fn dry_run(root: &Path, name: &str, quick: bool) -> Result<()> {
+    let path = scenario_path(root, name)?;
+    let full = Scenario::load(&path)?;
+    let sc = if quick { full.quick() } else { full };
+    let mut n = 0usize;
+    let mut secs = 0.0;
+    for case in sc.cases() {
+        let ccs: Vec<&String> = sc
+            .ccs
+            .iter()
+            .filter(|cc| sc.wants(&case.label, cc))
+            .collect();
+        if ccs.is_empty() {
+            continue;
+        }
+        let d = sc.for_case(&case.label).duration_s;
+        println!(
+            "{:<28} {} Mbit/s, {} ms, {} pkts, loss {:e}, {} flow(s): {} x {} rep(s) x {d} s",
+            case.label,
+            case.link.rate_mbit,
+            case.rtt_ms,
+            case.link.buffer_pkts,
+            case.link.loss,
+            case.n_flows,
+            ccs.iter()
+                .map(|c| c.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            sc.repetitions
+        );
+        n += ccs.len() * sc.repetitions as usize;
+        secs += (ccs.len() * sc.repetitions as usize) as f64 * (d + 2.0);
+    }
+    println!(
+        "{n} runs, about {:.1} min (each run's duration plus ~2 s of link setup); nothing was run",
+        secs / 60.0
+    );
     Ok(())
 }

@@ -35,7 +35,7 @@ pub struct QueueSample {
     pub drops: u32,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct FlowSummary {
     pub flow: usize,
     pub cc: String,
@@ -48,7 +48,7 @@ pub struct FlowSummary {
     pub retransmits: u32,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct RunSummary {
     pub case: String,
     pub cc: String,

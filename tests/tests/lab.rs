@@ -186,3 +186,141 @@ fn demo_through_the_emulated_link_shows_the_law_and_compares_with_cubic() {
         "the demo left ccpd attached"
     );
 }
+
+/// `lab run` records where its results came from (provenance.json, the
+/// scenario file) and the controllers' per-round telemetry; `lab plot` and
+/// `lab compare` work from the stored directory alone.
+#[test]
+fn a_stored_run_records_provenance_and_replots_and_compares_from_disk() {
+    let _g = privileged!();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let tmp = std::env::temp_dir().join(format!("ccl-labstore-{}", std::process::id()));
+    struct Rm(std::path::PathBuf);
+    impl Drop for Rm {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _rm = Rm(tmp.clone());
+    std::fs::create_dir_all(&tmp).unwrap();
+    let scen = tmp.join("short.toml");
+    let text = r#"
+title = "short"
+paper = "test"
+description = "ccpd and reno, 5 s each"
+ccs = ["ccpd", "reno"]
+flows = [{ cc = "$cc" }]
+duration_s = 5
+warmup_s = 1
+repetitions = 1
+[grid]
+rate_mbit = 20
+rtt_ms = [20]
+buffer_bdp = [1.0]
+[quick]
+"#;
+    std::fs::write(&scen, text).unwrap();
+    let dir = tmp.join("out");
+    let (d, _, runs) =
+        ccload_lab::session::run(&root, scen.to_str().unwrap(), false, Some(dir.clone()))
+            .expect("lab run");
+    assert_eq!(d, dir);
+    assert_eq!(runs.len(), 2);
+
+    let prov: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("provenance.json")).unwrap())
+            .unwrap();
+    let uname = std::process::Command::new("uname")
+        .arg("-r")
+        .output()
+        .unwrap();
+    assert_eq!(
+        prov["kernel"],
+        String::from_utf8_lossy(&uname.stdout).trim(),
+        "{prov}"
+    );
+    let rev = prov["git_revision"].as_str().unwrap_or("");
+    assert!(
+        rev.len() == 40 && rev.chars().all(|c| c.is_ascii_hexdigit()),
+        "{prov}"
+    );
+    assert!(
+        prov["sysctls_root_netns"]["net/ipv4/tcp_congestion_control"].is_string(),
+        "{prov}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("scenario.toml")).unwrap(),
+        text
+    );
+
+    // Per-round telemetry of ccpd (ours), none for reno (the kernel's).
+    let tel = std::fs::read_dir(dir.join("telemetry")).unwrap().count();
+    assert_eq!(tel, 1, "one telemetry file (ccpd)");
+    let t = std::fs::read_to_string(dir.join("telemetry/20ms_1bdp_ccpd_rep0.jsonl")).unwrap();
+    let recs: Vec<serde_json::Value> = t
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        recs.len() >= 20,
+        "{} records for a 5-s, 20-ms run",
+        recs.len()
+    );
+    assert!(recs.iter().all(|r| r["algo"] == "ccpd"));
+    assert!(recs.iter().any(|r| r["phase"] == "CA"), "the law ran");
+
+    let plots = |suffix: &str| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir.join("plots"))
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.retain(|n| n.ends_with(suffix));
+        v.sort();
+        v
+    };
+    let before = plots(".png");
+    for p in [
+        "scatter_20ms_1bdp.png",
+        "cdf_rtt_20ms_1bdp.png",
+        "box_utilisation.png",
+        "box_rtt_p95.png",
+        "ts_20ms_1bdp_ccpd.png",
+    ] {
+        assert!(before.contains(&p.to_string()), "no {p} in {before:?}");
+    }
+    assert_eq!(plots(".svg").len(), before.len());
+
+    // From disk alone: the same runs, the plots again, a comparison.
+    let st = ccload_lab::stored::load(&dir).unwrap();
+    assert_eq!(st.results.len(), 2);
+    for (a, b) in st.results.iter().zip(&runs) {
+        assert_eq!(a.summary.cc, b.cc);
+        // JSON keeps 15-17 significant digits.
+        assert!((a.summary.goodput_mbit - b.goodput_mbit).abs() < 1e-9 * b.goodput_mbit);
+        assert!(
+            a.samples.len() > 300,
+            "{} samples of {}",
+            a.samples.len(),
+            a.summary.cc
+        );
+    }
+    std::fs::remove_dir_all(dir.join("plots")).unwrap();
+    ccload_lab::stored::replot(&dir).unwrap();
+    assert_eq!(plots(".png"), before);
+    let c = ccload_lab::stored::compare(&dir, &dir, true).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&c).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{v}");
+    assert!(
+        rows.iter()
+            .all(|r| r["goodput_ratio"] == 1.0 && r["rtt_p95_ratio"] == 1.0),
+        "{v}"
+    );
+    let e = ccload_lab::stored::compare(&dir, &tmp, false)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not a lab results directory"), "{e}");
+}

@@ -108,6 +108,24 @@ enum LabCmd {
         /// Results folder (default lab-results/<scenario>-<time>).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// List the runs and their duration; run nothing (no root needed).
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Re-draw the plots of stored results (no kernel needed).
+    Plot {
+        /// Results directories of `lab run`.
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+    },
+    /// Two stored results side by side: every (case, cc) both ran, with
+    /// goodput, p95 RTT and retransmissions and their B/A ratios.
+    Compare {
+        a: PathBuf,
+        b: PathBuf,
+        /// One JSON document.
+        #[arg(short = 'j', long)]
+        json: bool,
     },
     /// Run a scenario and enforce its [[checks]] thresholds; exit 1 on a failure.
     Check {
@@ -249,6 +267,16 @@ fn real_main() -> Result<()> {
             cmd: LabCmd::List { json },
         } => lab::list(&root, json)?,
         Task::Lab {
+            cmd: LabCmd::Plot { dirs },
+        } => {
+            for d in dirs {
+                ccload_lab::stored::replot(&d)?;
+            }
+        }
+        Task::Lab {
+            cmd: LabCmd::Compare { a, b, json },
+        } => print!("{}", ccload_lab::stored::compare(&a, &b, json)?),
+        Task::Lab {
             cmd: LabCmd::Demo { algo, secs },
         } => {
             build_ccload(&root)?;
@@ -260,8 +288,12 @@ fn real_main() -> Result<()> {
                     scenario,
                     quick,
                     out,
+                    dry_run,
                 },
         } => {
+            if dry_run {
+                return lab::dry_run(&root, &scenario, quick);
+            }
             build_ccload(&root)?;
             lab::run(&root, &scenario, quick, out)?;
         }

@@ -1,0 +1,334 @@
+//! A run directory read back: `lab plot DIR...` re-draws its plots and
+//! `lab compare A B` sets two of them side by side, from what `lab run`
+//! stored (summary.json, samples.csv, queue.csv), with no kernel involved.
+//! Also what each run directory records about where it came from
+//! (provenance.json) and the controllers' per-round telemetry.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+
+use crate::plot::plots;
+use crate::scenario::Scenario;
+use crate::summary::{aggregate, FlowSample, QueueSample, RunResult, RunSummary};
+
+pub struct Stored {
+    pub dir: PathBuf,
+    pub stem: String,
+    pub scenario: Scenario,
+    pub results: Vec<RunResult>,
+}
+
+impl Stored {
+    pub fn runs(&self) -> Vec<&RunSummary> {
+        self.results.iter().map(|r| &r.summary).collect()
+    }
+}
+
+fn csv_rows(path: &Path) -> Result<Vec<Vec<String>>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+    Ok(text
+        .lines()
+        .skip(1)
+        .filter(|l| !l.is_empty())
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect())
+}
+
+/// Read a `lab run` directory back.
+pub fn load(dir: &Path) -> Result<Stored> {
+    let sp = dir.join("summary.json");
+    let text = std::fs::read_to_string(&sp).with_context(|| {
+        format!(
+            "{}: not a lab results directory (no summary.json)",
+            dir.display()
+        )
+    })?;
+    let v: Value =
+        serde_json::from_str(&text).with_context(|| format!("{}: not JSON", sp.display()))?;
+    let scenario: Scenario = serde_json::from_value(v["scenario_settings"].clone())
+        .with_context(|| format!("{}: scenario_settings", sp.display()))?;
+    let runs: Vec<RunSummary> = serde_json::from_value(v["runs"].clone())
+        .with_context(|| format!("{}: runs", sp.display()))?;
+    let stem = v["scenario"].as_str().unwrap_or("?").to_string();
+    type Key = (String, String, u32);
+    let mut samples: BTreeMap<Key, Vec<FlowSample>> = BTreeMap::new();
+    let num = |s: &str, what: &str| -> Result<f64> {
+        s.parse::<f64>()
+            .with_context(|| format!("{}: bad {what} {s:?}", dir.display()))
+    };
+    for r in csv_rows(&dir.join("samples.csv"))? {
+        if r.len() < 13 {
+            bail!("{}/samples.csv: short row {r:?}", dir.display());
+        }
+        samples
+            .entry((r[0].clone(), r[1].clone(), num(&r[2], "rep")? as u32))
+            .or_default()
+            .push(FlowSample {
+                t: num(&r[3], "t")?,
+                flow: num(&r[4], "flow")? as usize,
+                cwnd: num(&r[5], "cwnd")? as u32,
+                srtt_us: num(&r[6], "srtt")? as u32,
+                min_rtt_us: num(&r[7], "min_rtt")? as u32,
+                delivered: num(&r[8], "delivered")? as u32,
+                total_retrans: num(&r[9], "retrans")? as u32,
+                pacing_rate: num(&r[10], "pacing")? as u64,
+                delivery_rate: num(&r[11], "rate")? as u64,
+                rx_bytes: num(&r[12], "rx")? as u64,
+                ca_state: 0,
+            });
+    }
+    let mut queue: BTreeMap<Key, Vec<QueueSample>> = BTreeMap::new();
+    for r in csv_rows(&dir.join("queue.csv"))? {
+        if r.len() < 7 {
+            bail!("{}/queue.csv: short row {r:?}", dir.display());
+        }
+        queue
+            .entry((r[0].clone(), r[1].clone(), num(&r[2], "rep")? as u32))
+            .or_default()
+            .push(QueueSample {
+                t: num(&r[3], "t")?,
+                qlen: num(&r[4], "qlen")? as u32,
+                backlog: num(&r[5], "backlog")? as u32,
+                drops: num(&r[6], "drops")? as u32,
+            });
+    }
+    let results = runs
+        .into_iter()
+        .map(|s| {
+            let k = (s.case.clone(), s.cc.clone(), s.rep);
+            RunResult {
+                samples: samples.remove(&k).unwrap_or_default(),
+                queue: queue.remove(&k).unwrap_or_default(),
+                summary: s,
+            }
+        })
+        .collect();
+    Ok(Stored {
+        dir: dir.to_path_buf(),
+        stem,
+        scenario,
+        results,
+    })
+}
+
+/// `lab plot DIR`: the plots again, from the stored data.
+pub fn replot(dir: &Path) -> Result<()> {
+    let st = load(dir)?;
+    std::fs::create_dir_all(dir.join("plots"))?;
+    let runs = st.runs();
+    let agg = aggregate(&runs);
+    plots(dir, &st.scenario, &st.results, &agg)?;
+    println!(
+        "plots of {} re-drawn in {}",
+        st.stem,
+        dir.join("plots").display()
+    );
+    Ok(())
+}
+
+/// One (case, cc) of a comparison: means over repetitions.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Side {
+    pub goodput_mbit: f64,
+    pub rtt_p95_ms: f64,
+    pub retransmits: f64,
+    pub recovery_share: f64,
+    pub reps: usize,
+}
+
+fn sides(st: &Stored) -> BTreeMap<(String, String), Side> {
+    let mut m: BTreeMap<(String, String), Vec<&RunSummary>> = BTreeMap::new();
+    for r in st.runs() {
+        m.entry((r.case.clone(), r.cc.clone())).or_default().push(r);
+    }
+    m.into_iter()
+        .map(|(k, v)| {
+            let n = v.len() as f64;
+            let mean = |f: fn(&RunSummary) -> f64| v.iter().map(|r| f(r)).sum::<f64>() / n;
+            (
+                k,
+                Side {
+                    goodput_mbit: mean(|r| r.goodput_mbit),
+                    rtt_p95_ms: mean(|r| r.rtt_p95_ms),
+                    retransmits: mean(|r| r.retransmits as f64),
+                    recovery_share: mean(|r| r.recovery_share),
+                    reps: v.len(),
+                },
+            )
+        })
+        .collect()
+}
+
+/// `lab compare A B`: every (case, cc) both directories ran, with B/A
+/// ratios; the rows only one side has are listed as such.
+pub fn compare(a: &Path, b: &Path, as_json: bool) -> Result<String> {
+    let (sa, sb) = (load(a)?, load(b)?);
+    let (ma, mb) = (sides(&sa), sides(&sb));
+    let ratio = |x: f64, y: f64| if x > 0.0 { y / x } else { f64::NAN };
+    let mut rows = Vec::new();
+    let mut only = Vec::new();
+    for (k, va) in &ma {
+        match mb.get(k) {
+            Some(vb) => rows.push((k.clone(), va.clone(), vb.clone())),
+            None => only.push(format!("{} {} (only in A)", k.0, k.1)),
+        }
+    }
+    for k in mb.keys().filter(|k| !ma.contains_key(*k)) {
+        only.push(format!("{} {} (only in B)", k.0, k.1));
+    }
+    if rows.is_empty() {
+        bail!(
+            "{} and {} have no (case, cc) in common",
+            a.display(),
+            b.display()
+        );
+    }
+    if as_json {
+        let v = json!({
+            "a": a, "b": b,
+            "rows": rows.iter().map(|((case, cc), x, y)| json!({
+                "case": case, "cc": cc, "a": x, "b": y,
+                "goodput_ratio": ratio(x.goodput_mbit, y.goodput_mbit),
+                "rtt_p95_ratio": ratio(x.rtt_p95_ms, y.rtt_p95_ms),
+            })).collect::<Vec<_>>(),
+            "unmatched": only,
+        });
+        return Ok(serde_json::to_string(&v)? + "\n");
+    }
+    let mut o = String::new();
+    let _ = writeln!(o, "A = {}\nB = {}", a.display(), b.display());
+    let _ = writeln!(
+        o,
+        "{:<28} {:<10} {:>15} {:>8} {:>17} {:>8} {:>15}",
+        "case", "cc", "Mbit/s A -> B", "B/A", "p95 ms A -> B", "B/A", "retx A -> B"
+    );
+    for ((case, cc), x, y) in &rows {
+        let _ = writeln!(
+            o,
+            "{:<28} {:<10} {:>6.1} -> {:>5.1} {:>8.3} {:>7.1} -> {:>6.1} {:>8.3} {:>6.0} -> {:>5.0}",
+            case,
+            cc,
+            x.goodput_mbit,
+            y.goodput_mbit,
+            ratio(x.goodput_mbit, y.goodput_mbit),
+            x.rtt_p95_ms,
+            y.rtt_p95_ms,
+            ratio(x.rtt_p95_ms, y.rtt_p95_ms),
+            x.retransmits,
+            y.retransmits
+        );
+    }
+    for l in only {
+        let _ = writeln!(o, "{l}");
+    }
+    Ok(o)
+}
+
+fn cmd_out(cmd: &str, args: &[&str]) -> Option<String> {
+    let o = Command::new(cmd).args(args).output().ok()?;
+    o.status
+        .success()
+        .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
+}
+
+fn read_trim(p: &str) -> Option<String> {
+    std::fs::read_to_string(p)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// provenance.json: what produced a run directory.
+pub fn provenance(root: &Path, scenario_file: &Path, quick: bool) -> Value {
+    let git = |args: &[&str]| {
+        let mut a = vec!["-C", root.to_str().unwrap_or(".")];
+        a.extend_from_slice(args);
+        cmd_out("git", &a)
+    };
+    let cpu = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|c| {
+        c.lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+    });
+    let sysctls: BTreeMap<&str, Option<String>> = [
+        "net/ipv4/tcp_congestion_control",
+        "net/ipv4/tcp_available_congestion_control",
+        "net/ipv4/tcp_rmem",
+        "net/ipv4/tcp_wmem",
+        "net/ipv4/tcp_sack",
+        "net/ipv4/tcp_ecn",
+        "net/ipv4/tcp_no_metrics_save",
+        "net/core/default_qdisc",
+    ]
+    .into_iter()
+    .map(|k| (k, read_trim(&format!("/proc/sys/{k}"))))
+    .collect();
+    json!({
+        "kernel": cmd_out("uname", &["-r"]),
+        "kernel_version": read_trim("/proc/version"),
+        "host": read_trim("/proc/sys/kernel/hostname"),
+        "cpus": std::thread::available_parallelism().map(|n| n.get()).ok(),
+        "cpu_model": cpu,
+        "git_revision": git(&["rev-parse", "HEAD"]),
+        "git_dirty": git(&["status", "--porcelain"]).map(|s| !s.is_empty()),
+        "ccload_version": env!("CARGO_PKG_VERSION"),
+        "scenario_file": scenario_file,
+        "quick": quick,
+        "started_unix_s": std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        "sysctls_root_netns": sysctls,
+        "link": "3 netns (sender, router, receiver); router: TBF rate limit + pfifo drop-tail \
+                 (the case's buffer), iptables statistic drops for random loss, offloads off; \
+                 propagation delay from a userspace TUN delay line (ccload-testbed)",
+        "command": std::env::args().collect::<Vec<_>>(),
+    })
+}
+
+/// `ccload watch --format json` of one controller into a file for one run
+/// (the per-round telemetry of `lab run`).
+pub struct Recorder {
+    child: std::process::Child,
+}
+
+impl Recorder {
+    pub fn start(algo: &str, file: &Path) -> Result<Recorder> {
+        if let Some(d) = file.parent() {
+            std::fs::create_dir_all(d)?;
+        }
+        let out =
+            std::fs::File::create(file).with_context(|| format!("create {}", file.display()))?;
+        let mut child = Command::new(ccload_testbed::ccload_bin()?)
+            .args(["watch", "--algo", algo, "--format", "json"])
+            .stdout(out)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .context("spawn ccload watch")?;
+        let lock = format!("/run/ccload/watch-{algo}.lock");
+        let pid = child.id().to_string();
+        let t = std::time::Instant::now();
+        while std::fs::read_to_string(&lock).map_or(true, |s| s.trim() != pid) {
+            if t.elapsed() > std::time::Duration::from_secs(10) || child.try_wait()?.is_some() {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("ccload watch --algo {algo} did not start (another watch running?)");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Ok(Recorder { child })
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        // SAFETY: signalling our own child; SIGINT flushes and exits.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let _ = self.child.wait();
+    }
+}
