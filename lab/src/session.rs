@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::Ordering;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use ccload_testbed::{ccload_run as ccload, privileged_skip_reason};
 
 use crate::plot::plots;
@@ -154,6 +154,19 @@ pub fn run(
     quick: bool,
     out: Option<PathBuf>,
 ) -> Result<(PathBuf, Scenario, Vec<RunSummary>)> {
+    run_or_resume(root, name, quick, out, None)
+}
+
+/// `lab run`, or with `resume = Some(DIR)` the rest of an interrupted run
+/// into DIR: the runs DIR finished (runs.jsonl) are kept with their samples
+/// and skipped; a half-written run is dropped and made again.
+pub fn run_or_resume(
+    root: &Path,
+    name: &str,
+    quick: bool,
+    out: Option<PathBuf>,
+    resume: Option<PathBuf>,
+) -> Result<(PathBuf, Scenario, Vec<RunSummary>)> {
     let path = scenario_path(root, name)?;
     let full = Scenario::load(&path)?;
     let sc = if quick { full.quick() } else { full };
@@ -163,19 +176,43 @@ pub fn run(
     }
     let stamp = Command::new("date").arg("+%Y%m%d-%H%M%S").output()?;
     let stamp = String::from_utf8_lossy(&stamp.stdout).trim().to_string();
-    let dir = out.unwrap_or_else(|| {
+    if let Some(r) = &resume {
+        let recorded = std::fs::read_to_string(r.join("scenario.toml")).with_context(|| {
+            format!(
+                "--resume {}: not a lab results directory (no scenario.toml)",
+                r.display()
+            )
+        })?;
+        if recorded != std::fs::read_to_string(&path)? {
+            bail!(
+                "--resume {}: it was made by a different scenario file than {}",
+                r.display(),
+                path.display()
+            );
+        }
+    }
+    let dir = resume.clone().or(out).unwrap_or_else(|| {
         root.join("lab-results").join(format!(
             "{stem}-{stamp}{}",
             if quick { "-quick" } else { "" }
         ))
     });
     std::fs::create_dir_all(dir.join("plots"))?;
-    // What produced this directory, so runs can be compared later.
-    std::fs::write(
-        dir.join("provenance.json"),
-        serde_json::to_string_pretty(&crate::stored::provenance(root, &path, quick))?,
-    )?;
-    std::fs::copy(&path, dir.join("scenario.toml"))?;
+    // What produced this directory, so runs can be compared later (a
+    // resumed run keeps the first provenance and adds its own).
+    let prov = crate::stored::provenance(root, &path, quick);
+    if resume.is_some() {
+        std::fs::write(
+            dir.join(format!("provenance-resume-{stamp}.json")),
+            serde_json::to_string_pretty(&prov)?,
+        )?;
+    } else {
+        std::fs::write(
+            dir.join("provenance.json"),
+            serde_json::to_string_pretty(&prov)?,
+        )?;
+        std::fs::copy(&path, dir.join("scenario.toml"))?;
+    }
     let _ = ctrlc::set_handler(|| {
         eprintln!("\nlab: stopping after the current run (Ctrl-C)");
         STOP.store(true, Ordering::SeqCst);
@@ -195,17 +232,41 @@ pub fn run(
         .unwrap()
         .progress_chars("=> "),
     );
-    let mut results: Vec<RunResult> = Vec::new();
+    // Finished runs of an interrupted session: kept, their CSV rows
+    // rewritten without the half-written run's, then appended to.
+    let mut results: Vec<RunResult> = match &resume {
+        Some(d) => crate::stored::load_finished(d)?,
+        None => Vec::new(),
+    };
+    let done: std::collections::HashSet<(String, String, u32)> = results
+        .iter()
+        .map(|r| (r.summary.case.clone(), r.summary.cc.clone(), r.summary.rep))
+        .collect();
+    if resume.is_some() {
+        println!(
+            "resuming {}: {} run(s) already done",
+            dir.display(),
+            done.len()
+        );
+    }
     let mut samples = std::io::BufWriter::new(std::fs::File::create(dir.join("samples.csv"))?);
-    writeln!(samples, "case,cc,rep,t,flow,cwnd,srtt_us,min_rtt_us,delivered,total_retrans,pacing_rate,delivery_rate,rx_bytes")?;
+    writeln!(samples, "{}", crate::stored::SAMPLES_HEADER)?;
     let mut queue = std::io::BufWriter::new(std::fs::File::create(dir.join("queue.csv"))?);
-    writeln!(queue, "case,cc,rep,t,qlen,backlog,drops")?;
-    let mut k = 0;
+    writeln!(queue, "{}", crate::stored::QUEUE_HEADER)?;
+    let mut runs_log = std::fs::File::create(dir.join("runs.jsonl"))?;
+    for r in &results {
+        crate::stored::write_rows(&mut samples, &mut queue, r)?;
+        writeln!(runs_log, "{}", serde_json::to_string(&r.summary)?)?;
+    }
+    let mut k = done.len();
     'outer: for rep in 0..sc.repetitions {
         for case in &cases {
             for cc in sc.ccs.iter().filter(|cc| sc.wants(&case.label, cc)) {
                 if STOP.load(Ordering::Relaxed) {
                     break 'outer;
+                }
+                if done.contains(&(case.label.clone(), cc.clone(), rep)) {
+                    continue;
                 }
                 bar.set_message(format!("{} {cc} rep {}", case.label, rep + 1));
                 KernelState::tune(cc)?;
@@ -228,32 +289,7 @@ pub fn run(
                 drop(recorder);
                 KernelState::untune(cc);
                 let r = r?;
-                for s in &r.samples {
-                    writeln!(
-                        samples,
-                        "{},{},{},{:.3},{},{},{},{},{},{},{},{},{}",
-                        case.label,
-                        cc,
-                        rep,
-                        s.t,
-                        s.flow,
-                        s.cwnd,
-                        s.srtt_us,
-                        s.min_rtt_us,
-                        s.delivered,
-                        s.total_retrans,
-                        s.pacing_rate,
-                        s.delivery_rate,
-                        s.rx_bytes
-                    )?;
-                }
-                for q in &r.queue {
-                    writeln!(
-                        queue,
-                        "{},{},{},{:.3},{},{},{}",
-                        case.label, cc, rep, q.t, q.qlen, q.backlog, q.drops
-                    )?;
-                }
+                crate::stored::write_rows(&mut samples, &mut queue, &r)?;
                 let s = &r.summary;
                 let line = format!(
                     "{:<28} {:<18} rep {}: {:7.2} Mbit/s util {:.3} rtt {:6.1} p95 {:6.1} ms q {:5.1} retx {:5} ({:.5}/seg) rec {:.3} jain {:.3}{}",
@@ -277,6 +313,11 @@ pub fn run(
                 } else {
                     bar.println(line);
                 }
+                // Durable before the next run starts: what --resume keeps.
+                samples.flush()?;
+                queue.flush()?;
+                writeln!(runs_log, "{}", serde_json::to_string(&r.summary)?)?;
+                runs_log.sync_data()?;
                 results.push(r);
                 k += 1;
             }

@@ -39,6 +39,64 @@ fn csv_rows(path: &Path) -> Result<Vec<Vec<String>>> {
         .collect())
 }
 
+pub const SAMPLES_HEADER: &str = "case,cc,rep,t,flow,cwnd,srtt_us,min_rtt_us,delivered,total_retrans,pacing_rate,delivery_rate,rx_bytes";
+pub const QUEUE_HEADER: &str = "case,cc,rep,t,qlen,backlog,drops";
+
+/// One run's rows of samples.csv and queue.csv.
+pub fn write_rows(
+    samples: &mut impl std::io::Write,
+    queue: &mut impl std::io::Write,
+    r: &RunResult,
+) -> Result<()> {
+    let (case, cc, rep) = (&r.summary.case, &r.summary.cc, r.summary.rep);
+    for s in &r.samples {
+        writeln!(
+            samples,
+            "{case},{cc},{rep},{:.3},{},{},{},{},{},{},{},{},{}",
+            s.t,
+            s.flow,
+            s.cwnd,
+            s.srtt_us,
+            s.min_rtt_us,
+            s.delivered,
+            s.total_retrans,
+            s.pacing_rate,
+            s.delivery_rate,
+            s.rx_bytes
+        )?;
+    }
+    for q in &r.queue {
+        writeln!(
+            queue,
+            "{case},{cc},{rep},{:.3},{},{},{}",
+            q.t, q.qlen, q.backlog, q.drops
+        )?;
+    }
+    Ok(())
+}
+
+/// The finished runs of a directory an interrupted `lab run` left: those
+/// in runs.jsonl (written after each run), with their samples.
+pub fn load_finished(dir: &Path) -> Result<Vec<RunResult>> {
+    let p = dir.join("runs.jsonl");
+    let text = match std::fs::read_to_string(&p) {
+        Ok(t) => t,
+        // Made before runs.jsonl existed, or nothing finished.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("read {}", p.display())),
+    };
+    let mut runs = Vec::new();
+    for (i, l) in text.lines().enumerate() {
+        match serde_json::from_str::<RunSummary>(l) {
+            Ok(r) => runs.push(r),
+            // A line cut by the kill: that run is made again.
+            Err(_) if i + 1 == text.lines().count() => {}
+            Err(e) => bail!("{}:{}: {e}", p.display(), i + 1),
+        }
+    }
+    attach_samples(dir, runs)
+}
+
 /// Read a `lab run` directory back.
 pub fn load(dir: &Path) -> Result<Stored> {
     let sp = dir.join("summary.json");
@@ -55,6 +113,16 @@ pub fn load(dir: &Path) -> Result<Stored> {
     let runs: Vec<RunSummary> = serde_json::from_value(v["runs"].clone())
         .with_context(|| format!("{}: runs", sp.display()))?;
     let stem = v["scenario"].as_str().unwrap_or("?").to_string();
+    Ok(Stored {
+        dir: dir.to_path_buf(),
+        stem,
+        scenario,
+        results: attach_samples(dir, runs)?,
+    })
+}
+
+/// `runs` with their rows of samples.csv and queue.csv.
+fn attach_samples(dir: &Path, runs: Vec<RunSummary>) -> Result<Vec<RunResult>> {
     type Key = (String, String, u32);
     let mut samples: BTreeMap<Key, Vec<FlowSample>> = BTreeMap::new();
     let num = |s: &str, what: &str| -> Result<f64> {
@@ -97,7 +165,7 @@ pub fn load(dir: &Path) -> Result<Stored> {
                 drops: num(&r[6], "drops")? as u32,
             });
     }
-    let results = runs
+    Ok(runs
         .into_iter()
         .map(|s| {
             let k = (s.case.clone(), s.cc.clone(), s.rep);
@@ -107,13 +175,7 @@ pub fn load(dir: &Path) -> Result<Stored> {
                 summary: s,
             }
         })
-        .collect();
-    Ok(Stored {
-        dir: dir.to_path_buf(),
-        stem,
-        scenario,
-        results,
-    })
+        .collect())
 }
 
 /// `lab plot DIR`: the plots again, from the stored data.

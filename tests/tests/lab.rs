@@ -323,4 +323,53 @@ buffer_bdp = [1.0]
         .unwrap_err()
         .to_string();
     assert!(e.contains("not a lab results directory"), "{e}");
+
+    // --resume: as if killed while writing the second run's record, the
+    // first run is kept (same numbers, same samples) and only reno runs.
+    let log = std::fs::read_to_string(dir.join("runs.jsonl")).unwrap();
+    let first = log.lines().next().unwrap();
+    std::fs::write(
+        dir.join("runs.jsonl"),
+        format!("{first}\n{{\"case\":\"20ms_1b"),
+    )
+    .unwrap();
+    let ccpd_samples = st.results[0].samples.len();
+    let (_, _, again) = ccload_lab::session::run_or_resume(
+        &root,
+        scen.to_str().unwrap(),
+        false,
+        None,
+        Some(dir.clone()),
+    )
+    .expect("resume");
+    assert_eq!(again.len(), 2);
+    assert_eq!(again[0].cc, "ccpd");
+    assert_eq!(
+        again[0].goodput_mbit, st.results[0].summary.goodput_mbit,
+        "kept, not re-run"
+    );
+    assert_eq!(again[1].cc, "reno");
+    let st2 = ccload_lab::stored::load(&dir).unwrap();
+    assert_eq!(st2.results[0].samples.len(), ccpd_samples);
+    assert!(st2.results[1].samples.len() > 300);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("runs.jsonl"))
+            .unwrap()
+            .lines()
+            .count(),
+        2
+    );
+    // A different scenario file is refused.
+    let other = tmp.join("other.toml");
+    std::fs::write(&other, text.replace("duration_s = 5", "duration_s = 6")).unwrap();
+    let e = ccload_lab::session::run_or_resume(
+        &root,
+        other.to_str().unwrap(),
+        false,
+        None,
+        Some(dir.clone()),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("different scenario file"), "{e}");
 }

@@ -111,6 +111,10 @@ enum LabCmd {
         /// List the runs and their duration; run nothing (no root needed).
         #[arg(long)]
         dry_run: bool,
+        /// Finish an interrupted run in this results directory (its
+        /// finished runs are kept).
+        #[arg(long, conflicts_with = "out")]
+        resume: Option<PathBuf>,
     },
     /// Re-draw the plots of stored results (no kernel needed).
     Plot {
@@ -121,7 +125,9 @@ enum LabCmd {
     /// Two stored results side by side: every (case, cc) both ran, with
     /// goodput, p95 RTT and retransmissions and their B/A ratios.
     Compare {
+        /// The reference results directory.
         a: PathBuf,
+        /// The results directory compared with it.
         b: PathBuf,
         /// One JSON document.
         #[arg(short = 'j', long)]
@@ -289,13 +295,14 @@ fn real_main() -> Result<()> {
                     quick,
                     out,
                     dry_run,
+                    resume,
                 },
         } => {
             if dry_run {
                 return lab::dry_run(&root, &scenario, quick);
             }
             build_ccload(&root)?;
-            lab::run(&root, &scenario, quick, out)?;
+            lab::run_or_resume(&root, &scenario, quick, out, resume)?;
         }
         Task::Lab {
             cmd:
