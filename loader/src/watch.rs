@@ -178,6 +178,20 @@ pub fn run(o: WatchOpts) -> Result<()> {
                 // `ccload serve` owns the ring buffers: read its fan-out.
                 if let Some(sock) = daemon_socket(&o.args.socket) {
                     drop(locks);
+                    // `--every` is the kernel's sampling, whoever reads the
+                    // ring: set it here too, restored on exit.
+                    if let Some(e) = o.args.every {
+                        let todo: Vec<Algo> = o
+                            .algos
+                            .iter()
+                            .copied()
+                            .filter(|a| !restore.iter().any(|(r, _)| r == a))
+                            .collect();
+                        for a in todo {
+                            restore.push((a, set_tracing(a, &every_fields(e))?));
+                        }
+                    }
+                    let _every = EveryGuard(restore);
                     return run_from_daemon(o, sock);
                 }
                 return Err(e);

@@ -564,6 +564,10 @@ fn the_daemon_notifies_systemd_logs_levels_and_serves_a_custom_socket() {
         "{:?}",
         d.log.lock().unwrap()
     );
+    // Through the daemon, `--every` still sets the kernel's sampling for
+    // the watch's lifetime and restores it after.
+    let trace_every = || status_json()["attached"][0]["tunables"]["trace_every"].clone();
+    assert_eq!(trace_every(), 1);
     let w = std::process::Command::new(ccload_bin())
         .args([
             "watch",
@@ -572,12 +576,23 @@ fn the_daemon_notifies_systemd_logs_levels_and_serves_a_custom_socket() {
             "--format",
             "json",
             "--duration",
-            "1",
+            "2",
+            "--every",
+            "3",
             "--socket",
         ])
         .arg(&tsock)
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(5), || trace_every() == 3),
+        "--every through the daemon did not set trace_every: {}",
+        trace_every()
+    );
+    let w = w.wait_with_output().unwrap();
+    assert_eq!(trace_every(), 1, "restored after the watch");
     let werr = String::from_utf8_lossy(&w.stderr);
     assert!(
         w.status.success()
@@ -596,6 +611,32 @@ fn the_daemon_notifies_systemd_logs_levels_and_serves_a_custom_socket() {
     let _ = d.addr();
     assert!(
         d.logged("<6>ccload: applied"),
+        "{:?}",
+        d.log.lock().unwrap()
+    );
+    assert!(d.stop().success());
+    // For log collectors: one JSON object per line, level and message,
+    // chosen by the environment (a DaemonSet) even under journald.
+    let d = Daemon::start_env(
+        &cfg,
+        &[("CCLOAD_LOG_FORMAT", "json"), ("JOURNAL_STREAM", "8:1234")],
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || d.logged("metrics on http://")),
+        "{:?}",
+        d.log.lock().unwrap()
+    );
+    for l in d.log.lock().unwrap().iter() {
+        let v: serde_json::Value =
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("log line not JSON ({e}): {l}"));
+        assert!(v["ts"].as_f64().unwrap() > 1.6e9, "{l}");
+        assert!(
+            ["info", "warning", "notice", "error"].contains(&v["level"].as_str().unwrap()),
+            "{l}"
+        );
+    }
+    assert!(
+        d.logged("\"level\":\"info\",\"msg\":\"applied "),
         "{:?}",
         d.log.lock().unwrap()
     );

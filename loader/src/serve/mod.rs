@@ -58,18 +58,52 @@ const SOCK_CACHE_TTL: Duration = Duration::from_secs(2);
 /// How often ring buffers that could not be opened are tried again.
 const RING_RETRY: Duration = Duration::from_secs(3);
 
-/// One log line on stderr. Under journald (`JOURNAL_STREAM` set: systemd
-/// connected stderr to the journal) with the sd-daemon priority prefix
-/// (`<3>` error, `<4>` warning, `<6>` info), which journald turns into the
-/// entry's priority; elsewhere (a terminal, `kubectl logs`) with the level
-/// in words.
+/// How the daemon's log lines look on stderr.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LogFormat {
+    /// `ccload: info: ...` (a terminal, plain `kubectl logs`).
+    Text,
+    /// `<6>ccload: ...`: the sd-daemon priority prefix journald turns into
+    /// the entry's priority.
+    Journal,
+    /// One JSON object per line: {"ts": unix seconds, "level", "msg"}
+    /// (log collectors: Loki, Elasticsearch, Cloud Logging).
+    Json,
+}
+
+static LOG_FORMAT: std::sync::OnceLock<LogFormat> = std::sync::OnceLock::new();
+
+/// `ccload -j serve` or CCLOAD_LOG_FORMAT=json|journal|text choose; else
+/// journald's prefixes when systemd connected stderr to the journal
+/// (`JOURNAL_STREAM`), words otherwise.
+fn log_format(json_flag: bool) -> LogFormat {
+    match std::env::var("CCLOAD_LOG_FORMAT").as_deref() {
+        _ if json_flag => LogFormat::Json,
+        Ok("json") => LogFormat::Json,
+        Ok("journal") => LogFormat::Journal,
+        Ok("text") => LogFormat::Text,
+        _ if std::env::var_os("JOURNAL_STREAM").is_some() => LogFormat::Journal,
+        _ => LogFormat::Text,
+    }
+}
+
+/// One log line on stderr, in the chosen [`LogFormat`].
 fn log(prio: u8, msg: impl std::fmt::Display) {
-    use std::sync::OnceLock;
-    static JOURNAL: OnceLock<bool> = OnceLock::new();
-    if *JOURNAL.get_or_init(|| std::env::var_os("JOURNAL_STREAM").is_some()) {
-        eprintln!("<{prio}>ccload: {msg}");
-    } else {
-        eprintln!("ccload: {}: {msg}", level_name(prio));
+    match LOG_FORMAT.get_or_init(|| log_format(false)) {
+        LogFormat::Journal => eprintln!("<{prio}>ccload: {msg}"),
+        LogFormat::Text => eprintln!("ccload: {}: {msg}", level_name(prio)),
+        LogFormat::Json => {
+            let ts = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(0.0);
+            let line = serde_json::json!({
+                "ts": (ts * 1000.0).round() / 1000.0,
+                "level": level_name(prio),
+                "msg": msg.to_string(),
+            });
+            eprintln!("{line}");
+        }
     }
 }
 
@@ -304,7 +338,8 @@ enum Exit {
     Signal(&'static str),
 }
 
-pub fn run(config_path: &Path, verbose: bool) -> Result<()> {
+pub fn run(config_path: &Path, verbose: bool, json_logs: bool) -> Result<()> {
+    let _ = LOG_FORMAT.set(log_format(json_logs));
     bpf::require_root()?;
     let desired = config::load(config_path)?;
     apply(&desired, verbose).context("initial config apply")?;
