@@ -42,6 +42,10 @@ pub fn daemon_socket(path: &std::path::Path) -> Option<std::os::unix::net::UnixS
     std::os::unix::net::UnixStream::connect(path).ok()
 }
 
+/// What `ccload watch` sends first on the daemon's socket to get framed
+/// raw records; a client that does not gets JSON lines.
+pub const HELLO_FRAMES: &[u8; 7] = b"frames\n";
+
 /// The length prefix of one record on the daemon's socket.
 pub fn frame(rec: &[u8]) -> [u8; 4] {
     (rec.len() as u32).to_le_bytes()

@@ -654,6 +654,10 @@ fn run_from_daemon(o: WatchOpts, sock: std::os::unix::net::UnixStream) -> Result
     let mut pr = Printer::new(&o);
     let start = Instant::now();
     let mut sock = sock;
+    {
+        use std::io::Write;
+        sock.write_all(crate::stream::HELLO_FRAMES)?;
+    }
     sock.set_read_timeout(Some(Duration::from_millis(200)))?;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let st = stop.clone();

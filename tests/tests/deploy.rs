@@ -476,3 +476,78 @@ fn containerfile_builds_what_the_daemonset_runs() {
     );
     ccload::config::load(&root().join("configs/default.toml")).expect("shipped config valid");
 }
+
+/// `cargo xtask codegen --btf FILE --arch A --out DIR`: a vmlinux.h from a
+/// kernel's BTF that every BPF program compiles against for that
+/// architecture (the path to aarch64: the BTF of an arm64 kernel >= 6.10);
+/// a foreign arch without its BTF, or a file without BTF, is one clear
+/// error.
+#[test]
+fn codegen_from_a_btf_file_builds_every_program() {
+    if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+        eprintln!("SKIPPED codegen: no /sys/kernel/btf/vmlinux");
+        return;
+    }
+    let xtask = ccload_bin().with_file_name("xtask");
+    assert!(xtask.is_file(), "{} not built", xtask.display());
+    let d = std::env::temp_dir().join(format!("ccl-codegen-t-{}", std::process::id()));
+    let run = |args: &[&str]| {
+        std::process::Command::new(&xtask)
+            .arg("codegen")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let o = run(&[
+        "--btf",
+        "/sys/kernel/btf/vmlinux",
+        "--arch",
+        "x86_64",
+        "--out",
+        d.to_str().unwrap(),
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let h = std::fs::read_to_string(d.join("x86_64/vmlinux.h")).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&d);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        h.contains("struct tcp_congestion_ops {"),
+        "header lacks tcp_congestion_ops"
+    );
+    for p in ["ccpd", "hetcp", "ctcp_plus", "ub_reno", "cgroup"] {
+        assert!(
+            out.contains(&format!("{p}.bpf.c compiles for x86_64")),
+            "{out}"
+        );
+    }
+    let o = run(&["--arch", "aarch64", "--out", d.to_str().unwrap()]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains("give --btf"), "{e}");
+    let o = run(&["--btf", "/etc/hostname", "--out", d.to_str().unwrap()]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && e.contains("bpftool btf dump /etc/hostname"),
+        "{e}"
+    );
+    assert!(!d.exists(), "a failed codegen wrote {}", d.display());
+
+    // The committed aarch64 header (an arm64 6.12 kernel's BTF) builds
+    // every program for arm64, with the libbpf headers the real build uses.
+    let o = run(&["--arch", "aarch64", "--check"]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for p in ["ccpd", "hetcp", "ctcp_plus", "ub_reno", "cgroup", "bench"] {
+        assert!(
+            out.contains(&format!("{p}.bpf.c compiles for aarch64")),
+            "{out}"
+        );
+    }
+}

@@ -326,6 +326,11 @@ buffer_bdp = [1.0]
 
     // --resume: as if killed while writing the second run's record, the
     // first run is kept (same numbers, same samples) and only reno runs.
+    let before = tmp.join("before");
+    std::fs::create_dir_all(&before).unwrap();
+    for f in ["summary.json", "samples.csv", "queue.csv"] {
+        std::fs::copy(dir.join(f), before.join(f)).unwrap();
+    }
     let log = std::fs::read_to_string(dir.join("runs.jsonl")).unwrap();
     let first = log.lines().next().unwrap();
     std::fs::write(
@@ -359,6 +364,24 @@ buffer_bdp = [1.0]
             .count(),
         2
     );
+    // Two stored runs compared: ccpd's numbers are the same (kept), reno
+    // ran again (a measurement, so close but its own).
+    let c: serde_json::Value =
+        serde_json::from_str(&ccload_lab::stored::compare(&before, &dir, true).unwrap()).unwrap();
+    let row = |cc: &str| {
+        c["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["cc"] == cc)
+            .unwrap_or_else(|| panic!("no {cc} row: {c}"))
+            .clone()
+    };
+    assert_eq!(row("ccpd")["goodput_ratio"], 1.0, "{c}");
+    let g = row("reno")["goodput_ratio"].as_f64().unwrap();
+    assert!((0.5..2.0).contains(&g), "reno re-run ratio {g}: {c}");
+    let rb = row("reno")["b"]["goodput_mbit"].as_f64().unwrap();
+    assert!((rb - again[1].goodput_mbit).abs() < 1e-9 * rb, "{c}");
     // A different scenario file is refused.
     let other = tmp.join("other.toml");
     std::fs::write(&other, text.replace("duration_s = 5", "duration_s = 6")).unwrap();

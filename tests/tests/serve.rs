@@ -178,8 +178,23 @@ fn daemon_metrics_fanout_reload_and_exit() {
     let r0 = metric(&m0, "ccload_rounds_total{algo=\"ccpd\"}");
     assert_eq!(metric(&m0, "ccload_config_applies_total"), 1.0);
 
-    // A transfer while a `watch` client reads through the daemon.
+    // A transfer while a `watch` client reads through the daemon, and a
+    // plain client (what `socat - UNIX:...` would be) that says nothing
+    // and so gets JSON lines.
     let e0 = metric(&m0, "ccload_events_total{algo=\"ccpd\"}");
+    let plain = std::os::unix::net::UnixStream::connect(ccload::config::DEFAULT_SOCKET)
+        .expect("the daemon's telemetry socket");
+    // Ends 5 s after the last record (the transfer starts within ~2 s).
+    plain
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let plain_reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        std::io::BufReader::new(plain)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<String>>()
+    });
     let w = Watch::start(&["--algo", "ccpd"]);
     let link = Bottleneck::new(LinkCfg {
         rate_mbit: 20.0,
@@ -204,6 +219,18 @@ fn daemon_metrics_fanout_reload_and_exit() {
         "records lost between kernel and client: {werr}"
     );
     assert!(werr.contains("from the daemon"), "{werr}");
+    let lines = plain_reader.join().unwrap();
+    assert_eq!(
+        lines.len() as f64,
+        e1 - e0,
+        "the JSON-lines client missed records"
+    );
+    for l in &lines {
+        let v: serde_json::Value =
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}"));
+        assert_eq!(v["algo"], "ccpd", "{l}");
+        assert!(v["cwnd"].as_u64().is_some_and(|c| c > 0), "{l}");
+    }
     let r1 = metric(&m1, "ccload_rounds_total{algo=\"ccpd\"}");
     let recs = metric(
         &m1,

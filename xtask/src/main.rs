@@ -19,8 +19,25 @@ struct Args {
 
 #[derive(Subcommand)]
 enum Task {
-    /// Regenerate bpf/vmlinux/<arch>/vmlinux.h from the running kernel's BTF.
-    Codegen,
+    /// Regenerate bpf/vmlinux/<arch>/vmlinux.h from a kernel's BTF (the
+    /// running kernel's by default), then compile every BPF program
+    /// against it for that architecture.
+    Codegen {
+        /// Target architecture: x86_64 or aarch64 (default: this machine's).
+        #[arg(long, value_parser = ["x86_64", "aarch64"])]
+        arch: Option<String>,
+        /// BTF to read: /sys/kernel/btf/vmlinux of a machine of that
+        /// architecture (copied here), or a vmlinux ELF with BTF.
+        #[arg(long, default_value = "/sys/kernel/btf/vmlinux")]
+        btf: PathBuf,
+        /// Write the header under this directory instead of bpf/vmlinux.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Only compile every program against the existing header of
+        /// --arch (bpf/vmlinux/ARCH); regenerate nothing.
+        #[arg(long, conflicts_with_all = ["btf", "out"])]
+        check: bool,
+    },
     /// Run every test (scripts/test.sh, the README's test command).
     Test,
     /// Run the main job (scripts/demo.sh).
@@ -182,25 +199,28 @@ fn main() {
 fn real_main() -> Result<()> {
     let root = root();
     match Args::parse().task {
-        Task::Codegen => {
-            let out = root.join("bpf/vmlinux").join(std::env::consts::ARCH);
-            std::fs::create_dir_all(&out)?;
-            let o = Command::new("bpftool")
-                .args([
-                    "btf",
-                    "dump",
-                    "file",
-                    "/sys/kernel/btf/vmlinux",
-                    "format",
-                    "c",
-                ])
-                .output()
-                .context("bpftool (apt-get install bpftool)")?;
-            if !o.status.success() {
-                bail!("bpftool: {}", String::from_utf8_lossy(&o.stderr));
+        Task::Codegen {
+            arch, check: true, ..
+        } => {
+            let arch = arch.unwrap_or_else(|| std::env::consts::ARCH.to_string());
+            compile_all(
+                &root,
+                &arch,
+                &root.join("bpf/vmlinux").join(&arch),
+                "bpf/vmlinux",
+            )?;
+        }
+        Task::Codegen { arch, btf, out, .. } => {
+            let arch = arch.unwrap_or_else(|| std::env::consts::ARCH.to_string());
+            if arch != std::env::consts::ARCH && btf == Path::new("/sys/kernel/btf/vmlinux") {
+                bail!(
+                    "--arch {arch}: this machine's BTF is {}; give --btf with the BTF of an \
+                     {arch} kernel (>= 6.10: copy /sys/kernel/btf/vmlinux from one)",
+                    std::env::consts::ARCH
+                );
             }
-            std::fs::write(out.join("vmlinux.h"), o.stdout)?;
-            println!("wrote {}", out.join("vmlinux.h").display());
+            let dir = out.unwrap_or_else(|| root.join("bpf/vmlinux")).join(&arch);
+            codegen(&root, &arch, &btf, &dir)?;
         }
         Task::Test => run(Command::new("bash").arg(root.join("scripts/test.sh")))?,
         Task::Demo => run(Command::new("bash").arg(root.join("scripts/demo.sh")))?,
@@ -318,6 +338,102 @@ fn real_main() -> Result<()> {
                 std::process::exit(1);
             }
         }
+    }
+    Ok(())
+}
+
+/// vmlinux.h for `arch` from `btf` into `dir`, then every bpf/*.bpf.c
+/// compiled against it with that architecture's register layout (what
+/// libbpf-cargo does in loader/build.rs), so a header that lacks what the
+/// programs use (an older kernel's) fails here, not in a user's build.
+fn codegen(root: &Path, arch: &str, btf: &Path, dir: &Path) -> Result<()> {
+    let o = Command::new("bpftool")
+        .args(["btf", "dump", "file"])
+        .arg(btf)
+        .args(["format", "c"])
+        .output()
+        .context("bpftool (apt-get install bpftool)")?;
+    if !o.status.success() {
+        bail!(
+            "bpftool btf dump {}: {}",
+            btf.display(),
+            String::from_utf8_lossy(&o.stderr).trim()
+        );
+    }
+    std::fs::create_dir_all(dir)?;
+    let header = dir.join("vmlinux.h");
+    std::fs::write(&header, &o.stdout)?;
+    println!("wrote {} ({} bytes)", header.display(), o.stdout.len());
+    compile_all(root, arch, dir, &btf.display().to_string())
+}
+
+/// Every bpf/*.bpf.c compiled for `arch` against the vmlinux.h in `dir`.
+fn compile_all(root: &Path, arch: &str, dir: &Path, from: &str) -> Result<()> {
+    if !dir.join("vmlinux.h").is_file() {
+        bail!("no {}", dir.join("vmlinux.h").display());
+    }
+    let target_arch = match arch {
+        "x86_64" => "x86",
+        "aarch64" => "arm64",
+        a => bail!("unsupported arch {a}"),
+    };
+    let tmp = std::env::temp_dir().join(format!("ccl-codegen-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp)?;
+    let mut srcs: Vec<PathBuf> = std::fs::read_dir(root.join("bpf"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with(".bpf.c"))
+        .collect();
+    srcs.sort();
+    let mut failed = Vec::new();
+    for src in &srcs {
+        let obj = tmp.join(src.file_name().unwrap()).with_extension("o");
+        let o = Command::new("clang")
+            .args([
+                "-g",
+                "-O2",
+                "-target",
+                "bpf",
+                "-Wall",
+                "-Werror",
+                "-Wno-unused-function",
+            ])
+            .arg(format!("-D__TARGET_ARCH_{target_arch}"))
+            .arg("-I")
+            .arg(root.join("bpf"))
+            .arg("-I")
+            .arg(dir)
+            .arg("-I")
+            .arg(env!("LIBBPF_INCLUDE"))
+            .arg("-c")
+            .arg(src)
+            .arg("-o")
+            .arg(&obj)
+            .output()
+            .context("clang (apt-get install clang)")?;
+        if o.status.success() {
+            println!(
+                "  {} compiles for {arch}",
+                src.file_name().unwrap().to_string_lossy()
+            );
+        } else {
+            failed.push(format!(
+                "{}: {}",
+                src.display(),
+                String::from_utf8_lossy(&o.stderr)
+                    .lines()
+                    .take(3)
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            ));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    if !failed.is_empty() {
+        bail!(
+            "the header from {} does not build ccload's programs (a kernel older than 6.10?):\n{}",
+            from,
+            failed.join("\n")
+        );
     }
     Ok(())
 }

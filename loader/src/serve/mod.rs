@@ -380,18 +380,38 @@ pub fn run(config_path: &Path, verbose: bool, json_logs: bool) -> Result<()> {
     }
 }
 
-/// Serve one `ccload watch` client until it goes away.
+/// Serve one telemetry client until it goes away.  `ccload watch` says
+/// [`stream::HELLO_FRAMES`] first and gets length-prefixed raw records (its
+/// decoder is the fast path); any other client (`socat - UNIX:...`, a
+/// script) gets JSON lines, one record per line as `ccload -j watch`
+/// prints them, once it has sent nothing else for 200 ms.
 async fn fan_out(
     mut s: tokio::net::UnixStream,
     mut rx: tokio::sync::broadcast::Receiver<Rc<[u8]>>,
     st: Rc<State>,
 ) {
+    use tokio::io::AsyncReadExt;
     st.metrics.borrow_mut().clients += 1;
+    let mut hello = [0u8; stream::HELLO_FRAMES.len()];
+    let frames = matches!(
+        tokio::time::timeout(Duration::from_millis(200), s.read_exact(&mut hello)).await,
+        Ok(Ok(_)) if hello == *stream::HELLO_FRAMES
+    );
     loop {
         match rx.recv().await {
-            Ok(rec) => {
+            Ok(rec) if frames => {
                 let len = stream::frame(&rec);
                 if s.write_all(&len).await.is_err() || s.write_all(&rec).await.is_err() {
+                    break;
+                }
+            }
+            Ok(rec) => {
+                let Some(ev) = Event::decode(&rec) else {
+                    continue;
+                };
+                let mut line = ev.to_json().to_string();
+                line.push('\n');
+                if s.write_all(line.as_bytes()).await.is_err() {
                     break;
                 }
             }
