@@ -76,7 +76,8 @@ pub fn state_name(s: u8) -> &'static str {
     }
 }
 
-fn ca_state_name(s: u8) -> &'static str {
+/// The kernel's congestion state names (enum tcp_ca_state).
+pub(crate) fn ca_state_name(s: u8) -> &'static str {
     match s {
         0 => "Open",
         1 => "Disorder",

@@ -407,15 +407,7 @@ fn law_columns(algo: Algo) -> Option<&'static [Col]> {
 const COMMON: &[Col] = &[
     ("phase", |e| e.phase_name().to_string()),
     ("state", |e| {
-        match e.hdr.ca_state {
-            0 => "Open",
-            1 => "Disorder",
-            2 => "CWR",
-            3 => "Recovery",
-            4 => "Loss",
-            _ => "?",
-        }
-        .to_string()
+        crate::diag::ca_state_name(e.hdr.ca_state).to_string()
     }),
     ("cwnd", |e| e.hdr.snd_cwnd.to_string()),
     ("srtt ms", |e| f1(e.hdr.srtt_us as f64 / 1000.0)),
