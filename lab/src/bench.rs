@@ -47,6 +47,10 @@ struct Consumer {
 }
 
 impl Consumer {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     fn start(format: &str) -> Result<Consumer> {
         let mut child = Command::new(ccload_testbed::ccload_bin()?)
             .args(["watch", "--algo", "ccpd", "--format", format])
@@ -274,6 +278,143 @@ pub struct Report {
     pub real_flows: (u64, u64, f64),
     pub datapath: Vec<PathRow>,
     pub aggregates: Vec<PathRow>,
+    pub cost: Vec<CostRow>,
+}
+
+/// (d) CPU cost: where a loopback transfer's CPU time goes, from the
+/// kernel's own counters rather than from throughput (whose run-to-run
+/// spread on 2 cores hides 1-2 % effects).
+pub struct CostRow {
+    pub label: String,
+    /// Busy CPU time of the whole machine during the transfers, ns.
+    pub cpu_ns: u64,
+    /// Run time of the BPF programs named, ns (BPF_ENABLE_STATS), and their
+    /// invocations.
+    pub bpf_ns: u64,
+    pub bpf_runs: u64,
+    /// CPU time of the `ccload watch` consumer, ns (0 without one).
+    pub consumer_ns: u64,
+    pub gbps: f64,
+}
+
+impl CostRow {
+    fn share(&self, ns: u64) -> f64 {
+        100.0 * ns as f64 / self.cpu_ns.max(1) as f64
+    }
+}
+
+/// Busy CPU time of the machine so far (all CPUs: user, nice, system, irq,
+/// softirq), ns.
+fn busy_ns() -> Result<u64> {
+    let s = std::fs::read_to_string("/proc/stat")?;
+    let l = s.lines().next().context("/proc/stat")?;
+    let v: Vec<u64> = l
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    anyhow::ensure!(v.len() >= 7, "/proc/stat: {l}");
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Ok((v[0] + v[1] + v[2] + v[5] + v[6]) * 1_000_000_000 / hz)
+}
+
+/// CPU time (user + system) of process `pid`, ns.
+fn proc_ns(pid: u32) -> u64 {
+    let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0;
+    };
+    // Fields after the ")" of the command name: utime is the 12th, stime
+    // the 13th (stat(5) fields 14 and 15).
+    let rest = s.rsplit_once(')').map(|x| x.1).unwrap_or("");
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    f.get(10..12)
+        .map(|x| (x[0] + x[1]) * 1_000_000_000 / hz)
+        .unwrap_or(0)
+}
+
+/// Summed (run_time_ns, run_cnt) of the loaded BPF programs whose name
+/// starts with one of `prefixes` (the kernel counts them while a
+/// BPF_ENABLE_STATS fd is open).
+fn bpf_run_time(prefixes: &[&str]) -> (u64, u64) {
+    use libbpf_sys as sys;
+    let (mut ns, mut cnt) = (0u64, 0u64);
+    let mut id = 0u32;
+    loop {
+        let mut next = 0u32;
+        // SAFETY: plain syscall wrappers with valid out-pointers.
+        if unsafe { sys::bpf_prog_get_next_id(id, &mut next) } != 0 {
+            break;
+        }
+        id = next;
+        let fd = unsafe { sys::bpf_prog_get_fd_by_id(id) };
+        if fd < 0 {
+            continue;
+        }
+        let mut info = sys::bpf_prog_info::default();
+        let mut len = std::mem::size_of::<sys::bpf_prog_info>() as u32;
+        let rc = unsafe { sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) };
+        unsafe { libc::close(fd) };
+        if rc != 0 {
+            continue;
+        }
+        let name: Vec<u8> = info
+            .name
+            .iter()
+            .take_while(|c| **c != 0)
+            .map(|c| *c as u8)
+            .collect();
+        let name = String::from_utf8_lossy(&name);
+        if prefixes.iter().any(|p| name.starts_with(p)) {
+            ns += info.run_time_ns;
+            cnt += info.run_cnt;
+        }
+    }
+    (ns, cnt)
+}
+
+/// `reps` transfers of one configuration, its CPU accounted.
+fn cost_row(
+    ns: &NetNs,
+    label: &str,
+    cc: &str,
+    progs: &[&str],
+    consumer: Option<u32>,
+    reps: usize,
+    bytes: u64,
+) -> Result<CostRow> {
+    let (b0, r0) = bpf_run_time(progs);
+    let c0 = consumer.map(proc_ns).unwrap_or(0);
+    let t0 = busy_ns()?;
+    let mut g = Vec::new();
+    for _ in 0..reps {
+        g.push(loopback(ns, cc, bytes)?);
+    }
+    let t1 = busy_ns()?;
+    let (b1, r1) = bpf_run_time(progs);
+    let c1 = consumer.map(proc_ns).unwrap_or(0);
+    let row = CostRow {
+        label: label.to_string(),
+        cpu_ns: t1 - t0,
+        bpf_ns: b1 - b0,
+        bpf_runs: r1 - r0,
+        consumer_ns: c1 - c0,
+        gbps: median(&mut g),
+    };
+    eprintln!(
+        "bench: {label}: CPU {:.2} s, BPF {:.1} % ({} runs, {:.0} ns each), consumer {:.1} %",
+        row.cpu_ns as f64 / 1e9,
+        row.share(row.bpf_ns),
+        row.bpf_runs,
+        row.bpf_ns as f64 / row.bpf_runs.max(1) as f64,
+        row.share(row.consumer_ns)
+    );
+    Ok(row)
 }
 
 /// ccpd's (records written, records refused by a full ring) so far.
@@ -298,8 +439,8 @@ fn set_trace(every: u32) -> Result<()> {
     .map(drop)
 }
 
-/// Run the bench; `only` = "consumer", "datapath" or "aggregates" runs one
-/// part.
+/// Run the bench; `only` = "consumer", "datapath", "aggregates" or "cost"
+/// runs one part.
 pub fn run(secs: f64, reps: usize, bytes: u64, out: &Path, only: Option<&str>) -> Result<Report> {
     ccload_testbed::privileged_skip_reason().map_or(Ok(()), |r| {
         Err(anyhow::anyhow!("bench needs root and BPF: {r}"))
@@ -399,11 +540,77 @@ pub fn run(secs: f64, reps: usize, bytes: u64, out: &Path, only: Option<&str>) -
             aggregates = interleaved(&ns, &cfgs, reps, bytes)?;
             drop(cg);
         }
+        let mut cost = Vec::new();
+        if part("cost") {
+            // (d) The kernel counts BPF run time while this fd is open.
+            // SAFETY: a syscall wrapper; the fd is ours and closed below.
+            let fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
+            anyhow::ensure!(
+                fd >= 0,
+                "BPF_ENABLE_STATS: {}",
+                std::io::Error::last_os_error()
+            );
+            // SAFETY: fd was just returned to us.
+            let _stats =
+                unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+            let ccpd = ["ccpd_"];
+            set_trace(0)?;
+            cost.push(cost_row(&ns, "cubic", "cubic", &ccpd, None, reps, bytes)?);
+            cost.push(cost_row(
+                &ns,
+                "ccpd, no tracing",
+                "ccpd",
+                &ccpd,
+                None,
+                reps,
+                bytes,
+            )?);
+            set_trace(1)?;
+            let c = Consumer::start("json")?;
+            let pid = c.pid();
+            cost.push(cost_row(
+                &ns,
+                "ccpd, tracing every round, `watch` consuming",
+                "ccpd",
+                &ccpd,
+                Some(pid),
+                reps,
+                bytes,
+            )?);
+            // `watch --every 10ms`: at most one record per flow per 10 ms.
+            ccload(&["tune", "--algo", "ccpd", "--set", "trace_ms=10"])?;
+            cost.push(cost_row(
+                &ns,
+                "ccpd, tracing every 10 ms, `watch` consuming",
+                "ccpd",
+                &ccpd,
+                Some(pid),
+                reps,
+                bytes,
+            )?);
+            ccload(&["tune", "--algo", "ccpd", "--set", "trace_ms=0"])?;
+            c.stop()?;
+            set_trace(0)?;
+            let cg = BenchCgroup::enter()?;
+            let p = cg.path.to_string_lossy().to_string();
+            ccload(&["cgroup", "watch", &p])?;
+            cost.push(cost_row(
+                &ns,
+                "cubic, cgroup watched (sock_ops aggregates)",
+                "cubic",
+                &["ccl_cgroup_soc"],
+                None,
+                reps,
+                bytes,
+            )?);
+            drop(cg);
+        }
         Ok(Report {
             consumer,
             real_flows,
             datapath,
             aggregates,
+            cost,
         })
     })();
     for a in ours {
@@ -513,6 +720,30 @@ pub fn render(r: &Report, secs: f64, reps: usize, bytes: u64) -> String {
             })
             .collect();
         path_table(&mut o, &mut ag, "cubic, cgroup not watched");
+    }
+    if !r.cost.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n### (d) CPU cost, loopback, {reps} transfers of {} MiB per row (BPF_ENABLE_STATS run time and /proc/stat)\n",
+            bytes >> 20
+        );
+        let _ = writeln!(
+            o,
+            "| configuration | Gbit/s (median) | machine CPU s | BPF programs, % of CPU | ns per run | consumer, % of CPU |"
+        );
+        let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|");
+        for c in &r.cost {
+            let _ = writeln!(
+                o,
+                "| {} | {:.1} | {:.2} | {:.2} | {:.0} | {:.2} |",
+                c.label,
+                c.gbps,
+                c.cpu_ns as f64 / 1e9,
+                c.share(c.bpf_ns),
+                c.bpf_ns as f64 / c.bpf_runs.max(1) as f64,
+                c.share(c.consumer_ns)
+            );
+        }
     }
     o
 }

@@ -73,8 +73,8 @@ enum Task {
         /// Results folder (default lab-results/bench-<time>).
         #[arg(long)]
         out: Option<PathBuf>,
-        /// Only one part: consumer, datapath or aggregates.
-        #[arg(long, value_parser = ["consumer", "datapath", "aggregates"])]
+        /// Only one part: consumer, datapath, aggregates or cost.
+        #[arg(long, value_parser = ["consumer", "datapath", "aggregates", "cost"])]
         only: Option<String>,
     },
     /// Install the binary, systemd unit, completions, man pages, docs and
