@@ -301,6 +301,17 @@ impl CostRow {
     fn share(&self, ns: u64) -> f64 {
         100.0 * ns as f64 / self.cpu_ns.max(1) as f64
     }
+
+    fn ns_per_run(&self) -> f64 {
+        self.bpf_ns as f64 / self.bpf_runs.max(1) as f64
+    }
+}
+
+/// Clock ticks (USER_HZ, as /proc/stat and /proc/PID/stat count) in ns.
+fn ticks_ns(ticks: u64) -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    ticks * 1_000_000_000 / hz
 }
 
 /// Busy CPU time of the machine so far (all CPUs: user, nice, system, irq,
@@ -314,9 +325,7 @@ fn busy_ns() -> Result<u64> {
         .filter_map(|x| x.parse().ok())
         .collect();
     anyhow::ensure!(v.len() >= 7, "/proc/stat: {l}");
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    Ok((v[0] + v[1] + v[2] + v[5] + v[6]) * 1_000_000_000 / hz)
+    Ok(ticks_ns(v[0] + v[1] + v[2] + v[5] + v[6]))
 }
 
 /// CPU time (user + system) of process `pid`, ns.
@@ -331,11 +340,7 @@ fn proc_ns(pid: u32) -> u64 {
         .split_whitespace()
         .filter_map(|x| x.parse().ok())
         .collect();
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    f.get(10..12)
-        .map(|x| (x[0] + x[1]) * 1_000_000_000 / hz)
-        .unwrap_or(0)
+    f.get(10..12).map(|x| ticks_ns(x[0] + x[1])).unwrap_or(0)
 }
 
 /// Summed (run_time_ns, run_cnt) of the loaded BPF programs whose name
@@ -411,7 +416,7 @@ fn cost_row(
         row.cpu_ns as f64 / 1e9,
         row.share(row.bpf_ns),
         row.bpf_runs,
-        row.bpf_ns as f64 / row.bpf_runs.max(1) as f64,
+        row.ns_per_run(),
         row.share(row.consumer_ns)
     );
     Ok(row)
@@ -740,7 +745,7 @@ pub fn render(r: &Report, secs: f64, reps: usize, bytes: u64) -> String {
                 c.gbps,
                 c.cpu_ns as f64 / 1e9,
                 c.share(c.bpf_ns),
-                c.bpf_ns as f64 / c.bpf_runs.max(1) as f64,
+                c.ns_per_run(),
                 c.share(c.consumer_ns)
             );
         }

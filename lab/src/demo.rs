@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use ccload_testbed::{ccload_bin, privileged_skip_reason};
+use ccload_testbed::{ccload_bin, privileged_skip_reason, wait_watch_holding};
 
 use crate::run::run_case;
 use crate::scenario::{Scenario, KERNEL_CCS};
@@ -156,16 +156,10 @@ impl Watcher {
         });
         // The watch must hold the ring before the flow starts, or the
         // first rounds are not shown.
-        let lock = format!("/run/ccload/watch-{algo}.lock");
-        let pid = child.id().to_string();
-        let t = Instant::now();
-        while std::fs::read_to_string(&lock).map_or(true, |s| s.trim() != pid) {
-            if t.elapsed() > Duration::from_secs(10) || child.try_wait()?.is_some() {
-                let _ = child.kill();
-                let _ = child.wait();
-                bail!("ccload watch --algo {algo} did not start (is another watch running?)");
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if !wait_watch_holding(&mut child, algo, Duration::from_secs(10)) {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("ccload watch --algo {algo} did not start (is another watch running?)");
         }
         Ok(Watcher {
             child,

@@ -372,16 +372,11 @@ impl Recorder {
             .stderr(std::process::Stdio::null())
             .spawn()
             .context("spawn ccload watch")?;
-        let lock = format!("/run/ccload/watch-{algo}.lock");
-        let pid = child.id().to_string();
-        let t = std::time::Instant::now();
-        while std::fs::read_to_string(&lock).map_or(true, |s| s.trim() != pid) {
-            if t.elapsed() > std::time::Duration::from_secs(10) || child.try_wait()?.is_some() {
-                let _ = child.kill();
-                let _ = child.wait();
-                bail!("ccload watch --algo {algo} did not start (another watch running?)");
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
+        if !ccload_testbed::wait_watch_holding(&mut child, algo, std::time::Duration::from_secs(10))
+        {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("ccload watch --algo {algo} did not start (another watch running?)");
         }
         Ok(Recorder { child })
     }

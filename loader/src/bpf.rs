@@ -36,6 +36,12 @@ pub const PIN_ROOT: &str = "/sys/fs/bpf/ccload";
 /// The maps every controller object has (see bpf/ccload.bpf.h).
 pub const MAPS: [&str; 5] = ["params", "stats", "events", "meta", "agg"];
 
+/// The lock file a `watch` (or the daemon) holds while it consumes
+/// `algo`'s ring buffer; it holds the consumer's pid.
+pub fn watch_lock_path(algo: &str) -> PathBuf {
+    Path::new(crate::lock::RUN_DIR).join(format!("watch-{algo}.lock"))
+}
+
 pub fn pin_dir(algo: Algo) -> PathBuf {
     Path::new(PIN_ROOT).join(algo.name())
 }

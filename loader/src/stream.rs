@@ -18,8 +18,8 @@ pub type ConsumerLock = crate::lock::PidLock;
 
 /// Take `algo`'s consumer lock, or say who holds it.
 pub fn lock_consumer(algo: Algo) -> Result<ConsumerLock> {
-    let path = format!("{}/watch-{algo}.lock", crate::lock::RUN_DIR);
-    match crate::lock::pid_lock(&path, std::time::Duration::ZERO)? {
+    let path = crate::bpf::watch_lock_path(algo.name());
+    match crate::lock::pid_lock(&path.to_string_lossy(), std::time::Duration::ZERO)? {
         Ok(l) => Ok(l),
         Err(holder) => bail!(
             "{algo} telemetry is already being consumed (pid {holder}); a BPF ring buffer gives \

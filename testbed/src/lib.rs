@@ -81,3 +81,25 @@ pub fn ccload_run(args: &[&str]) -> anyhow::Result<String> {
     }
     Ok(String::from_utf8_lossy(&o.stdout).into_owned())
 }
+
+/// Wait until the `ccload watch` child holds `algo`'s consumer lock (it has
+/// opened the ring buffer, so records from now on reach it).  False when
+/// the child exited first or `timeout` passed.
+pub fn wait_watch_holding(
+    child: &mut std::process::Child,
+    algo: &str,
+    timeout: std::time::Duration,
+) -> bool {
+    let lock = ccload::bpf::watch_lock_path(algo);
+    let pid = child.id().to_string();
+    let t = std::time::Instant::now();
+    loop {
+        if std::fs::read_to_string(&lock).is_ok_and(|s| s.trim() == pid) {
+            return true;
+        }
+        if t.elapsed() > timeout || !matches!(child.try_wait(), Ok(None)) {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

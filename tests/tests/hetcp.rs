@@ -111,12 +111,7 @@ buffer_bdp = [0.25]
     )
     .unwrap();
     let case = &sc.cases()[0];
-    // Measured again (at most twice) when the delay line says its own
-    // timing was off (p99 lateness over the limit: the VM's host took the
-    // CPU); such a pair measures the host.  Three in a row fail.
-    let mut attempt = 0;
-    let (he, reno, recs) = loop {
-        attempt += 1;
+    let (he, reno, recs) = measured_on_a_valid_link("hetcp and reno", || {
         let w = Watch::start(&["--algo", "hetcp"]);
         let he = ccload_lab::run::run_case(&sc, case, "hetcp", 0, &mut |_| {}).expect("hetcp run");
         let mut recs = Vec::new();
@@ -125,18 +120,9 @@ buffer_bdp = [0.25]
         }
         w.stop();
         let reno = ccload_lab::run::run_case(&sc, case, "reno", 0, &mut |_| {}).expect("reno run");
-        if he.summary.valid && reno.summary.valid {
-            break (he, reno, recs);
-        }
-        eprintln!(
-            "attempt {attempt}: delay line p99 lateness {} / {} us (invalid), measured again",
-            he.summary.lateness_p99_us, reno.summary.lateness_p99_us
-        );
-        assert!(
-            attempt < 3,
-            "three pairs with an invalid delay line: the host is too disturbed for timing"
-        );
-    };
+        let valid = he.summary.valid && reno.summary.valid;
+        ((he, reno, recs), valid)
+    });
     // Back toward the path's BDP (167 packets; 90 % of it in segments).
     let target = (0.9 * case.link.bdp_pkts()) as u32;
     let (th, nh) = recovery_secs(&he.samples, target);

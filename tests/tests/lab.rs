@@ -2,7 +2,7 @@
 //! a test fails half-way.
 
 use ccload_itests::link::{Bottleneck, LinkCfg};
-use ccload_itests::privileged;
+use ccload_itests::{measured_on_a_valid_link, privileged};
 use ccload_lab::run::run_case;
 use ccload_lab::scenario::Scenario;
 
@@ -130,22 +130,11 @@ fn demo_through_the_emulated_link_shows_the_law_and_compares_with_cubic() {
     let _g = privileged!();
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let before = netns_names();
-    // Measured again (at most twice) when the delay line flags a run's
-    // timing invalid (the VM's host took the CPU): such a run measures the
-    // host, not ccpd.
-    let mut attempt = 0;
-    let d = loop {
-        attempt += 1;
+    let d = measured_on_a_valid_link("demo", || {
         let d = ccload_lab::demo::run(&root, "ccpd", Some(8.0), false).expect("demo");
-        if d.runs.iter().all(|r| r.valid) {
-            break d;
-        }
-        eprintln!("attempt {attempt}: delay line timing invalid, measured again");
-        assert!(
-            attempt < 3,
-            "three demos with an invalid delay line: the host is too disturbed for timing"
-        );
-    };
+        let valid = d.runs.iter().all(|r| r.valid);
+        (d, valid)
+    });
     eprintln!("{}", ccload_lab::demo::side_by_side(&d.runs));
     let rows: Vec<&str> = d.watch.lines().filter(|l| l.contains(" > ")).collect();
     let ca = rows

@@ -536,7 +536,7 @@ fn healthz_reports_drift_from_the_config() {
 fn a_ring_held_by_a_watch_is_retried_not_fatal() {
     let _s = privileged!();
     let _g = Attached::new("ccpd", &[]);
-    let w = Watch::start(&["--algo", "ccpd"]);
+    let mut w = Watch::start(&["--algo", "ccpd"]);
     assert!(
         w.wait_holding("ccpd"),
         "the first watch never took the lock"

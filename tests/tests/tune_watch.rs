@@ -139,7 +139,7 @@ fn watch_json_is_well_formed_and_plausible_and_every_restores() {
 fn a_second_consumer_is_refused() {
     let _s = privileged!();
     let _g = Attached::new("ccpd", &[]);
-    let w = Watch::start(&["--algo", "ccpd"]);
+    let mut w = Watch::start(&["--algo", "ccpd"]);
     assert!(
         w.wait_holding("ccpd"),
         "the first watch never took the lock"

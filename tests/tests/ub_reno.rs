@@ -33,29 +33,15 @@ fn link(k: f64) -> Bottleneck {
 /// ub_reno (so drift over the run cancels); returns the ratio of their
 /// summed goodput after `skip` seconds and ub_reno's telemetry.
 ///
-/// A pair is measured again (at most twice) when the delay line itself
-/// says its timing was off (release lateness p99 over the testbed's limit,
-/// the lab's INVALID): that happens when the VM's host takes the CPU away
-/// (measured once: p99 661 us, one transfer at 2/3 of the others' rate and
-/// an RTT rising from 0.4 BDP), and such a run measures the host, not the
-/// controller.  Three invalid pairs in a row fail the test.
+/// A pair is measured again when the delay line says its timing was off
+/// ([`measured_on_a_valid_link`]; seen once: p99 661 us, one transfer at
+/// 2/3 of the others' rate and an RTT rising from 0.4 BDP).
 fn pair(k: f64, bytes: u64, skip: f64) -> (f64, Vec<serde_json::Value>) {
-    for attempt in 1..=3 {
-        match pair_once(k, bytes, skip) {
-            Some(v) => return v,
-            None => {
-                eprintln!("k = {k}: attempt {attempt}: delay line timing invalid, measured again")
-            }
-        }
-    }
-    panic!(
-        "k = {k}: three pairs in a row with delay-line p99 lateness over {} us: \
-         the host is too disturbed for timing",
-        ccload_itests::delay::LATENESS_P99_LIMIT_US
-    );
+    measured_on_a_valid_link(&format!("k = {k}"), || pair_once(k, bytes, skip))
 }
 
-fn pair_once(k: f64, bytes: u64, skip: f64) -> Option<(f64, Vec<serde_json::Value>)> {
+/// One pair; the bool says whether the delay line's timing was valid.
+fn pair_once(k: f64, bytes: u64, skip: f64) -> ((f64, Vec<serde_json::Value>), bool) {
     let mut l = link(k);
     let (mut u, mut r) = (0.0, 0.0);
     let mut recs = Vec::new();
@@ -87,14 +73,11 @@ fn pair_once(k: f64, bytes: u64, skip: f64) -> Option<(f64, Vec<serde_json::Valu
         u / r,
         rep.combined().lateness_us(0.99)
     );
-    if !rep.valid() {
-        return None;
-    }
     let sender = recs
         .into_iter()
         .filter(|r| r["remote"].as_str().unwrap().starts_with("10.77.2.2:"))
         .collect();
-    Some((u / r, sender))
+    ((u / r, sender), rep.valid())
 }
 
 /// The window at which C(t) first exceeds alpha in each cycle while the
