@@ -17,8 +17,9 @@ use crate::run::{run_case, STOP};
 use crate::scenario::{parse_cc, Scenario, KERNEL_CCS};
 use crate::summary::{aggregate, RunResult, RunSummary};
 
-/// Attempts per (case, cc, rep) while the delay line reports its timing
-/// invalid.
+/// Attempts per (case, cc, rep) of `lab run` while the delay line reports
+/// its timing invalid.  `lab check` makes each run once and measures again
+/// only the invalid runs behind a failing threshold (see [`check`]).
 const MAX_ATTEMPTS: u32 = 3;
 
 pub fn scenarios_dir(root: &Path) -> PathBuf {
@@ -171,9 +172,27 @@ pub fn run_or_resume(
     out: Option<PathBuf>,
     resume: Option<PathBuf>,
 ) -> Result<(PathBuf, Scenario, Vec<RunSummary>)> {
+    run_with(root, name, quick, out, resume, MAX_ATTEMPTS, None)
+}
+
+/// The session behind `lab run` and `lab check`: `attempts` per run while
+/// its delay line is invalid (the least late attempt stands), and `only`,
+/// when given, in place of the scenario's cells (a re-measurement).
+fn run_with(
+    root: &Path,
+    name: &str,
+    quick: bool,
+    out: Option<PathBuf>,
+    resume: Option<PathBuf>,
+    attempts: u32,
+    only: Option<Vec<crate::scenario::Cell>>,
+) -> Result<(PathBuf, Scenario, Vec<RunSummary>)> {
     let path = scenario_path(root, name)?;
     let full = Scenario::load(&path)?;
-    let sc = if quick { full.quick() } else { full };
+    let mut sc = if quick { full.quick() } else { full };
+    if let Some(cells) = only {
+        sc.cells = cells;
+    }
     let stem = path.file_stem().unwrap().to_string_lossy().to_string();
     if let Some(why) = privileged_skip_reason() {
         bail!("the lab needs root, BTF and bpffs: {why}");
@@ -280,9 +299,11 @@ pub fn run_or_resume(
                 let base = (k * 1000) as u64;
                 // A run whose delay line says its own timing was off (p99
                 // release lateness over the limit: the VM's host took the
-                // CPU) measures the host, not the CC: it is made again, at
-                // most twice; the last attempt stands, marked INVALID.
+                // CPU) measures the host as well as the CC: it is made
+                // again, up to `attempts` in all; the least late attempt
+                // stands, marked INVALID if it is still over the limit.
                 let mut attempt = 0;
+                let mut best: Option<RunResult> = None;
                 let r = loop {
                     attempt += 1;
                     let recorder = if KERNEL_CCS.contains(&cc_name.as_str()) {
@@ -306,14 +327,21 @@ pub fn run_or_resume(
                             return Err(e);
                         }
                     };
-                    if r.summary.valid || attempt == MAX_ATTEMPTS || STOP.load(Ordering::Relaxed) {
-                        break r;
+                    let late = r.summary.lateness_p99_us;
+                    let valid = r.summary.valid;
+                    if best
+                        .as_ref()
+                        .is_none_or(|b| late < b.summary.lateness_p99_us)
+                    {
+                        best = Some(r);
+                    }
+                    if valid || attempt >= attempts || STOP.load(Ordering::Relaxed) {
+                        break best.take().expect("one attempt");
                     }
                     let msg = format!(
-                        "{} {cc} rep {}: delay line p99 lateness {} us (invalid), measuring again",
+                        "{} {cc} rep {}: delay line p99 lateness {late} us (invalid), measuring again",
                         case.label,
                         rep + 1,
-                        r.summary.lateness_p99_us
                     );
                     if bar.is_hidden() {
                         eprintln!("{msg}");
@@ -394,16 +422,48 @@ pub fn run_or_resume(
 /// threshold with the failing ones marked, append them to report.md and
 /// checks.json, and fail when any threshold fails.
 pub fn check(root: &Path, name: &str, quick: bool, out: Option<PathBuf>) -> Result<()> {
-    let (dir, sc, runs) = run(root, name, quick, out)?;
+    // Every run once: on a host whose scheduling is always late (a busy
+    // VM) re-measuring everything only doubles the time.
+    let (dir, sc, mut runs) = run_with(root, name, quick, out, None, 1, None)?;
     anyhow::ensure!(
         !sc.checks.is_empty(),
         "{name}: the scenario has no [[checks]]"
     );
-    let outcomes = sc.evaluate(&runs);
+    let mut outcomes = sc.evaluate(&runs);
     anyhow::ensure!(
         !outcomes.is_empty(),
         "{name}: no check matched a case that ran"
     );
+    // A failing threshold that rests on a run the delay line flagged: those
+    // runs once more (their own directory), and the less late of the two
+    // measurements of each stands.
+    let again = suspect_cells(&sc, &outcomes, &runs);
+    if !again.is_empty() {
+        let n: usize = again.iter().map(|c| c.ccs.len()).sum();
+        println!(
+            "{n} run(s) behind failing thresholds had an invalid delay line: measuring them again"
+        );
+        let (_, _, second) = run_with(
+            root,
+            name,
+            quick,
+            Some(dir.join("again")),
+            None,
+            1,
+            Some(again),
+        )?;
+        for r2 in second {
+            if let Some(r) = runs
+                .iter_mut()
+                .find(|r| r.case == r2.case && r.cc == r2.cc && r.rep == r2.rep)
+            {
+                if r2.lateness_p99_us < r.lateness_p99_us {
+                    *r = r2;
+                }
+            }
+        }
+        outcomes = sc.evaluate(&runs);
+    }
     let invalid: Vec<&RunSummary> = runs.iter().filter(|r| !r.valid).collect();
     let mut table = String::new();
     let _ = writeln!(
@@ -427,6 +487,13 @@ pub fn check(root: &Path, name: &str, quick: bool, out: Option<PathBuf>) -> Resu
     let failed = outcomes.iter().filter(|o| !o.pass).count();
     let mut report = std::fs::read_to_string(dir.join("report.md")).unwrap_or_default();
     let _ = writeln!(report, "\n## Acceptance checks\n\n{table}");
+    if dir.join("again").exists() {
+        let _ = writeln!(
+            report,
+            "\nRuns behind failing thresholds whose delay line was invalid were \
+             measured again (again/); the less late measurement of each is judged."
+        );
+    }
     if !invalid.is_empty() {
         let _ = writeln!(
             report,
@@ -454,13 +521,48 @@ pub fn check(root: &Path, name: &str, quick: bool, out: Option<PathBuf>) -> Resu
     if failed > 0 {
         bail!("{failed} acceptance threshold(s) failed");
     }
-    if !invalid.is_empty() {
-        bail!(
-            "{} run(s) measured through an invalid delay line",
-            invalid.len()
-        );
-    }
     Ok(())
+}
+
+/// The cells (case and its ccs) to measure again: every failing outcome
+/// whose controller or reference run had an invalid delay line.
+fn suspect_cells(
+    sc: &Scenario,
+    outcomes: &[crate::scenario::CheckOutcome],
+    runs: &[RunSummary],
+) -> Vec<crate::scenario::Cell> {
+    let mut cells: Vec<crate::scenario::Cell> = Vec::new();
+    for o in outcomes.iter().filter(|o| !o.pass) {
+        let pair = [o.cc.as_str(), o.against.as_str()];
+        let late = runs
+            .iter()
+            .any(|r| r.case == o.case && pair.contains(&r.cc.as_str()) && !r.valid);
+        if !late {
+            continue;
+        }
+        let duration_s = sc
+            .cells
+            .iter()
+            .find(|c| c.case == o.case)
+            .and_then(|c| c.duration_s);
+        let i = match cells.iter().position(|c| c.case == o.case) {
+            Some(i) => i,
+            None => {
+                cells.push(crate::scenario::Cell {
+                    case: o.case.clone(),
+                    ccs: Vec::new(),
+                    duration_s,
+                });
+                cells.len() - 1
+            }
+        };
+        for cc in pair {
+            if !cc.is_empty() && !cells[i].ccs.iter().any(|x| x == cc) {
+                cells[i].ccs.push(cc.to_string());
+            }
+        }
+    }
+    cells
 }
 
 /// `lab run --dry-run`: the runs a scenario would make and how long they
@@ -503,4 +605,83 @@ pub fn dry_run(root: &Path, name: &str, quick: bool) -> Result<()> {
         secs / 60.0
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::CheckOutcome;
+
+    fn run(case: &str, cc: &str, valid: bool) -> RunSummary {
+        RunSummary {
+            case: case.into(),
+            cc: cc.into(),
+            valid,
+            ..Default::default()
+        }
+    }
+
+    fn outcome(case: &str, cc: &str, against: &str, pass: bool) -> CheckOutcome {
+        CheckOutcome {
+            case: case.into(),
+            cc: cc.into(),
+            against: against.into(),
+            metric: "goodput",
+            value: 0.0,
+            reference: 0.0,
+            bound: String::new(),
+            pass,
+            why: String::new(),
+        }
+    }
+
+    #[test]
+    fn only_failing_thresholds_on_invalid_runs_are_measured_again() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let sc = Scenario::load(&scenario_path(&root, "acceptance").unwrap())
+            .unwrap()
+            .quick();
+        // A cell with its own duration keeps it when measured again.
+        let long = sc.cells.iter().find(|c| c.duration_s.is_some()).unwrap();
+        let runs = [
+            run(&long.case, "ccpd", false),
+            run(&long.case, "cubic", true),
+            run("B", "hetcp", true),
+            run("B", "reno", true),
+            run("C", "ctcp_plus", false),
+            run("C", "reno", true),
+            run("D", "ub_reno", true),
+            run("D", "reno", false),
+        ];
+        let outs = [
+            // failing, its controller's run late: both runs again
+            outcome(&long.case, "ccpd", "cubic", false),
+            // failing on valid runs: a real miss, not measured again
+            outcome("B", "hetcp", "reno", false),
+            // passing on a late run: kept
+            outcome("C", "ctcp_plus", "reno", true),
+            // failing, the reference's run late
+            outcome("D", "ub_reno", "reno", false),
+            // a threshold without a reference
+            outcome("D", "ub_reno", "", false),
+        ];
+        let cells = suspect_cells(&sc, &outs, &runs);
+        let got: Vec<(&str, Vec<&str>, Option<f64>)> = cells
+            .iter()
+            .map(|c| {
+                (
+                    c.case.as_str(),
+                    c.ccs.iter().map(|s| s.as_str()).collect(),
+                    c.duration_s,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (long.case.as_str(), vec!["ccpd", "cubic"], long.duration_s),
+                ("D", vec!["ub_reno", "reno"], None),
+            ]
+        );
+    }
 }

@@ -48,7 +48,7 @@ pub struct FlowSummary {
     pub retransmits: u32,
 }
 
-#[derive(Clone, Debug, Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 pub struct RunSummary {
     pub case: String,
     pub cc: String,

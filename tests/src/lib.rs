@@ -263,23 +263,33 @@ impl Drop for ResumeRollouts {
     }
 }
 
-/// A timing measurement through the emulated link, made again (at most
-/// twice) while the delay line says its own timing was off (p99 release
+/// A timing measurement through the emulated link, made again (once)
+/// while the delay line says its own timing was off (p99 release
 /// lateness over `delay::LATENESS_P99_LIMIT_US`: the VM's host took the
-/// CPU), since such a run measures the host rather than the controller.
-/// `measure` returns the result and whether every delay line in it was
-/// valid; three invalid attempts in a row fail the test with that reason.
-pub fn measured_on_a_valid_link<T>(what: &str, mut measure: impl FnMut() -> (T, bool)) -> T {
-    for attempt in 1..=3 {
-        let (v, valid) = measure();
-        if valid {
+/// CPU), since such a run measures the host as well as the controller.
+/// `measure` returns the result and the worst p99 lateness (us) of the
+/// delay lines in it.  When every attempt was late, the least late one is
+/// judged, and both its lateness and the limit are printed: the test's
+/// bounds are meant to hold on such a host (the jitter lab scenario and
+/// `CCLOAD_TEST_JITTER_US` reproduce one), and a failure then shows the
+/// host's timing next to the controller's numbers.
+pub fn measured_on_a_valid_link<T>(what: &str, mut measure: impl FnMut() -> (T, u64)) -> T {
+    let limit = delay::LATENESS_P99_LIMIT_US;
+    let mut best: Option<(T, u64)> = None;
+    for attempt in 1..=2 {
+        let (v, late) = measure();
+        eprintln!("{what}: attempt {attempt}: delay line p99 lateness {late} us (limit {limit})");
+        if late <= limit {
             return v;
         }
-        eprintln!("{what}: attempt {attempt}: delay line timing invalid, measured again");
+        if best.as_ref().is_none_or(|b| late < b.1) {
+            best = Some((v, late));
+        }
     }
-    panic!(
-        "{what}: three attempts in a row with delay-line p99 lateness over {} us: \
-         the host is too disturbed for timing",
-        delay::LATENESS_P99_LIMIT_US
+    let (v, late) = best.expect("two attempts");
+    eprintln!(
+        "{what}: every attempt had delay-line p99 lateness over {limit} us; \
+         judging the least late ({late} us)"
     );
+    v
 }

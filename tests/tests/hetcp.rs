@@ -120,8 +120,8 @@ buffer_bdp = [0.25]
         }
         w.stop();
         let reno = ccload_lab::run::run_case(&sc, case, "reno", 0, &mut |_| {}).expect("reno run");
-        let valid = he.summary.valid && reno.summary.valid;
-        ((he, reno, recs), valid)
+        let late = he.summary.lateness_p99_us.max(reno.summary.lateness_p99_us);
+        ((he, reno, recs), late)
     });
     // Back toward the path's BDP (167 packets; 90 % of it in segments).
     let target = (0.9 * case.link.bdp_pkts()) as u32;

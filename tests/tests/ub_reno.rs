@@ -40,8 +40,8 @@ fn pair(k: f64, bytes: u64, skip: f64) -> (f64, Vec<serde_json::Value>) {
     measured_on_a_valid_link(&format!("k = {k}"), || pair_once(k, bytes, skip))
 }
 
-/// One pair; the bool says whether the delay line's timing was valid.
-fn pair_once(k: f64, bytes: u64, skip: f64) -> ((f64, Vec<serde_json::Value>), bool) {
+/// One pair and its delay line's p99 release lateness (us).
+fn pair_once(k: f64, bytes: u64, skip: f64) -> ((f64, Vec<serde_json::Value>), u64) {
     let mut l = link(k);
     let (mut u, mut r) = (0.0, 0.0);
     let mut recs = Vec::new();
@@ -68,16 +68,16 @@ fn pair_once(k: f64, bytes: u64, skip: f64) -> ((f64, Vec<serde_json::Value>), b
         }
     }
     let rep = l.stop_delay().unwrap();
+    let late = rep.combined().lateness_us(0.99);
     eprintln!(
-        "k = {k}: ub_reno/reno {:.3}; delay line p99 lateness {} us",
-        u / r,
-        rep.combined().lateness_us(0.99)
+        "k = {k}: ub_reno/reno {:.3}; delay line p99 lateness {late} us",
+        u / r
     );
     let sender = recs
         .into_iter()
         .filter(|r| r["remote"].as_str().unwrap().starts_with("10.77.2.2:"))
         .collect();
-    ((u / r, sender), rep.valid())
+    ((u / r, sender), late)
 }
 
 /// The window at which C(t) first exceeds alpha in each cycle while the
@@ -176,7 +176,10 @@ fn ub_reno_learns_w_full_from_the_path_and_does_no_harm() {
     // this link; the lab measures it with repetitions).
     assert!(small >= 0.85, "ub_reno/reno = {small:.3} at BDP/8");
     // 1 BDP: Reno already fills the link; ub_reno must not do worse or more.
-    let (big, _) = pair(1.0, 64 * MB, 3.0);
+    // Measured once whatever the delay line's lateness: a full link's
+    // goodput does not depend on timing (0.986-1.003 with p99 lateness up
+    // to 1.4 ms under `cargo xtask disturb`).
+    let ((big, _), _) = pair_once(1.0, 64 * MB, 3.0);
     assert!(
         (0.97..=1.03).contains(&big),
         "ub_reno/reno = {big:.3} at 1 BDP"

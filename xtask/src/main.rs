@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 
 use ccload_lab::session as lab;
 
+mod disturb;
 mod install;
 
 #[derive(Parser)]
@@ -55,6 +56,21 @@ enum Task {
         /// Results folder (default lab-results/soak-<time>).
         #[arg(long)]
         out: Option<PathBuf>,
+    },
+    /// Run a command (after --) while a SCHED_FIFO 99 thread per CPU takes
+    /// it for --burst-ms about every --period-ms, as a busy VM host does:
+    /// how the timing tests and the lab behave on a noisy CI machine.
+    /// Needs root.
+    Disturb {
+        /// How long each CPU is taken, ms.
+        #[arg(long, default_value_t = 2.0)]
+        burst_ms: f64,
+        /// Mean interval between bursts, ms (each one 0.5-1.5x of it).
+        #[arg(long, default_value_t = 20.0)]
+        period_ms: f64,
+        /// The command, e.g. `-- cargo test -p ccload-itests --test hetcp`.
+        #[arg(last = true, required = true)]
+        cmd: Vec<String>,
     },
     /// What telemetry and the controllers cost here: records/s the
     /// `watch` consumer sustains with 0 drops, loopback throughput of each
@@ -224,6 +240,11 @@ fn real_main() -> Result<()> {
         }
         Task::Test => run(Command::new("bash").arg(root.join("scripts/test.sh")))?,
         Task::Demo => run(Command::new("bash").arg(root.join("scripts/demo.sh")))?,
+        Task::Disturb {
+            burst_ms,
+            period_ms,
+            cmd,
+        } => disturb::run(burst_ms, period_ms, &cmd)?,
         Task::Soak { minutes, seed, out } => {
             if !(minutes > 0.0 && minutes <= 24.0 * 60.0) {
                 bail!("--minutes {minutes}: give a duration in (0, 1440]");
