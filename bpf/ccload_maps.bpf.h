@@ -64,7 +64,7 @@ static __always_inline void stat_add(u32 idx, u64 v)
 	u64 *c = bpf_map_lookup_elem(&stats, &idx);
 
 	if (c)
-		*c += v;
+		CCL_ADD(c, v);
 }
 
 static __always_inline void stat_inc(u32 idx)

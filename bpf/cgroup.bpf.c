@@ -60,7 +60,7 @@ static __always_inline void cg_inc(u32 idx)
 	u64 *c = bpf_map_lookup_elem(&cg_stats, &idx);
 
 	if (c)
-		*c += 1;
+		CCL_ADD(c, 1);
 }
 
 /* Bind a new connection: profile into sk_profile, then TCP_CONGESTION. */
@@ -141,7 +141,7 @@ static __always_inline void cg_agg(struct bpf_sock_ops *skops, struct bpf_sock *
 			ccl_agg_end(a, s, &in);
 		return;
 	case BPF_SOCK_OPS_RTO_CB:
-		a->c[CCL_AGG_rtos]++;
+		CCL_ADD(&a->c[CCL_AGG_rtos], 1);
 		break;
 	default:
 		break;

@@ -95,7 +95,7 @@ CCL_CORE void ccl_hist_add(u64 *h, u64 v)
 	u32 b = ccl_hist_bucket(v);
 
 	CCL_BARRIER_VAR(b);
-	h[b & (CCL_HIST_BUCKETS - 1)]++;
+	CCL_ADD(&h[b & (CCL_HIST_BUCKETS - 1)], 1);
 }
 
 /* Delivery rate of a rate sample in kbit/s; 0 without a sample. */
@@ -110,10 +110,10 @@ CCL_CORE u64 ccl_rate_kbps(u32 delivered, u32 interval_us, u32 mss)
 CCL_CORE void ccl_agg_flush(struct ccl_agg *a, struct ccl_agg_sk *s, const struct ccl_agg_in *in)
 {
 	if (in->bytes_acked > s->bytes_acked)
-		a->c[CCL_AGG_bytes_acked] += in->bytes_acked - s->bytes_acked;
+		CCL_ADD(&a->c[CCL_AGG_bytes_acked], in->bytes_acked - s->bytes_acked);
 	/* u32 counters: unsigned subtraction is right across a wrap. */
-	a->c[CCL_AGG_segs_out] += (u32)(in->segs_out - s->segs_out);
-	a->c[CCL_AGG_retrans_segs] += (u32)(in->total_retrans - s->retrans);
+	CCL_ADD(&a->c[CCL_AGG_segs_out], (u32)(in->segs_out - s->segs_out));
+	CCL_ADD(&a->c[CCL_AGG_retrans_segs], (u32)(in->total_retrans - s->retrans));
 	s->bytes_acked = in->bytes_acked;
 	s->segs_out = in->segs_out;
 	s->retrans = in->total_retrans;
@@ -131,7 +131,7 @@ CCL_CORE void ccl_agg_start(struct ccl_agg *a, struct ccl_agg_sk *s, const struc
 	s->segs_out = in->segs_out;
 	s->retrans = in->total_retrans;
 	s->hist_ns = in->now_ns;
-	a->c[CCL_AGG_flows_started]++;
+	CCL_ADD(&a->c[CCL_AGG_flows_started], 1);
 }
 
 /* A hook call with fresh socket values: flush and sample the histograms if
@@ -146,10 +146,10 @@ CCL_CORE int ccl_agg_tick(struct ccl_agg *a, struct ccl_agg_sk *s, const struct 
 	s->hist_ns = in->now_ns;
 	ccl_agg_flush(a, s, in);
 	rate = ccl_rate_kbps(in->rate_delivered, in->rate_interval_us, in->mss);
-	a->c[CCL_AGG_samples]++;
-	a->c[CCL_AGG_srtt_sum_us] += in->srtt_us;
-	a->c[CCL_AGG_cwnd_sum] += in->cwnd;
-	a->c[CCL_AGG_rate_sum_kbps] += rate;
+	CCL_ADD(&a->c[CCL_AGG_samples], 1);
+	CCL_ADD(&a->c[CCL_AGG_srtt_sum_us], in->srtt_us);
+	CCL_ADD(&a->c[CCL_AGG_cwnd_sum], in->cwnd);
+	CCL_ADD(&a->c[CCL_AGG_rate_sum_kbps], rate);
 	ccl_hist_add(a->hist[CCL_HIST_srtt], in->srtt_us);
 	ccl_hist_add(a->hist[CCL_HIST_cwnd], in->cwnd);
 	ccl_hist_add(a->hist[CCL_HIST_rate], rate);
@@ -170,15 +170,15 @@ CCL_CORE void ccl_agg_state(struct ccl_agg *a, struct ccl_agg_sk *s, u32 new_sta
 	u32 old = s->ca_state;
 
 	if (new_state == CCL_CA_RECOVERY && old != CCL_CA_RECOVERY && old != CCL_CA_LOSS)
-		a->c[CCL_AGG_loss_events]++;
+		CCL_ADD(&a->c[CCL_AGG_loss_events], 1);
 	if (new_state == CCL_CA_LOSS && count_rto)
-		a->c[CCL_AGG_rtos]++;
+		CCL_ADD(&a->c[CCL_AGG_rtos], 1);
 	if (new_state >= CCL_CA_RECOVERY) {
 		if (!s->rec_start_ns)
 			s->rec_start_ns = now_ns ? now_ns : 1;
 	} else if (s->rec_start_ns) {
 		if (now_ns > s->rec_start_ns)
-			a->c[CCL_AGG_recovery_ns] += now_ns - s->rec_start_ns;
+			CCL_ADD(&a->c[CCL_AGG_recovery_ns], now_ns - s->rec_start_ns);
 		s->rec_start_ns = 0;
 	}
 	s->ca_state = new_state;
@@ -191,7 +191,7 @@ CCL_CORE void ccl_agg_end(struct ccl_agg *a, struct ccl_agg_sk *s, const struct 
 		return;
 	ccl_agg_flush(a, s, in);
 	ccl_agg_state(a, s, CCL_CA_OPEN, in->now_ns, 0);
-	a->c[CCL_AGG_flows_ended]++;
+	CCL_ADD(&a->c[CCL_AGG_flows_ended], 1);
 	s->started = 0;
 }
 

@@ -26,6 +26,18 @@
 #include <stdbool.h>
 #endif
 
+/*
+ * Add v to a counter in a per-CPU map value (or, on the host, in a plain
+ * struct).  Atomic: per-CPU does not mean one writer.  A hook that runs in
+ * process context (the socket backlog drained by release_sock(), sendmsg)
+ * runs with softirqs enabled, so an interrupt can run another socket's hook
+ * on the same CPU between the load and the store of a plain `+=`, and one
+ * of the two updates is lost.  Measured: 64 loopback flows lost ~4 MB of
+ * 16 GB of bytes_acked in one CI run.  The atomic add (BPF_ATOMIC | BPF_ADD,
+ * a locked add on a cache line only this CPU writes) costs a few ns.
+ */
+#define CCL_ADD(p, v) ((void)__sync_fetch_and_add((p), (v)))
+
 #define CCL_U32_MAX 0xffffffffU
 #define CCL_USEC_PER_SEC 1000000ULL
 #define CCL_NSEC_PER_SEC 1000000000ULL
