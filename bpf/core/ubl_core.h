@@ -109,6 +109,7 @@ struct ubl_win {
 	u8 found;	/* t* seen in this cycle */
 	u8 phase;	/* CCL_PHASE_RAMP / HOLD / ZERO */
 	u8 settle;	/* skip judging C(t) at the next round end */
+	u8 c_over;	/* judged rounds in a row with C > alpha */
 };
 
 /*
@@ -168,6 +169,11 @@ CCL_CORE void ubl_ack(struct ubl_win *w, u32 acked, u32 ssthresh,
  * and again on every further round with C > alpha, so a real standing queue
  * is backed off geometrically (3 % a round) while ACK-clock noise that
  * lifts C a hair over alpha costs 3 % instead of the whole extra window.
+ * "C > alpha" means c_rounds judged rounds in a row with C > alpha
+ * (default 2), for t* and for the re-estimate alike: a standing queue is
+ * still there a round later, while the ACK-clock burst that lifts one
+ * round's C over alpha is gone; a round that is over alpha but not yet
+ * persistent counts as uncongested.  zero_on_c = 1 (literal) reacts to one.
  * ZERO then only when cwnd_r >= W_full.  The last re-estimate is the W_full
  * carried to the next cycle, unless Reno, having caught up, crosses alpha
  * itself later in the cycle: that crossing is a fresh t* (without it W_full
@@ -183,12 +189,19 @@ CCL_CORE u32 ubl_round(struct ubl_win *w, u32 c_q16, u32 ssthresh,
 {
 	u64 prop = (u64)w->cwnd_r + w->extra;
 	u32 found_now = 0;
+	bool over;
 
 	if (w->settle) {
 		w->settle = 0;
+		w->c_over = 0;
 		return 0;
 	}
-	if (!p->zero_on_c && c_q16 > p->alpha_q16 && p->extra_enable && w->wfull_prev &&
+	if (c_q16 > p->alpha_q16)
+		w->c_over = w->c_over < 0xff ? w->c_over + 1 : 0xff;
+	else
+		w->c_over = 0;
+	over = w->c_over && (p->zero_on_c || w->c_over >= p->c_rounds);
+	if (!p->zero_on_c && over && p->extra_enable && w->wfull_prev &&
 	    (w->phase == CCL_PHASE_RAMP || w->phase == CCL_PHASE_HOLD) && w->cwnd_r >= ssthresh) {
 		u32 wf = ccl_sat32((prop * p->beta_q16) >> 16);
 
@@ -205,13 +218,13 @@ CCL_CORE u32 ubl_round(struct ubl_win *w, u32 c_q16, u32 ssthresh,
 		}
 		return found_now;
 	}
-	if (c_q16 > p->alpha_q16 && !w->found && w->cwnd_r >= ssthresh) {
+	if (over && !w->found && w->cwnd_r >= ssthresh) {
 		w->wfull_cur = ccl_sat32((prop * p->beta_q16) >> 16);
 		w->found = 1;
 		found_now = 1;
 	}
-	if (!p->extra_enable || !w->wfull_prev || c_q16 > p->alpha_q16 ||
-	    w->phase == CCL_PHASE_ZERO || w->cwnd_r >= w->wfull_prev || w->cwnd_r < ssthresh) {
+	if (!p->extra_enable || !w->wfull_prev || over || w->phase == CCL_PHASE_ZERO ||
+	    w->cwnd_r >= w->wfull_prev || w->cwnd_r < ssthresh) {
 		/* v2: Reno caught up with a re-estimated W_full; let its own
 		 * crossing of alpha measure t* afresh, or W_full could only
 		 * ever fall from cycle to cycle. */
