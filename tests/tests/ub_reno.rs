@@ -80,23 +80,52 @@ fn pair_once(k: f64, bytes: u64, skip: f64) -> ((f64, Vec<serde_json::Value>), u
     ((u / r, sender), late)
 }
 
-/// The window at which C(t) first exceeds alpha in each cycle while the
-/// flow runs as plain Reno (ZERO phase, no extra window): where this path's
-/// RTT starts to rise, observed independently of the extra-window logic.
+/// ub_reno's default of a tunable, from `ccload algos --json` (the kernel
+/// layout's table).
+fn ub_reno_default(name: &str) -> f64 {
+    let v: serde_json::Value = serde_json::from_str(&ccload_ok(&["algos", "--json"])).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["algo"] == "ub_reno")
+        .and_then(|a| {
+            a["tunables"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|t| t["name"] == name)
+        })
+        .and_then(|t| t["default"].as_f64())
+        .unwrap_or_else(|| panic!("no ub_reno tunable {name}"))
+}
+
+/// The window at which the RTT has risen in each cycle while the flow runs
+/// as plain Reno (ZERO phase, no extra window), observed independently of
+/// the extra-window logic: the window of the `c_rounds`-th round in a row
+/// with C(t) > alpha (the controller's own test of congestion: one round
+/// over alpha is an ACK burst as often as a queue).
 fn reno_onsets(sender: &[serde_json::Value]) -> Vec<i64> {
-    let alpha = 1.02 * 65536.0;
+    let alpha = ub_reno_default("alpha") * 65536.0;
+    let need = ub_reno_default("c_rounds") as usize;
     let mut out = Vec::new();
     let mut cycle = -1;
     let mut seen = false;
+    let mut run = 0;
     for r in sender {
         if r["phase"] == "SS" {
             continue;
         }
         if i(r, "cycle") != cycle {
             cycle = i(r, "cycle");
-            seen = false;
+            (seen, run) = (false, 0);
         }
-        if !seen && r["phase"] == "ZERO" && i(r, "extra") == 0 && i(r, "c_q16") as f64 > alpha {
+        let plain_reno = r["phase"] == "ZERO" && i(r, "extra") == 0;
+        run = if plain_reno && i(r, "c_q16") as f64 > alpha {
+            run + 1
+        } else {
+            0
+        };
+        if !seen && run >= need {
             out.push(i(r, "cwnd_r"));
             seen = true;
         }
