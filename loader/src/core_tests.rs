@@ -910,7 +910,7 @@ fn ubl_loop_noisy(k: f64, p: intf::ccl_ub_reno_params, spike: f64) -> f64 {
     let bdp = 1000.0f64;
     let buf = (k * bdp).round();
     let base_us = 80_000.0;
-    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let mut w = win(2);
     let mut s = ls_new();
     let mut ssth = u32::MAX;
@@ -936,10 +936,7 @@ fn ubl_loop_noisy(k: f64, p: intf::ccl_ub_reno_params, spike: f64) -> f64 {
         }
         unsafe { intf::ubl_ack(&mut w, wnd as u32, ssth, &p) };
         let mut c = unsafe { intf::ubl_c_q16(s.mu_q3 >> 3, rtt_min) };
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        if ((rng >> 11) as f64 / (1u64 << 53) as f64) < spike {
+        if ((rng.next() >> 11) as f64 / (1u64 << 53) as f64) < spike {
             c = c.max(C_HIGH);
         }
         unsafe { intf::ubl_round(&mut w, c, ssth, &p) };

@@ -80,33 +80,17 @@ fn pair_once(k: f64, bytes: u64, skip: f64) -> ((f64, Vec<serde_json::Value>), u
     ((u / r, sender), late)
 }
 
-/// ub_reno's default of a tunable, from `ccload algos --json` (the kernel
-/// layout's table).
-fn ub_reno_default(name: &str) -> f64 {
-    let v: serde_json::Value = serde_json::from_str(&ccload_ok(&["algos", "--json"])).unwrap();
-    v.as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["algo"] == "ub_reno")
-        .and_then(|a| {
-            a["tunables"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|t| t["name"] == name)
-        })
-        .and_then(|t| t["default"].as_f64())
-        .unwrap_or_else(|| panic!("no ub_reno tunable {name}"))
-}
-
 /// The window at which the RTT has risen in each cycle while the flow runs
 /// as plain Reno (ZERO phase, no extra window), observed independently of
 /// the extra-window logic: the window of the `c_rounds`-th round in a row
 /// with C(t) > alpha (the controller's own test of congestion: one round
 /// over alpha is an ACK burst as often as a queue).
 fn reno_onsets(sender: &[serde_json::Value]) -> Vec<i64> {
-    let alpha = ub_reno_default("alpha") * 65536.0;
-    let need = ub_reno_default("c_rounds") as usize;
+    // The defaults from the kernel layout's table; alpha as stored (Q16,
+    // the unit of c_q16).
+    let d = ccload::algos::Algo::UbReno.defaults();
+    let alpha = d.get("alpha").unwrap() as i64;
+    let need = d.get("c_rounds").unwrap() as usize;
     let mut out = Vec::new();
     let mut cycle = -1;
     let mut seen = false;
@@ -120,7 +104,7 @@ fn reno_onsets(sender: &[serde_json::Value]) -> Vec<i64> {
             (seen, run) = (false, 0);
         }
         let plain_reno = r["phase"] == "ZERO" && i(r, "extra") == 0;
-        run = if plain_reno && i(r, "c_q16") as f64 > alpha {
+        run = if plain_reno && i(r, "c_q16") > alpha {
             run + 1
         } else {
             0
