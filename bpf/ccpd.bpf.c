@@ -58,6 +58,11 @@
  *     path with a 10-packet buffer.  q_rtt = 1 (queue from the round's
  *     minimum RTT) with bmax_on_loss = 1 (a congestive loss resets rtt_max)
  *     fills it but retransmits more elsewhere; not the default (docs/ccpd.md).
+ * 11. An RTT sample is clamped to m + n / C, n = packets delivered while its
+ *     packet was out (ack_sample->in_flight / mss): no queue explains more.
+ *     rtt_max only grows, and one 20-ms stall of the path read as queue
+ *     lifted B from 166 to 375 packets and overflowed the buffer every few
+ *     rounds for the rest of the flow (4,457 retransmissions in 20 s).
  *
  *   state diagram (phase):
  *
@@ -186,11 +191,15 @@ void BPF_PROG(ccpd_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct ccl_ccpd_params p;
+	u32 mss = tp->mss_cache ? tp->mss_cache : 1;
 
 	ccl_agg_ack(sk);
 	ccl_params(ccl_profile_of(sk), &p);
-	ccpd_on_rtt(inet_csk_ca(sk), &p, ccl_ca_state(sk), sample->rtt_us, (u32)tp->tcp_mstamp,
-		    tp->snd_cwnd);
+	/* sample->in_flight is bytes: mss x the packets delivered while the
+	 * sampled packet was out (tcp_clean_rtx_queue), i.e. what was in
+	 * flight ahead of it when it left. */
+	ccpd_on_rtt(inet_csk_ca(sk), &p, ccl_ca_state(sk), sample->rtt_us,
+		    sample->in_flight / mss, (u32)tp->tcp_mstamp, tp->snd_cwnd);
 }
 
 SEC("struct_ops")

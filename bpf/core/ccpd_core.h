@@ -318,16 +318,39 @@ CCL_CORE u32 ccpd_law_target(const struct ccpd *ca, u32 w, const struct ccpd_est
 /* Rtt_min, smoothed RTT (gain 1/8), rtt_max of the smoothed RTT.
  * (rtt_max from round minima, noise-free, was tried: after a slow-start exit
  * without a standing queue B then stays at b_min and the law's growth,
- * gamma Kp B per round, took 36 s to fill a 190-ms pipe.) */
-CCL_CORE void ccpd_rtt_sample(struct ccpd *ca, s32 rtt)
+ * gamma Kp B per round, took 36 s to fill a 190-ms pipe.)
+ *
+ * A sample's queueing part is bounded by what was in flight ahead of its
+ * packet: the packets queued ahead of it were sent before it and delivered
+ * before its ACK, so with n = packets delivered while it was out (the
+ * kernel's ack_sample->in_flight / mss)
+ *   r <= m + n / C.
+ * A longer sample is a stall of the path or of a host, not a queue, and is
+ * clamped to the bound before it reaches the smoothed RTT and rtt_max.
+ * rtt_max only grows, so one unclamped stall would stand in B for the rest
+ * of the flow: a 20-ms stall of the lab's delay line lifted rtt_max from 40
+ * to 65 ms on a 20-ms path (B 375 packets for a 166-packet buffer), and the
+ * law then filled the buffer every few rounds: 4,457 retransmissions in 20 s
+ * and 61 % of the time in Recovery.  The bound is loose by the pipe P (a full
+ * pipe holds P of the packets in flight), so it never clips a real queue at
+ * buffers up to 4 BDP even with C overestimated by the 1.25 cap.
+ */
+CCL_CORE void ccpd_rtt_sample(struct ccpd *ca, s32 rtt, u32 delivered_out)
 {
-	u32 r;
+	u32 r, c;
 
 	if (rtt <= 0)
 		return;
 	r = (u32)ccl_min64(rtt, 10000000);
 	if (r < ca->rtt_min_us)
 		ca->rtt_min_us = r;
+	c = ccpd_capacity(ca);
+	if (c && delivered_out) {
+		u64 bound = ca->rtt_min_us + (u64)delivered_out * 1000000 / c;
+
+		if (r > bound)
+			r = (u32)bound;
+	}
 	if (!ca->rtts_q3)
 		ca->rtts_q3 = r << 3;
 	else
@@ -452,14 +475,14 @@ CCL_CORE u32 ccpd_gamma_of(const struct ccl_ccpd_params *p)
  * that the verifier walks it apart from cong_control.
  */
 CCL_CORE void ccpd_on_rtt(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 ca_state,
-			  s32 rtt_us, u32 now_us, u32 snd_cwnd)
+			  s32 rtt_us, u32 delivered_out, u32 now_us, u32 snd_cwnd)
 {
 	u32 m, n, round_min = CCL_U32_MAX;
 	bool train;
 
 	if (ca_state == CCL_CA_RECOVERY || ca_state == CCL_CA_LOSS)
 		return;
-	ccpd_rtt_sample(ca, rtt_us);
+	ccpd_rtt_sample(ca, rtt_us, delivered_out);
 	if (now_us - ca->last_ack_us > CCPD_TRAIN_GAP_US)
 		ca->round_samples |= CCPD_TRAIN_BROKEN;
 	ca->last_ack_us = now_us;

@@ -40,6 +40,10 @@ pub(crate) struct Link {
     /// Extra delay on each ACK, uniform in [0, jitter_s] (host scheduling,
     /// delayed ACKs); FIFO order is kept.
     pub jitter_s: f64,
+    /// The path stalls for `.1` seconds from time `.0` (a delay line or a
+    /// host descheduled, a link-layer retry burst): every ACK due in that
+    /// span arrives at its end, in order.  (0, 0) = never.
+    pub stall: (f64, f64),
 }
 
 #[derive(Default, Debug)]
@@ -220,7 +224,11 @@ pub(crate) fn run(link: Link, p: &intf::ccl_ccpd_params, secs: f64, seed: u64) -
                         0
                     };
                     // jitter never reorders ACKs
-                    let at = (dep + ns(link.rtt_s) + j).max(last_ack_at);
+                    let mut at = (dep + ns(link.rtt_s) + j).max(last_ack_at);
+                    let (s0, s1) = (ns(link.stall.0), ns(link.stall.0 + link.stall.1));
+                    if (s0..s1).contains(&at) {
+                        at = s1;
+                    }
                     last_ack_at = at;
                     acks.push(Ack {
                         at_ns: std::cmp::Reverse(at),
@@ -353,7 +361,19 @@ pub(crate) fn run(link: Link, p: &intf::ccl_ccpd_params, secs: f64, seed: u64) -
         }
         // tcp_clean_rtx_queue -> pkts_acked (E1, slow-start exit), before
         // tcp_fastretrans_alert changes the state.
-        unsafe { intf::ccpd_on_rtt(&mut ca, p, state, rtt_us, (now / 1000) as u32, cwnd) };
+        unsafe {
+            intf::ccpd_on_rtt(
+                &mut ca,
+                p,
+                state,
+                rtt_us,
+                // ack_sample->in_flight / mss: packets delivered while
+                // this one was out (tcp_clean_rtx_queue)
+                (delivered - tx.delivered) as u32,
+                (now / 1000) as u32,
+                cwnd,
+            )
+        };
         // Loss detection: transmissions three or more before this one.
         let mut losses = 0i32;
         while let Some(&id) = outstanding.front() {
@@ -485,6 +505,7 @@ fn path_100m(rtt_s: f64, buf_bdp: f64, loss: f64) -> Link {
         buffer: (rate * rtt_s * buf_bdp).round() as usize,
         loss,
         jitter_s: 0.0,
+        stall: (0.0, 0.0),
     }
 }
 
@@ -722,4 +743,82 @@ fn ccpd_closed_loop_tiny_buffer_with_jitter() {
     for j in [0.0, 0.3, 1.0] {
         assert!(util_of(j, &vegas) > 0.9, "q_rtt 1, jitter {j} ms");
     }
+}
+
+/// A stall of the path (a delay line or a host descheduled for tens of ms)
+/// returns a burst of ACKs whose RTT samples are far longer than any queue
+/// the window could have built.  rtt_max only grows, so a stall taken as
+/// queue would stand in B for the rest of the flow and the law would fill
+/// the real buffer every few rounds (the lab measured 4,457 retransmissions
+/// in 20 s at 20 ms after one 20-ms stall).  The samples are clamped to
+/// m + in_flight_at_send / C: after stalls of 40 and 60 ms the flow keeps a
+/// B near the real buffer and does not retransmit.
+#[test]
+fn ccpd_closed_loop_path_stall_is_not_taken_for_buffer() {
+    for (rtt, stall) in [
+        (0.02, (1.0, 0.04)),
+        (0.02, (3.0, 0.06)),
+        (0.08, (4.0, 0.06)),
+    ] {
+        let mut link = path_100m(rtt, 1.0, 0.0);
+        link.stall = stall;
+        let secs = 20.0;
+        let r = run(link, &ccpd_params(&[]), secs, 11);
+        let name = format!(
+            "{} ms, 1 BDP, {} ms stall at {} s",
+            rtt * 1e3,
+            stall.1 * 1e3,
+            stall.0
+        );
+        let util = r.delivered as f64 / (link.rate_pps * secs);
+        eprintln!("{name}: util {util:.3} {r:?}");
+        assert!(
+            r.b_est <= 1.25 * link.buffer as f64,
+            "{name}: B estimated {:.0} packets, real buffer {}",
+            r.b_est,
+            link.buffer
+        );
+        assert!(
+            r.retrans <= r.ss_drops + 5 && r.recoveries <= 3,
+            "{name}: {} retransmissions, {} recoveries",
+            r.retrans,
+            r.recoveries
+        );
+        assert!(util > 0.9, "{name}: utilisation {util:.3}");
+    }
+}
+
+/// The bound itself: a sample longer than m + in_flight_at_send / C is
+/// clamped to it, a sample within it (a real queue) is kept, and without a
+/// capacity or an in-flight count nothing is clamped.
+#[test]
+fn ccpd_rtt_sample_is_bounded_by_what_was_in_flight() {
+    let mut ca = intf::ccpd::default();
+    unsafe { intf::ccpd_on_init(&mut ca, 0, 0) };
+    unsafe { intf::ccpd_rtt_sample(&mut ca, 20_000, 10) };
+    assert_eq!(ca.rtt_max_us, 20_000);
+    // no capacity yet: a 100-ms sample is taken as it is
+    let mut fresh = ca;
+    unsafe { intf::ccpd_rtt_sample(&mut fresh, 100_000, 200) };
+    assert_eq!(fresh.rtts_q3 >> 3, 20_000 + 80_000 / 8);
+    // C = 8,333 segments/s: 200 in flight allow 24 ms of queue
+    ca.fb_cur = 8_333;
+    let bound = 20_000 + 200 * 1_000_000 / 8_333;
+    let mut a = ca;
+    unsafe { intf::ccpd_rtt_sample(&mut a, 100_000, 200) };
+    assert_eq!(
+        a.rtts_q3 >> 3,
+        20_000 + (bound - 20_000) / 8,
+        "clamped to {bound} us"
+    );
+    let mut b = ca;
+    unsafe { intf::ccpd_rtt_sample(&mut b, 40_000, 200) };
+    assert_eq!(b.rtts_q3 >> 3, 20_000 + 20_000 / 8, "a real queue is kept");
+    let mut z = ca;
+    unsafe { intf::ccpd_rtt_sample(&mut z, 100_000, 0) };
+    assert_eq!(
+        z.rtts_q3 >> 3,
+        20_000 + 80_000 / 8,
+        "no in-flight count: kept"
+    );
 }

@@ -14,7 +14,7 @@
 //! invalid by its caller.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -182,6 +182,8 @@ struct Pkt {
 /// it also stops it).
 pub struct DelayLine {
     stop: Arc<AtomicBool>,
+    /// CLOCK_MONOTONIC ns until which no packet leaves (see [`DelayLine::stall`])
+    stall_until: Arc<AtomicU64>,
     threads: Vec<JoinHandle<DirStats>>,
 }
 
@@ -189,16 +191,30 @@ impl DelayLine {
     /// Start moving packets `a -> b` after `fwd` and `b -> a` after `rev`.
     pub fn start(a: OwnedFd, b: OwnedFd, fwd: Duration, rev: Duration) -> DelayLine {
         let stop = Arc::new(AtomicBool::new(false));
+        let stall_until = Arc::new(AtomicU64::new(0));
         let (a, b) = (Arc::new(a), Arc::new(b));
         let mut threads = Vec::new();
         for (src, dst, d) in [(a.clone(), b.clone(), fwd), (b, a, rev)] {
             let (tx, rx) = mpsc::sync_channel::<Pkt>(MAX_QUEUED);
             let st = stop.clone();
             threads.push(std::thread::spawn(move || reader(src, tx, d, st)));
-            let st = stop.clone();
-            threads.push(std::thread::spawn(move || writer(dst, rx, st)));
+            let (st, hold) = (stop.clone(), stall_until.clone());
+            threads.push(std::thread::spawn(move || writer(dst, rx, st, hold)));
         }
-        DelayLine { stop, threads }
+        DelayLine {
+            stop,
+            stall_until,
+            threads,
+        }
+    }
+
+    /// Stall the path for `d` from now, both directions: no packet leaves
+    /// until then, and the held ones leave together at the end, in order (a
+    /// router or a host descheduled, a link-layer retry burst).  The stall
+    /// shows in the lateness statistics, as it should.
+    pub fn stall(&self, d: Duration) {
+        self.stall_until
+            .store(now_ns() + d.as_nanos() as u64, Ordering::SeqCst);
     }
 
     pub fn stop(mut self) -> DelayReport {
@@ -284,7 +300,12 @@ fn reader(
     st
 }
 
-fn writer(dst: Arc<OwnedFd>, rx: mpsc::Receiver<Pkt>, stop: Arc<AtomicBool>) -> DirStats {
+fn writer(
+    dst: Arc<OwnedFd>,
+    rx: mpsc::Receiver<Pkt>,
+    stop: Arc<AtomicBool>,
+    stall_until: Arc<AtomicU64>,
+) -> DirStats {
     let mut st = DirStats::new();
     st.realtime = make_realtime();
     while !stop.load(Ordering::Relaxed) {
@@ -294,8 +315,9 @@ fn writer(dst: Arc<OwnedFd>, rx: mpsc::Receiver<Pkt>, stop: Arc<AtomicBool>) -> 
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         };
         let mut t = now_ns();
-        while t < p.due_ns {
-            sleep_until_ns(p.due_ns);
+        let due = p.due_ns.max(stall_until.load(Ordering::Relaxed));
+        while t < due {
+            sleep_until_ns(due);
             t = now_ns();
         }
         // SAFETY: writing a packet we own to a TUN fd.

@@ -215,6 +215,14 @@ impl Bottleneck {
         self.delay.take().map(|d| d.stop())
     }
 
+    /// Stall the path for `d` (both directions; see [`DelayLine::stall`]).
+    /// No-op once the delay line is stopped.
+    pub fn stall(&self, d: Duration) {
+        if let Some(dl) = &self.delay {
+            dl.stall(d);
+        }
+    }
+
     /// A netlink probe of the bottleneck device's qdiscs.
     pub fn qdisc_probe(&self) -> QdiscProbe {
         self.router
