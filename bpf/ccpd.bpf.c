@@ -198,8 +198,8 @@ void BPF_PROG(ccpd_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 	/* sample->in_flight is bytes: mss x the packets delivered while the
 	 * sampled packet was out (tcp_clean_rtx_queue), i.e. what was in
 	 * flight ahead of it when it left. */
-	ccpd_on_rtt(inet_csk_ca(sk), &p, ccl_ca_state(sk), sample->rtt_us,
-		    sample->in_flight / mss, (u32)tp->tcp_mstamp, tp->snd_cwnd);
+	ccpd_on_rtt(inet_csk_ca(sk), &p, ccl_ca_state(sk), sample->rtt_us, sample->in_flight / mss,
+		    (u32)tp->tcp_mstamp, tp->snd_cwnd);
 }
 
 SEC("struct_ops")
