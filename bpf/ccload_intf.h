@@ -149,12 +149,12 @@ enum ccl_phase {
 #define CCL_CTCP_PLUS_PARAMS(X)                                                                 \
 	X(alpha_q10, "alpha", CCL_Q10, CCL_Q10 / 8, 0, CCL_Q10, "", "dwnd growth alpha*swnd^(3/4) - 1") \
 	X(beta_q10, "beta", CCL_Q10, CCL_Q10 / 2, 0, CCL_Q10, "", "multiplicative decrease of swnd on loss") \
-	X(zeta_q10, "zeta", CCL_Q10, CCL_Q10, 0, 4 * CCL_Q10, "", "dwnd shrink per segment of Diff") \
+	X(zeta_q10, "zeta", CCL_Q10, 2 * CCL_Q10, 0, 4 * CCL_Q10, "", "dwnd shrink per segment of Diff") \
 	X(gamma, "gamma", 1, 30, 1, 1000, "segments", "Diff threshold (early congestion)")      \
-	X(gamma_tune, "gamma_tune", 1, 0, 0, 1, "", "TUBE gamma auto-tuning (5..30)")           \
+	X(gamma_tune, "gamma_tune", 1, 1, 0, 1, "", "TUBE gamma auto-tuning (5..30)")           \
 	X(low_wnd, "low_wnd", 1, 38, 0, 10000, "segments", "delay component active above")      \
 	X(min_samples, "min_samples", 1, 3, 1, 16, "", "RTT samples per round for an update")   \
-	X(rtt_mode, "rtt_mode", 1, 0, 0, 1, "", "round RTT: 0 = min, 1 = mean")                 \
+	X(rtt_mode, "rtt_mode", 1, 1, 0, 1, "", "round RTT: 0 = min, 1 = mean")                 \
 	X(win_mode, "win_mode", 1, 0, 0, 1, "", "Diff window: 0 = swnd, 1 = sent in last round") \
 	X(plus, "plus", 1, 1, 0, 1, "", "1 = CTCP+ rules (2)-(4), 0 = plain Compound TCP")      \
 	X(plus_md_q10, "plus_md", CCL_Q10, CCL_FIX(CCL_Q10, 2, 3), CCL_Q10 / 2, CCL_Q10, "", "rule (2) loss-window factor (2/3)") \

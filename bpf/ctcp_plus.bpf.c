@@ -24,6 +24,16 @@
  *  2. The CTCP+ trigger and rules (2)-(4) are reconstructed from the seed's
  *     surviving formulas (the text is garbled).
  *  3. swnd^(3/4) = sqrt(w sqrt(w)) with integer square roots.
+ *  4. Defaults for shallow buffers: TUBE on (gamma tuned per flow from 30 at
+ *     each loss, 5..30), round RTT = mean of the round's samples, zeta 2.
+ *     With Compound's gamma 30 above a 21-packet buffer Diff never reached
+ *     gamma, dwnd regrew after each loss in ~15 rounds and the flow lost 3x
+ *     as often as reno: 0.87-0.93x reno's goodput with 4-9x its
+ *     retransmissions per segment (50M/40ms and 100M/20ms, BDP/8).  A fixed
+ *     gamma of 5 braked too late (the round minimum lags a queue that swings
+ *     within the round) and cost 20 % at 100M/80ms/BDP8.  The new defaults:
+ *     1.04-1.12x reno with 0.7-1.1x its retransmissions per segment there,
+ *     and 1.6x reno with half its retransmissions at 100M/80ms/BDP8.
  *
  *   states:  CTCP --Diff >= gamma && dwnd == 0--> EP (rule 2, then 3 per RTT,
  *            no per-ACK growth) --Diff < gamma_exit or loss--> CTCP

@@ -507,8 +507,8 @@ fn ctcp_pow34_within_0_1_percent() {
     eprintln!("ctcp_pow34_q10: worst relative error {worst:.2e}");
 }
 
-/// The defaults of spec 3.5: alpha 1/8, zeta 1, gamma 30, CTCP+ on,
-/// rule (2) factor 2/3, rule (3) step 1/2.
+/// The defaults: alpha 1/8, zeta 2 (Compound's 1 doubled, docs/ctcp_plus.md),
+/// gamma 30 (where TUBE starts), CTCP+ on, rule (2) factor 2/3, rule (3) step 1/2.
 fn ctcp_params(plus: u32) -> intf::ccl_ctcp_plus_params {
     Algo::CtcpPlus.params_struct(&[("plus", &plus.to_string())])
 }
@@ -541,6 +541,9 @@ fn ctcp_round(
 fn ctcp_round_update_matches_the_compound_law() {
     // f64: Diff = w (RTT - base)/RTT; dwnd += max(alpha w^0.75 - 1, 0) below
     // gamma, dwnd -= zeta Diff above.  Bound: 2/1024 segment + 0.1 % of the increment.
+    let p = ctcp_params(0);
+    let (gamma, zeta) = (p.gamma as f64, p.zeta_q10 as f64 / 1024.0);
+    assert_eq!((gamma, zeta), (30.0, 2.0), "the defaults this test samples");
     let mut rng = Rng(41);
     for _ in 0..20000 {
         let win = rng.range(2, 100_000) as u32;
@@ -552,10 +555,10 @@ fn ctcp_round_update_matches_the_compound_law() {
         let diff = win as f64 * (rtt - base) as f64 / rtt as f64;
         assert!((r.diff_q10 as f64 / 1024.0 - diff).abs() <= 1.0 / 1024.0);
         let d0 = dwnd as f64 / 1024.0;
-        let want = if diff < 30.0 {
+        let want = if diff < gamma {
             d0 + (0.125 * (win as f64).powf(0.75) - 1.0).max(0.0)
         } else {
-            (d0 - diff).max(0.0)
+            (d0 - zeta * diff).max(0.0)
         };
         let got = r.dwnd_q10 as f64 / 1024.0;
         assert!(

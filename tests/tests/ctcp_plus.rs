@@ -46,6 +46,8 @@ n_flows = [4]
     // Four flows share a 50-packet buffer (~12 packets each), so gamma is
     // set below that share and the delay component is enabled from 10
     // segments; both variants run with the same settings, only `plus` differs.
+    // Compound's own law (fixed gamma, round-minimum RTT, zeta 1): the test
+    // is about rules (2)-(4), not about the defaults' shallow-buffer tuning.
     // ABBA: drift over the four runs cancels in the sums.
     for plus in ["1", "0", "0", "1"] {
         ccload_ok(&[
@@ -58,6 +60,12 @@ n_flows = [4]
             "gamma=5",
             "--set",
             "low_wnd=10",
+            "--set",
+            "gamma_tune=0",
+            "--set",
+            "rtt_mode=0",
+            "--set",
+            "zeta=1",
         ]);
         let before = loss_events();
         let r = run_case(&sc, case, "ctcp_plus", 0, &mut |_| {}).expect("run");
