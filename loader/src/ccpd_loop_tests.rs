@@ -751,7 +751,7 @@ fn ccpd_closed_loop_tiny_buffer_with_jitter() {
 /// queue would stand in B for the rest of the flow and the law would fill
 /// the real buffer every few rounds (the lab measured 4,457 retransmissions
 /// in 20 s at 20 ms after one 20-ms stall).  The samples are clamped to
-/// m + in_flight_at_send / C: after stalls of 40 and 60 ms the flow keeps a
+/// m + n / C, n = packets delivered while the sample's packet was out: after stalls of 40 and 60 ms the flow keeps a
 /// B near the real buffer and does not retransmit.
 #[test]
 fn ccpd_closed_loop_path_stall_is_not_taken_for_buffer() {
@@ -788,9 +788,10 @@ fn ccpd_closed_loop_path_stall_is_not_taken_for_buffer() {
     }
 }
 
-/// The bound itself: a sample longer than m + in_flight_at_send / C is
-/// clamped to it, a sample within it (a real queue) is kept, and without a
-/// capacity or an in-flight count nothing is clamped.
+/// The bound itself: a sample longer than m + n / C (n = packets delivered
+/// while its packet was out) is clamped to it, a sample within it (a real
+/// queue) is kept, and without a capacity or a delivered count nothing is
+/// clamped.
 #[test]
 fn ccpd_rtt_sample_is_bounded_by_what_was_in_flight() {
     let mut ca = intf::ccpd::default();
@@ -819,6 +820,6 @@ fn ccpd_rtt_sample_is_bounded_by_what_was_in_flight() {
     assert_eq!(
         z.rtts_q3 >> 3,
         20_000 + 80_000 / 8,
-        "no in-flight count: kept"
+        "no delivered count: kept"
     );
 }

@@ -56,30 +56,24 @@ fn a_path_stall_is_not_taken_for_buffer() {
         .filter(|r| r["remote"].as_str().unwrap_or("").starts_with("10.77.2.2:"))
         .collect();
     assert!(sender.len() > 100, "{} sender records", sender.len());
+    // Records by time since the flow's first one, relative to the stall (us).
     let t_first = i(sender[0], "t_us");
-    let after: Vec<&&serde_json::Value> = sender
-        .iter()
-        .filter(|r| i(r, "t_us") - t_first >= stall_at.as_micros() as i64 + 1_000_000)
-        .collect();
+    let stall_us = stall_at.as_micros() as i64;
+    let within = |from: i64, to: i64| {
+        sender.iter().filter(move |r| {
+            let t = i(r, "t_us") - t_first - stall_us;
+            (from..to).contains(&t)
+        })
+    };
+    let after: Vec<&&serde_json::Value> = within(1_000_000, i64::MAX).collect();
     // The window in force in the second before the stall: what can be in
     // flight ahead of any packet the stall held.
-    let cwnd_before = sender
-        .iter()
-        .filter(|r| {
-            let t = i(r, "t_us") - t_first;
-            t + 1_000_000 >= stall_at.as_micros() as i64 && t < stall_at.as_micros() as i64
-        })
+    let cwnd_before = within(-1_000_000, 0)
         .map(|r| i(r, "cwnd").max(i(r, "in_flight")))
         .max()
         .unwrap_or(0);
     // The smallest capacity estimate around the stall (segments/s).
-    let c_min = sender
-        .iter()
-        .filter(|r| {
-            let t = i(r, "t_us") - t_first;
-            t + 1_000_000 >= stall_at.as_micros() as i64
-                && t <= stall_at.as_micros() as i64 + 500_000
-        })
+    let c_min = within(-1_000_000, 500_001)
         .map(|r| i(r, "c_sps"))
         .min()
         .unwrap_or(0);
