@@ -79,14 +79,24 @@ fn a_path_stall_is_not_taken_for_buffer() {
         .unwrap_or(0);
     let rtt_min = sender.last().map(|r| i(r, "rtt_min_us")).unwrap_or(0);
     let b_max = after.iter().map(|r| i(r, "b_q10") >> 10).max().unwrap_or(0);
-    let rtt_max = after.iter().map(|r| i(r, "rtt_max_us")).max().unwrap_or(0);
+    // rtt_max as the forced stall left it: its samples arrive within ~60 ms
+    // and the smoothed RTT that feeds rtt_max peaks within a few rounds.
+    // Later in the run a natural stall of the delay line (about one run in
+    // ten of this length on a busy 2-core VM) may lift it again, bounded by
+    // the window of that moment, which the law may have grown since: one
+    // CI run read 51.4 ms at +2 s after 42.7 ms at +0.3 s (window 245 then).
+    let rtt_max = within(0, 400_000)
+        .map(|r| i(r, "rtt_max_us"))
+        .max()
+        .unwrap_or(0);
+    let rtt_max_end = sender.last().map(|r| i(r, "rtt_max_us")).unwrap_or(0);
     let law = after
         .iter()
         .filter(|r| r["phase"] == "CA" && i(r, "ca_state") == 0)
         .count();
     eprintln!(
         "ccpd, 100 Mbit/s, 20 ms, {buffer}-packet buffer, 40-ms stall at {} s: {:.1} Mbit/s, \
-         {re} of {out} segments retransmitted, B max {b_max} after the stall (rtt_max {rtt_max} us; m + window {cwnd_before} / C {c_min} = {} us), \
+         {re} of {out} segments retransmitted, B max {b_max} after the stall (rtt_max {rtt_max} us at +0.4 s, {rtt_max_end} at the end; m + window {cwnd_before} / C {c_min} = {} us), \
          law in {law} of {} records, delay-line lateness max {} us, {secs:.1} s",
         stall_at.as_secs(),
         t.mbps(),
