@@ -32,6 +32,10 @@
  *     own slow-start rate: measured at 100 Mbit/s, 80 ms, ssthresh 2 at round
  *     0 and 11.6 Mbit/s over 10 s.  ss_mode 1 keeps max(GTSW, burst).
  *     low_wnd (default 0) as Fig. 2.
+ *  5. loss_bw = 1 (not default): the estimate is kept through a loss and RI
+ *     regrows toward BW x BaseRTT at once; Fig. 2 restarts it from 0, and on
+ *     Linux (PRR, no cong_avoid in recovery) the restarted estimate measures
+ *     the halved window, so under random loss RI is no faster than Reno.
  *
  *   phases:   SS --loss--> (PRR halving) --> CA <--> RI
  *             RI: cwnd < ssthresh after a loss (+1 per segment toward the BDP)
@@ -142,9 +146,18 @@ void BPF_PROG(hetcp_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 	if (ccl_round_on_seq(&ca->round, ack, tp->snd_nxt))
 		stat_inc(CCL_STAT_ROUNDS);
 
-	/* Fig. 2's "ssthresh = 0" after a loss, applied once PRR is done. */
+	/*
+	 * Fig. 2's "ssthresh = 0" after a loss, applied once PRR is done; with
+	 * loss_bw = 1 the kept estimate's BDP instead, and the sample clock
+	 * restarts here so that the first sample does not span the recovery
+	 * (cong_avoid counts no ACKs during it: CurBW would read a fraction).
+	 */
 	if (ca->flags & F_PENDING_CA) {
-		tp->snd_ssthresh = p.ssth_floor;
+		tp->snd_ssthresh = hetcp_after_loss_ssth(p.loss_bw, ca->gtsw_ssth, p.ssth_floor);
+		if (p.loss_bw == HETCP_LOSS_KEEP) {
+			ca->pre_time_us = now;
+			ca->ack_cnt = 0;
+		}
 		ca->flags &= ~F_PENDING_CA;
 	}
 
@@ -190,7 +203,13 @@ void BPF_PROG(hetcp_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 				if (p.ss_mode == HETCP_SS_BURST && !(ca->flags & F_FIRST_LOSS) &&
 				    ca->ss_burst > ssth)
 					ssth = ca->ss_burst;
-				tp->snd_ssthresh = ssth > p.ssth_floor ? ssth : p.ssth_floor;
+				if (ca->flags & F_FIRST_LOSS)
+					ssth = hetcp_ri_ssth(p.loss_bw, tp->snd_cwnd,
+							     tp->snd_ssthresh, ssth, p.ssth_floor);
+				else if (ssth < p.ssth_floor)
+					ssth = p.ssth_floor;
+				if (ssth)
+					tp->snd_ssthresh = ssth;
 			}
 		}
 		ca->pre_bw_q8 = s.bw_q8;
@@ -216,11 +235,15 @@ __u32 BPF_PROG(hetcp_ssthresh, struct sock *sk)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct hetcp *ca = inet_csk_ca(sk);
+	struct ccl_hetcp_params p;
 
 	/* Fig. 2 on triple dupack: cwnd /= 2; PreBW = 0; ssthresh = 0. */
+	ccl_params(ccl_profile_of(sk), &p);
 	ca->saved_bw_q8 = ca->pre_bw_q8;
-	ca->pre_bw_q8 = 0;
-	ca->gtsw_ssth = 0;
+	if (p.loss_bw != HETCP_LOSS_KEEP) {
+		ca->pre_bw_q8 = 0;
+		ca->gtsw_ssth = 0;
+	}
 	ca->ack_cnt = 0;
 	ca->pre_time_us = tp->tcp_mstamp;
 	ca->flags |= F_FIRST_LOSS | F_PENDING_CA;

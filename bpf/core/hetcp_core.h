@@ -92,6 +92,47 @@ CCL_CORE u32 hetcp_ss_exit(u32 samples, u32 rtt_us, u32 base_rtt_us, u32 snd_cwn
 	return v > floor ? v : floor;
 }
 
+/* What a loss does to the estimator (tunable loss_bw). */
+enum hetcp_loss_bw {
+	HETCP_LOSS_RESTART = 0, /* Fig. 2: PreBW = 0, ssthresh = 0 (the floor) */
+	HETCP_LOSS_KEEP = 1,	/* the estimate survives the loss */
+};
+
+/*
+ * ssthresh written when recovery ends (the first cong_avoid after the loss).
+ * Fig. 2 restarts the estimator and writes ssthresh = 0: congestion
+ * avoidance until the next sample, whose rate is that of the halved window,
+ * so RI regrows only to what the halved window delivers.  A random loss
+ * leaves the path as it was, and the estimate taken before it still measures
+ * the path (at most the bottleneck rate: ACKs cannot return faster), so with
+ * loss_bw = 1 the window regrows by RI at once toward
+ *   ssthresh = max(BW_{k-1} x BaseRTT, floor)                 (Eq. 3)
+ * After a congestive loss that target is the BDP, where Reno's halving of a
+ * full buffer lands anyway.
+ */
+CCL_CORE u32 hetcp_after_loss_ssth(u32 loss_bw, u32 kept_ssth, u32 floor)
+{
+	if (loss_bw != HETCP_LOSS_KEEP)
+		return floor;
+	return kept_ssth > floor ? kept_ssth : floor;
+}
+
+/*
+ * ssthresh a GTSW sample writes after the first loss; 0 = write nothing.
+ * Fig. 2 (loss_bw 0) writes Eq. 3 at every sample.  With loss_bw 1 a sample
+ * taken while RI still climbs to the target set at the loss writes nothing:
+ * that round's ACKs are those of the halved window, and the estimate decays
+ * toward their rate (a_k ~ 1/11 per sample, ~0.5 of the gap per round) and
+ * would stop RI at ~0.8 of the target.  Once the window reaches the target,
+ * samples write Eq. 3 again (floored).
+ */
+CCL_CORE u32 hetcp_ri_ssth(u32 loss_bw, u32 cwnd, u32 cur_ssthresh, u32 gtsw_ssth, u32 floor)
+{
+	if (loss_bw == HETCP_LOSS_KEEP && cwnd < cur_ssthresh)
+		return 0;
+	return gtsw_ssth > floor ? gtsw_ssth : floor;
+}
+
 /* BW in Mbit/s for a segment size of mss bytes. */
 CCL_CORE u32 hetcp_bw_mbps(u64 bw_q8, u32 mss)
 {
