@@ -83,8 +83,9 @@ fn a_path_stall_is_not_taken_for_buffer() {
     // and the smoothed RTT that feeds rtt_max peaks within a few rounds.
     // Later in the run a natural stall of the delay line (about one run in
     // ten of this length on a busy 2-core VM) may lift it again, bounded by
-    // the window of that moment, which the law may have grown since: one
-    // CI run read 51.4 ms at +2 s after 42.7 ms at +0.3 s (window 245 then).
+    // the window of that moment, which the law may have grown since: a local
+    // repetition read 42.7 ms at +0.3 s, then 51.4 ms at +2 s (window 245
+    // then); the CI run that failed on the end-of-run value read 51.8 ms.
     let rtt_max = within(0, 400_000)
         .map(|r| i(r, "rtt_max_us"))
         .max()
