@@ -172,7 +172,22 @@ pub fn run_or_resume(
     out: Option<PathBuf>,
     resume: Option<PathBuf>,
 ) -> Result<(PathBuf, Scenario, Vec<RunSummary>)> {
-    run_with(root, name, quick, out, resume, MAX_ATTEMPTS, None)
+    let s = run_with(root, name, quick, out, resume, MAX_ATTEMPTS, None)?;
+    if s.interrupted {
+        bail!("interrupted; partial results in {}", s.dir.display());
+    }
+    Ok((s.dir, s.scenario, s.runs))
+}
+
+/// What one session of runs left: its directory, the scenario as run, the
+/// finished runs, and whether Ctrl-C stopped it before the last one.
+struct Session {
+    dir: PathBuf,
+    scenario: Scenario,
+    runs: Vec<RunSummary>,
+    /// Runs the scenario asks for (all repetitions).
+    planned: usize,
+    interrupted: bool,
 }
 
 /// The session behind `lab run` and `lab check`: `attempts` per run while
@@ -186,7 +201,7 @@ fn run_with(
     resume: Option<PathBuf>,
     attempts: u32,
     only: Option<Vec<crate::scenario::Cell>>,
-) -> Result<(PathBuf, Scenario, Vec<RunSummary>)> {
+) -> Result<Session> {
     let path = scenario_path(root, name)?;
     let full = Scenario::load(&path)?;
     let mut sc = if quick { full.quick() } else { full };
@@ -410,40 +425,67 @@ fn run_with(
         dir.join("report.md"),
         report(&stem, &sc, quick, &runs, &agg),
     )?;
-    if STOP.load(Ordering::Relaxed) {
-        bail!("interrupted; partial results in {}", dir.display());
+    let interrupted = STOP.load(Ordering::Relaxed);
+    if !interrupted {
+        println!("results in {}", dir.display());
     }
-    println!("results in {}", dir.display());
     let runs = runs.into_iter().cloned().collect();
-    Ok((dir, sc, runs))
+    Ok(Session {
+        dir,
+        scenario: sc,
+        runs,
+        planned: total,
+        interrupted,
+    })
 }
 
 /// `lab check`: run the scenario, evaluate its `[[checks]]`, print every
 /// threshold with the failing ones marked, append them to report.md and
-/// checks.json, and fail when any threshold fails.
-pub fn check(root: &Path, name: &str, quick: bool, out: Option<PathBuf>) -> Result<()> {
+/// checks.json, and fail when any threshold fails.  With `resume`, the
+/// rest of an interrupted check into that directory (the full acceptance
+/// grid takes longer than one sitting).  A check stopped by Ctrl-C judges
+/// the runs it finished, says how many are missing, and fails: a partial
+/// grid is never a pass.
+pub fn check(
+    root: &Path,
+    name: &str,
+    quick: bool,
+    out: Option<PathBuf>,
+    resume: Option<PathBuf>,
+) -> Result<()> {
     // Every run once: on a host whose scheduling is always late (a busy
     // VM) re-measuring everything only doubles the time.
-    let (dir, sc, mut runs) = run_with(root, name, quick, out, None, 1, None)?;
+    let Session {
+        dir,
+        scenario: sc,
+        mut runs,
+        planned,
+        mut interrupted,
+    } = run_with(root, name, quick, out, resume, 1, None)?;
     anyhow::ensure!(
         !sc.checks.is_empty(),
         "{name}: the scenario has no [[checks]]"
     );
     let mut outcomes = sc.evaluate(&runs);
     anyhow::ensure!(
-        !outcomes.is_empty(),
+        interrupted || !outcomes.is_empty(),
         "{name}: no check matched a case that ran"
     );
     // A failing threshold that rests on a run the delay line flagged: those
     // runs once more (their own directory), and the less late of the two
-    // measurements of each stands.
-    let again = suspect_cells(&sc, &outcomes, &runs);
+    // measurements of each stands.  Not in an interrupted check: its
+    // resumption re-measures them once the grid is whole.
+    let again = if interrupted {
+        Vec::new()
+    } else {
+        suspect_cells(&sc, &outcomes, &runs)
+    };
     if !again.is_empty() {
         let n: usize = again.iter().map(|c| c.ccs.len()).sum();
         println!(
             "{n} run(s) behind failing thresholds had an invalid delay line: measuring them again"
         );
-        let (_, _, second) = run_with(
+        let second = run_with(
             root,
             name,
             quick,
@@ -452,7 +494,8 @@ pub fn check(root: &Path, name: &str, quick: bool, out: Option<PathBuf>) -> Resu
             1,
             Some(again),
         )?;
-        for r2 in second {
+        interrupted = second.interrupted;
+        for r2 in second.runs {
             if let Some(r) = runs
                 .iter_mut()
                 .find(|r| r.case == r2.case && r.cc == r2.cc && r.rep == r2.rep)
@@ -464,13 +507,37 @@ pub fn check(root: &Path, name: &str, quick: bool, out: Option<PathBuf>) -> Resu
         }
         outcomes = sc.evaluate(&runs);
     }
+    let resume_cmd = format!(
+        "cargo xtask lab check {name}{} --resume {}",
+        if quick { " --quick" } else { "" },
+        dir.display()
+    );
+    judge(
+        &dir,
+        &runs,
+        &outcomes,
+        planned,
+        interrupted.then_some(&resume_cmd),
+    )
+}
+
+/// The thresholds' table (printed, appended to report.md, and checks.json),
+/// and the verdict: an error when one fails or, `interrupted` (then the
+/// command that finishes it), when runs are missing.
+fn judge(
+    dir: &Path,
+    runs: &[RunSummary],
+    outcomes: &[crate::scenario::CheckOutcome],
+    planned: usize,
+    interrupted: Option<&str>,
+) -> Result<()> {
     let invalid: Vec<&RunSummary> = runs.iter().filter(|r| !r.valid).collect();
     let mut table = String::new();
     let _ = writeln!(
         table,
         "| case | cc | against | metric | value | bound | |\n|---|---|---|---|---|---|---|"
     );
-    for o in &outcomes {
+    for o in outcomes {
         let _ = writeln!(
             table,
             "| {} | {} | {} | {} | {:.4} | {} | {} |",
@@ -487,6 +554,14 @@ pub fn check(root: &Path, name: &str, quick: bool, out: Option<PathBuf>) -> Resu
     let failed = outcomes.iter().filter(|o| !o.pass).count();
     let mut report = std::fs::read_to_string(dir.join("report.md")).unwrap_or_default();
     let _ = writeln!(report, "\n## Acceptance checks\n\n{table}");
+    if let Some(cmd) = interrupted {
+        let _ = writeln!(
+            report,
+            "\n**Incomplete:** {} of {planned} runs finished; the thresholds above \
+             judge only those, and the check does not pass until `{cmd}` finishes it.",
+            runs.len()
+        );
+    }
     if dir.join("again").exists() {
         let _ = writeln!(
             report,
@@ -512,12 +587,19 @@ pub fn check(root: &Path, name: &str, quick: bool, out: Option<PathBuf>) -> Resu
         serde_json::to_string_pretty(&outcomes)?,
     )?;
     println!(
-        "checks: {} passed, {failed} failed ({} runs, {} with an invalid delay line); report {}",
+        "checks: {} passed, {failed} failed ({} of {planned} runs, {} with an invalid delay line); report {}",
         outcomes.len() - failed,
         runs.len(),
         invalid.len(),
         dir.join("report.md").display()
     );
+    if let Some(cmd) = interrupted {
+        bail!(
+            "interrupted after {} of {planned} runs ({failed} threshold(s) failed so far); \
+             finish it with `{cmd}`",
+            runs.len()
+        );
+    }
     if failed > 0 {
         bail!("{failed} acceptance threshold(s) failed");
     }
@@ -683,5 +765,31 @@ mod tests {
                 ("D", vec!["ub_reno", "reno"], None),
             ]
         );
+    }
+
+    #[test]
+    fn an_interrupted_check_is_judged_so_far_and_never_passes() {
+        let dir = std::env::temp_dir().join(format!("ccl-judge-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let runs = [run("A", "ccpd", true), run("A", "cubic", true)];
+        let pass = [outcome("A", "ccpd", "cubic", true)];
+        let cmd = "cargo xtask lab check acceptance --resume X";
+        // Every threshold that ran passes, but 2 of 10 runs is no verdict.
+        let e = judge(&dir, &runs, &pass, 10, Some(cmd))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("interrupted after 2 of 10 runs"), "{e}");
+        assert!(e.contains(cmd), "{e}");
+        let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
+        assert!(report.contains("**Incomplete:** 2 of 10 runs"), "{report}");
+        let checks = std::fs::read_to_string(dir.join("checks.json")).unwrap();
+        assert!(checks.contains("\"pass\": true"), "{checks}");
+        // The same grid whole: a pass; one failing threshold: a failure.
+        std::fs::remove_file(dir.join("report.md")).unwrap();
+        judge(&dir, &runs, &pass, 2, None).unwrap();
+        let fail = [outcome("A", "ccpd", "cubic", false)];
+        let e = judge(&dir, &runs, &fail, 2, None).unwrap_err().to_string();
+        assert!(e.contains("1 acceptance threshold(s) failed"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

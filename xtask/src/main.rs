@@ -175,6 +175,11 @@ enum LabCmd {
         /// Results folder (default lab-results/<scenario>-<time>).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Finish an interrupted check in this results directory (its
+        /// finished runs are kept; Ctrl-C stops a check after the current
+        /// run and judges what it finished).
+        #[arg(long, conflicts_with = "out")]
+        resume: Option<PathBuf>,
     },
 }
 
@@ -351,10 +356,11 @@ fn real_main() -> Result<()> {
                     scenario,
                     quick,
                     out,
+                    resume,
                 },
         } => {
             build_ccload(&root)?;
-            if let Err(e) = lab::check(&root, &scenario, quick, out) {
+            if let Err(e) = lab::check(&root, &scenario, quick, out, resume) {
                 eprintln!("lab check: {e:#}");
                 std::process::exit(1);
             }
