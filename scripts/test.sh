@@ -50,8 +50,11 @@ if [ "$(id -u)" = 0 ] && [ -e /sys/kernel/btf/vmlinux ]; then
         [ -z "$left" ] && [ ! -e /sys/fs/bpf/ccload ] && break
         sleep 1
     done
-    if [ -n "$left" ] || [ -e /sys/fs/bpf/ccload ]; then
-        echo "leftovers: FAILED (struct_ops: ${left:-none}; pins: $(ls /sys/fs/bpf/ccload 2>/dev/null | tr '\n' ' '))" | tee -a "$log"
+    # ...and no network namespace of ours (`ccl-t<pid>-<n>`): every process
+    # that made one has ended.
+    nsleft=$(ip netns list 2>/dev/null | awk '/^ccl-t[0-9]+-[0-9]+/ {print $1}' | tr '\n' ' ')
+    if [ -n "$left" ] || [ -e /sys/fs/bpf/ccload ] || [ -n "$nsleft" ]; then
+        echo "leftovers: FAILED (struct_ops: ${left:-none}; pins: $(ls /sys/fs/bpf/ccload 2>/dev/null | tr '\n' ' '); netns: ${nsleft:-none})" | tee -a "$log"
         rc=1
     else
         echo "leftovers: none" | tee -a "$log"

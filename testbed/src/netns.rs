@@ -1,11 +1,48 @@
 //! Network namespaces for tests and the lab: named `ccl-t<pid>-<n>` (the
 //! project's prefix), deleted on drop, so a failing run leaves none behind.
+//! A process killed outright (SIGKILL, a machine restart) runs no drop: the
+//! first namespace a later process creates reaps those of dead pids first.
 
 use std::ffi::CString;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 static NS_SEQ: AtomicU32 = AtomicU32::new(0);
+static REAPED: std::sync::Once = std::sync::Once::new();
+
+/// The pid in a name of ours, `ccl-t<pid>-<n>`; None for any other name.
+pub fn owner_pid(name: &str) -> Option<u32> {
+    let (pid, n) = name.strip_prefix("ccl-t")?.split_once('-')?;
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// Delete our namespaces (`ccl-t<pid>-<n>`) whose process no longer exists,
+/// sockets first as on drop; returns their names.  A namespace of a live
+/// process, or of anyone else's naming, is never touched.
+pub fn reap_dead() -> Vec<String> {
+    let mut gone = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/run/netns") else {
+        return gone;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = owner_pid(&name) else {
+            continue;
+        };
+        if std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let _ = sh("ip", &["netns", "exec", &name, "ss", "-K", "-t", "-a"]);
+        if sh("ip", &["netns", "del", &name]).status.success() {
+            gone.push(name);
+        }
+    }
+    gone.sort();
+    gone
+}
 
 /// A named network namespace `ccl-t<pid>-<n>` with lo up; deleted on drop.
 pub struct NetNs {
@@ -30,6 +67,15 @@ pub fn run_ok(cmd: &str, args: &[&str]) {
 
 impl NetNs {
     pub fn new() -> NetNs {
+        REAPED.call_once(|| {
+            let gone = reap_dead();
+            if !gone.is_empty() {
+                eprintln!(
+                    "testbed: deleted namespaces of processes that no longer exist: {}",
+                    gone.join(", ")
+                );
+            }
+        });
         let name = format!(
             "ccl-t{}-{}",
             std::process::id(),
@@ -81,5 +127,26 @@ impl Drop for NetNs {
         // its controller's struct_ops map alive after the test detached it.
         let _ = sh("ip", &["netns", "exec", &self.name, "ss", "-K", "-t", "-a"]);
         let _ = sh("ip", &["netns", "del", &self.name]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::owner_pid;
+
+    #[test]
+    fn only_our_names_have_an_owner() {
+        assert_eq!(owner_pid("ccl-t24065-15"), Some(24065));
+        assert_eq!(owner_pid("ccl-t1-0"), Some(1));
+        for other in [
+            "ccl-t24065",
+            "ccl-t24065-",
+            "ccl-tx-1",
+            "ccl-t1-2a",
+            "ns-t1-2",
+            "ccl-t-1",
+        ] {
+            assert_eq!(owner_pid(other), None, "{other}");
+        }
     }
 }

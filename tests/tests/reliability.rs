@@ -311,3 +311,40 @@ fn cgroup_paths_are_resolved_once_and_symlinks_refused() {
         "{e}"
     );
 }
+
+/// A test process killed outright (SIGKILL, a machine restart) runs no drop
+/// and left its namespaces behind (three, once, after an environment
+/// restart).  They carry their pid: the next process reaps those of dead
+/// pids, and never one of a live process.
+#[test]
+fn namespaces_of_a_dead_process_are_reaped_and_live_ones_kept() {
+    let _s = privileged!();
+    let exists = |n: &str| std::path::Path::new(&format!("/run/netns/{n}")).exists();
+    // First: a process's first namespace reaps once, and this test's own
+    // call below must be the one that finds the orphan.
+    let live = NetNs::new();
+    let mut child = Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    assert!(!std::path::Path::new(&format!("/proc/{dead}")).exists());
+    let orphan = format!("ccl-t{dead}-0");
+    run_ok("ip", &["netns", "add", &orphan]);
+    struct Del(String);
+    impl Drop for Del {
+        fn drop(&mut self) {
+            if std::path::Path::new(&format!("/run/netns/{}", self.0)).exists() {
+                let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+            }
+        }
+    }
+    let _orphan = Del(orphan.clone());
+    assert!(exists(&orphan) && exists(&live.name));
+    let gone = ccload_testbed::netns::reap_dead();
+    assert!(gone.contains(&orphan), "{gone:?}");
+    assert!(!exists(&orphan), "{orphan} still there");
+    assert!(
+        exists(&live.name),
+        "the live process's {} was reaped",
+        live.name
+    );
+}
