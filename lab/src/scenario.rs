@@ -100,6 +100,12 @@ pub struct Check {
     pub utilisation_min: Option<f64>,
     /// absolute: share of TCP_INFO samples in Recovery or Loss <= x
     pub recovery_share_max: Option<f64>,
+    /// `lab check`: a comparison with `against` that fails on one run per
+    /// CC is confirmed, not retried: both CCs are measured again in that
+    /// case until each has this many runs, and the mean over all of them
+    /// (the failing one included) is judged.  0 or 1: the single run stands.
+    #[serde(default)]
+    pub confirm_reps: u32,
     /// What the threshold stands for (ALGORITHMS 6.x "what must hold").
     pub why: String,
 }
@@ -116,6 +122,11 @@ pub struct CheckOutcome {
     pub bound: String,
     pub pass: bool,
     pub why: String,
+    /// Runs of `cc` in the case whose mean `value` is.
+    pub runs: usize,
+    /// The check's `confirm_reps` (a failing comparison is measured again).
+    #[serde(skip)]
+    pub confirm_reps: u32,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -199,6 +210,26 @@ impl Scenario {
             .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.to_string().trim_end()))?;
         s.validate()?;
         Ok(s)
+    }
+
+    /// What decides the runs, without what only documents or judges them
+    /// (title, paper, description, scaling, paper_numbers, checks): two
+    /// scenario files with the same runs give equal values.
+    pub fn runs_identity(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).expect("a scenario serialises");
+        if let Some(m) = v.as_object_mut() {
+            for k in [
+                "title",
+                "paper",
+                "description",
+                "scaling",
+                "paper_numbers",
+                "checks",
+            ] {
+                m.remove(k);
+            }
+        }
+        v
     }
 
     pub fn validate(&self) -> anyhow::Result<()> {
@@ -405,6 +436,10 @@ impl Scenario {
                     c.against.as_ref().and_then(|a| mean(&case.label, a, f))
                 };
                 let against = c.against.clone().unwrap_or_default();
+                let n_runs = runs
+                    .iter()
+                    .filter(|r| r.case == case.label && r.cc == c.cc)
+                    .count();
                 let mut push = |metric,
                                 value: Option<f64>,
                                 reference: f64,
@@ -421,6 +456,12 @@ impl Scenario {
                             bound,
                             pass: pass(v),
                             why: c.why.clone(),
+                            runs: n_runs,
+                            confirm_reps: if c.against.is_some() {
+                                c.confirm_reps
+                            } else {
+                                0
+                            },
                         });
                     }
                 };
@@ -593,5 +634,64 @@ buffer_bdp = [0.125, 1]
             parse_cc("ctcp_plus:plus=0").1,
             vec![("plus".into(), "0".into())]
         );
+    }
+
+    #[test]
+    fn a_comparison_is_judged_on_the_mean_of_its_runs() {
+        let s: Scenario = toml::from_str(
+            r#"
+title = "t"
+paper = "p"
+description = "d"
+ccs = ["ctcp_plus", "reno"]
+duration_s = 10
+repetitions = 1
+flows = [{ cc = "$cc" }]
+[grid]
+rate_mbit = 20
+rtt_ms = [10]
+buffer_bdp = [0.125]
+[quick]
+[[checks]]
+cc = "ctcp_plus"
+against = "reno"
+goodput_ratio_min = 0.95
+confirm_reps = 3
+why = "no harm"
+[[checks]]
+cc = "ctcp_plus"
+utilisation_min = 0.5
+confirm_reps = 3
+why = "absolute"
+"#,
+        )
+        .unwrap();
+        let case = s.cases()[0].label.clone();
+        let run = |cc: &str, rep: u32, g: f64| RunSummary {
+            case: case.clone(),
+            cc: cc.into(),
+            rep,
+            goodput_mbit: g,
+            utilisation: g / 20.0,
+            ..Default::default()
+        };
+        // One run each: 3.4 against 3.7 is 0.92x, a miss to confirm.
+        let mut runs = vec![run("ctcp_plus", 0, 3.4), run("reno", 0, 3.7)];
+        let o = s.evaluate(&runs);
+        assert_eq!(o.len(), 2);
+        assert!(!o[0].pass && o[0].runs == 1 && o[0].confirm_reps == 3);
+        // An absolute threshold has nothing to compare: never confirmed.
+        assert!(!o[1].pass && o[1].confirm_reps == 0);
+        // Two more each: the means (3.63 and 3.60) are judged, the first
+        // run included.
+        runs.extend([
+            run("ctcp_plus", 1, 3.7),
+            run("ctcp_plus", 2, 3.8),
+            run("reno", 1, 3.6),
+            run("reno", 2, 3.5),
+        ]);
+        let o = s.evaluate(&runs);
+        assert!(o[0].pass && o[0].runs == 3, "{o:?}");
+        assert!((o[0].value - 10.9 / 3.0).abs() < 1e-9 && (o[0].reference - 3.6).abs() < 1e-9);
     }
 }

@@ -190,9 +190,16 @@ struct Session {
     interrupted: bool,
 }
 
+/// A re-measurement: these cells in place of the scenario's, and as many
+/// repetitions (None: the scenario's).
+struct Subset {
+    cells: Vec<crate::scenario::Cell>,
+    repetitions: Option<u32>,
+}
+
 /// The session behind `lab run` and `lab check`: `attempts` per run while
 /// its delay line is invalid (the least late attempt stands), and `only`,
-/// when given, in place of the scenario's cells (a re-measurement).
+/// when given, in place of the scenario's cells.
 fn run_with(
     root: &Path,
     name: &str,
@@ -200,13 +207,16 @@ fn run_with(
     out: Option<PathBuf>,
     resume: Option<PathBuf>,
     attempts: u32,
-    only: Option<Vec<crate::scenario::Cell>>,
+    only: Option<Subset>,
 ) -> Result<Session> {
     let path = scenario_path(root, name)?;
     let full = Scenario::load(&path)?;
     let mut sc = if quick { full.quick() } else { full };
-    if let Some(cells) = only {
-        sc.cells = cells;
+    if let Some(only) = only {
+        sc.cells = only.cells;
+        if let Some(n) = only.repetitions {
+            sc.repetitions = n;
+        }
     }
     let stem = path.file_stem().unwrap().to_string_lossy().to_string();
     if let Some(why) = privileged_skip_reason() {
@@ -214,6 +224,9 @@ fn run_with(
     }
     let stamp = Command::new("date").arg("+%Y%m%d-%H%M%S").output()?;
     let stamp = String::from_utf8_lossy(&stamp.stdout).trim().to_string();
+    // The scenario file a resumption used when it differs from the recorded
+    // one only in checks or prose (kept beside it).
+    let mut resumed_with = None;
     if let Some(r) = &resume {
         let recorded = std::fs::read_to_string(r.join("scenario.toml")).with_context(|| {
             format!(
@@ -222,11 +235,18 @@ fn run_with(
             )
         })?;
         if recorded != std::fs::read_to_string(&path)? {
-            bail!(
-                "--resume {}: it was made by a different scenario file than {}",
-                r.display(),
-                path.display()
-            );
+            // Thresholds and prose may change between sittings; the runs
+            // may not (the finished ones would not be the scenario's).
+            let before = Scenario::load(&r.join("scenario.toml"))?;
+            if before.runs_identity() != Scenario::load(&path)?.runs_identity() {
+                bail!(
+                    "--resume {}: it was made by a different scenario file than {} \
+                     (its runs differ, not only its checks or prose)",
+                    r.display(),
+                    path.display()
+                );
+            }
+            resumed_with = Some(path.clone());
         }
     }
     let dir = resume.clone().or(out).unwrap_or_else(|| {
@@ -244,6 +264,9 @@ fn run_with(
             dir.join(format!("provenance-resume-{stamp}.json")),
             serde_json::to_string_pretty(&prov)?,
         )?;
+        if let Some(p) = &resumed_with {
+            std::fs::copy(p, dir.join(format!("scenario-resume-{stamp}.toml")))?;
+        }
     } else {
         std::fs::write(
             dir.join("provenance.json"),
@@ -459,7 +482,7 @@ pub fn check(
         dir,
         scenario: sc,
         mut runs,
-        planned,
+        mut planned,
         mut interrupted,
     } = run_with(root, name, quick, out, resume, 1, None)?;
     anyhow::ensure!(
@@ -492,7 +515,10 @@ pub fn check(
             Some(dir.join("again")),
             None,
             1,
-            Some(again),
+            Some(Subset {
+                cells: again,
+                repetitions: None,
+            }),
         )?;
         interrupted = second.interrupted;
         for r2 in second.runs {
@@ -505,6 +531,51 @@ pub fn check(
                 }
             }
         }
+        outcomes = sc.evaluate(&runs);
+    }
+    // A comparison that fails on one run of each CC: confirmed on more
+    // (the check's confirm_reps), the mean of all of them judged.
+    let confirm = if interrupted {
+        Vec::new()
+    } else {
+        confirm_cells(&outcomes)
+    };
+    if !confirm.is_empty() {
+        let extra = confirm.iter().map(|(_, n)| *n).max().unwrap_or(0);
+        let cells: Vec<crate::scenario::Cell> = confirm
+            .into_iter()
+            .map(|(mut c, _)| {
+                c.duration_s = sc
+                    .cells
+                    .iter()
+                    .find(|x| x.case == c.case)
+                    .and_then(|x| x.duration_s);
+                c
+            })
+            .collect();
+        let n: usize = cells.iter().map(|c| c.ccs.len()).sum();
+        println!(
+            "{n} run(s) behind failing comparisons: measuring each {extra} more time(s) to confirm"
+        );
+        let more = run_with(
+            root,
+            name,
+            quick,
+            Some(dir.join("confirm")),
+            None,
+            1,
+            Some(Subset {
+                cells,
+                repetitions: Some(extra as u32),
+            }),
+        )?;
+        interrupted = more.interrupted;
+        planned += more.planned;
+        let base = runs.iter().map(|r| r.rep + 1).max().unwrap_or(0);
+        runs.extend(more.runs.into_iter().map(|mut r| {
+            r.rep += base;
+            r
+        }));
         outcomes = sc.evaluate(&runs);
     }
     let resume_cmd = format!(
@@ -540,12 +611,17 @@ fn judge(
     for o in outcomes {
         let _ = writeln!(
             table,
-            "| {} | {} | {} | {} | {:.4} | {} | {} |",
+            "| {} | {} | {} | {} | {:.4}{} | {} | {} |",
             o.case,
             o.cc,
             o.against,
             o.metric,
             o.value,
+            if o.runs > 1 {
+                format!(" (mean of {})", o.runs)
+            } else {
+                String::new()
+            },
             o.bound,
             if o.pass { "ok" } else { "**FAIL**" }
         );
@@ -560,6 +636,14 @@ fn judge(
             "\n**Incomplete:** {} of {planned} runs finished; the thresholds above \
              judge only those, and the check does not pass until `{cmd}` finishes it.",
             runs.len()
+        );
+    }
+    if dir.join("confirm").exists() {
+        let _ = writeln!(
+            report,
+            "\nComparisons that failed on one run of each CC were confirmed on more \
+             (confirm/): the value marked \"mean of N\" is the mean of all N runs, the \
+             first included."
         );
     }
     if dir.join("again").exists() {
@@ -604,6 +688,43 @@ fn judge(
         bail!("{failed} acceptance threshold(s) failed");
     }
     Ok(())
+}
+
+/// The cells (case, [cc, against]) whose failing comparison is to be
+/// confirmed, each with the runs per CC still missing from what its check
+/// asks for; a cell already measured that often is not measured again.
+fn confirm_cells(
+    outcomes: &[crate::scenario::CheckOutcome],
+) -> Vec<(crate::scenario::Cell, usize)> {
+    let mut cells: Vec<(crate::scenario::Cell, usize)> = Vec::new();
+    for o in outcomes.iter().filter(|o| !o.pass && !o.against.is_empty()) {
+        let want = o.confirm_reps as usize;
+        if want <= o.runs {
+            continue;
+        }
+        let i = match cells.iter().position(|(c, _)| c.case == o.case) {
+            Some(i) => i,
+            None => {
+                cells.push((
+                    crate::scenario::Cell {
+                        case: o.case.clone(),
+                        ccs: Vec::new(),
+                        duration_s: None,
+                    },
+                    0,
+                ));
+                cells.len() - 1
+            }
+        };
+        let (c, n) = &mut cells[i];
+        *n = (*n).max(want - o.runs);
+        for cc in [&o.cc, &o.against] {
+            if !c.ccs.contains(cc) {
+                c.ccs.push(cc.clone());
+            }
+        }
+    }
+    cells
 }
 
 /// The cells (case and its ccs) to measure again: every failing outcome
@@ -714,6 +835,8 @@ mod tests {
             bound: String::new(),
             pass,
             why: String::new(),
+            runs: 1,
+            confirm_reps: 0,
         }
     }
 
@@ -791,5 +914,38 @@ mod tests {
         let e = judge(&dir, &runs, &fail, 2, None).unwrap_err().to_string();
         assert!(e.contains("1 acceptance threshold(s) failed"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn only_failing_comparisons_short_of_their_runs_are_confirmed() {
+        let o = |case: &str, cc: &str, against: &str, pass: bool, runs, reps| {
+            let mut x = outcome(case, cc, against, pass);
+            x.runs = runs;
+            x.confirm_reps = reps;
+            x
+        };
+        let outs = [
+            o("A", "ctcp_plus", "reno", false, 1, 3),
+            o("A", "ub_reno", "reno", false, 1, 3),
+            // passing, or without a reference, or without confirm_reps
+            o("A", "hetcp", "reno", true, 1, 3),
+            o("A", "ccpd", "", false, 1, 0),
+            o("B", "hetcp", "cubic", false, 1, 0),
+            // already measured three times
+            o("C", "ctcp_plus", "reno", false, 3, 3),
+            o("D", "ub_reno", "reno", false, 2, 3),
+        ];
+        let got: Vec<(String, Vec<String>, usize)> = confirm_cells(&outs)
+            .into_iter()
+            .map(|(c, n)| (c.case, c.ccs, n))
+            .collect();
+        let v = |x: &[&str]| x.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            got,
+            [
+                ("A".to_string(), v(&["ctcp_plus", "reno", "ub_reno"]), 2),
+                ("D".to_string(), v(&["ub_reno", "reno"]), 1),
+            ]
+        );
     }
 }

@@ -399,4 +399,38 @@ buffer_bdp = [1.0]
     .unwrap_err()
     .to_string();
     assert!(e.contains("different scenario file"), "{e}");
+    // Thresholds and prose may change between sittings: the finished runs
+    // are kept (nothing is left to run), the file used is kept beside.
+    let judged = tmp.join("judged.toml");
+    std::fs::write(
+        &judged,
+        format!(
+            "{}\n[[checks]]\ncc = \"ccpd\"\nutilisation_min = 0.5\nwhy = \"w\"\n",
+            text.replace("5 s each", "5 s each (edited)")
+        ),
+    )
+    .unwrap();
+    let (_, _, kept) = ccload_lab::session::run_or_resume(
+        &root,
+        judged.to_str().unwrap(),
+        false,
+        None,
+        Some(dir.clone()),
+    )
+    .expect("a checks-only change resumes");
+    assert_eq!(kept.len(), 2);
+    assert_eq!(
+        kept[1].goodput_mbit, again[1].goodput_mbit,
+        "kept, not re-run"
+    );
+    let copies = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("scenario-resume-")
+        })
+        .count();
+    assert_eq!(copies, 1);
 }
