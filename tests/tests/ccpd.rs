@@ -135,3 +135,40 @@ fn a_path_stall_is_not_taken_for_buffer() {
         after.len()
     );
 }
+
+/// Scratch: repeated stalls at BDP/2, default against bmax_on_loss=1.
+#[test]
+#[ignore]
+fn scratch_repeated_stalls_at_half_bdp() {
+    let _s = privileged!();
+    for bmax in ["0", "1"] {
+        let mut link = Bottleneck::new(LinkCfg {
+            rate_mbit: 100.0,
+            buffer_pkts: 83,
+            delay_ms: 10.0,
+            ..Default::default()
+        });
+        let _g = Attached::new("ccpd", &[]);
+        ccload_ok(&["tune", "--algo", "ccpd", "--set", &format!("bmax_on_loss={bmax}")]);
+        let (out0, re0) = (link.sender_tcp("OutSegs"), link.sender_tcp("RetransSegs"));
+        let t = std::thread::scope(|sc| {
+            let h = sc.spawn(|| link.transfer("ccpd", 200 * MB));
+            for _ in 0..5 {
+                std::thread::sleep(Duration::from_secs(3));
+                link.stall(Duration::from_millis(40));
+            }
+            h.join().expect("transfer thread")
+        })
+        .unwrap_or_else(|e| panic!("ccpd: {e}"));
+        let (out, re) = (
+            link.sender_tcp("OutSegs") - out0,
+            link.sender_tcp("RetransSegs") - re0,
+        );
+        let late = link.stop_delay().expect("delay line").combined();
+        eprintln!(
+            "SCRATCH bmax_on_loss={bmax}: {:.1} Mbit/s, {re} of {out} retransmitted, lateness max {} us",
+            t.mbps(),
+            late.lateness_us(1.0)
+        );
+    }
+}
