@@ -149,7 +149,13 @@ fn scratch_repeated_stalls_at_half_bdp() {
             ..Default::default()
         });
         let _g = Attached::new("ccpd", &[]);
-        ccload_ok(&["tune", "--algo", "ccpd", "--set", &format!("bmax_on_loss={bmax}")]);
+        ccload_ok(&[
+            "tune",
+            "--algo",
+            "ccpd",
+            "--set",
+            &format!("bmax_on_loss={bmax}"),
+        ]);
         let (out0, re0) = (link.sender_tcp("OutSegs"), link.sender_tcp("RetransSegs"));
         let t = std::thread::scope(|sc| {
             let h = sc.spawn(|| link.transfer("ccpd", 200 * MB));
