@@ -538,21 +538,11 @@ pub fn check(
     let confirm = if interrupted {
         Vec::new()
     } else {
-        confirm_cells(&outcomes)
+        confirm_cells(&sc, &outcomes)
     };
     if !confirm.is_empty() {
         let extra = confirm.iter().map(|(_, n)| *n).max().unwrap_or(0);
-        let cells: Vec<crate::scenario::Cell> = confirm
-            .into_iter()
-            .map(|(mut c, _)| {
-                c.duration_s = sc
-                    .cells
-                    .iter()
-                    .find(|x| x.case == c.case)
-                    .and_then(|x| x.duration_s);
-                c
-            })
-            .collect();
+        let cells: Vec<crate::scenario::Cell> = confirm.into_iter().map(|(c, _)| c).collect();
         let n: usize = cells.iter().map(|c| c.ccs.len()).sum();
         println!(
             "{n} run(s) behind failing comparisons: measuring each {extra} more time(s) to confirm"
@@ -694,37 +684,50 @@ fn judge(
 /// confirmed, each with the runs per CC still missing from what its check
 /// asks for; a cell already measured that often is not measured again.
 fn confirm_cells(
+    sc: &Scenario,
     outcomes: &[crate::scenario::CheckOutcome],
 ) -> Vec<(crate::scenario::Cell, usize)> {
-    let mut cells: Vec<(crate::scenario::Cell, usize)> = Vec::new();
-    for o in outcomes.iter().filter(|o| !o.pass && !o.against.is_empty()) {
-        let want = o.confirm_reps as usize;
-        if want <= o.runs {
-            continue;
+    let (mut cells, mut more) = (Vec::new(), Vec::<usize>::new());
+    for o in outcomes
+        .iter()
+        .filter(|o| !o.pass && !o.against.is_empty() && o.confirm_reps as usize > o.runs)
+    {
+        let i = add_pair(&mut cells, sc, o);
+        more.resize(cells.len(), 0);
+        more[i] = more[i].max(o.confirm_reps as usize - o.runs);
+    }
+    cells.into_iter().zip(more).collect()
+}
+
+/// Add an outcome's CC and its reference (none when `against` is empty) to
+/// the cell of its case in `cells`, made with the scenario's duration for
+/// that case when absent; returns the cell's index.
+fn add_pair(
+    cells: &mut Vec<crate::scenario::Cell>,
+    sc: &Scenario,
+    o: &crate::scenario::CheckOutcome,
+) -> usize {
+    let i = match cells.iter().position(|c| c.case == o.case) {
+        Some(i) => i,
+        None => {
+            cells.push(crate::scenario::Cell {
+                case: o.case.clone(),
+                ccs: Vec::new(),
+                duration_s: sc
+                    .cells
+                    .iter()
+                    .find(|c| c.case == o.case)
+                    .and_then(|c| c.duration_s),
+            });
+            cells.len() - 1
         }
-        let i = match cells.iter().position(|(c, _)| c.case == o.case) {
-            Some(i) => i,
-            None => {
-                cells.push((
-                    crate::scenario::Cell {
-                        case: o.case.clone(),
-                        ccs: Vec::new(),
-                        duration_s: None,
-                    },
-                    0,
-                ));
-                cells.len() - 1
-            }
-        };
-        let (c, n) = &mut cells[i];
-        *n = (*n).max(want - o.runs);
-        for cc in [&o.cc, &o.against] {
-            if !c.ccs.contains(cc) {
-                c.ccs.push(cc.clone());
-            }
+    };
+    for cc in [&o.cc, &o.against] {
+        if !cc.is_empty() && !cells[i].ccs.contains(cc) {
+            cells[i].ccs.push(cc.clone());
         }
     }
-    cells
+    i
 }
 
 /// The cells (case and its ccs) to measure again: every failing outcome
@@ -743,27 +746,7 @@ fn suspect_cells(
         if !late {
             continue;
         }
-        let duration_s = sc
-            .cells
-            .iter()
-            .find(|c| c.case == o.case)
-            .and_then(|c| c.duration_s);
-        let i = match cells.iter().position(|c| c.case == o.case) {
-            Some(i) => i,
-            None => {
-                cells.push(crate::scenario::Cell {
-                    case: o.case.clone(),
-                    ccs: Vec::new(),
-                    duration_s,
-                });
-                cells.len() - 1
-            }
-        };
-        for cc in pair {
-            if !cc.is_empty() && !cells[i].ccs.iter().any(|x| x == cc) {
-                cells[i].ccs.push(cc.to_string());
-            }
-        }
+        add_pair(&mut cells, sc, o);
     }
     cells
 }
@@ -935,7 +918,9 @@ mod tests {
             o("C", "ctcp_plus", "reno", false, 3, 3),
             o("D", "ub_reno", "reno", false, 2, 3),
         ];
-        let got: Vec<(String, Vec<String>, usize)> = confirm_cells(&outs)
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let sc = Scenario::load(&scenario_path(&root, "acceptance").unwrap()).unwrap();
+        let got: Vec<(String, Vec<String>, usize)> = confirm_cells(&sc, &outs)
             .into_iter()
             .map(|(c, n)| (c.case, c.ccs, n))
             .collect();

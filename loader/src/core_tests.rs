@@ -487,6 +487,17 @@ fn hetcp_estimate_converges_to_the_ack_rate() {
     );
 }
 
+/// (BW, ssthresh) after `n` GTSW samples of `si` segments each at a constant
+/// ACK rate of `r` seg/s (BaseRTT `base` us) from an empty estimate.
+fn gtsw_converged(si: u32, r: f64, base: u32, n: u32) -> (u64, u32) {
+    let (mut bw, mut gt) = (0u64, 0u32);
+    for _ in 0..n {
+        let s = gtsw(si, ((si as f64 / r * 1e6) as u32).max(1), base, base, bw);
+        (bw, gt) = (s.bw_q8, s.ssth);
+    }
+    (bw, gt)
+}
+
 /// One flow through a path of `rate` seg/s and `base` us, Fig. 2's sampling
 /// on every ACK, after one loss at window `w0` with the estimator converged
 /// there.  The window grows as the kernel's Reno (+1 per ACK below ssthresh,
@@ -497,14 +508,8 @@ fn hetcp_regain(loss_bw: u32, w0: u32, rate: f64, base: u32) -> (Option<u32>, u3
     let ack_rate = |cwnd: u32| rate.min(cwnd as f64 * 1e6 / base as f64);
     let sample = |cnt: u32, del: u32, pre: u64| gtsw(cnt, del.max(1), base, base, pre);
     // Converge at w0 (40 rounds of constant window).
-    let (mut bw, mut gt) = (0u64, 0u32);
-    for _ in 0..40 {
-        let si = unsafe { intf::hetcp_sample_interval(w0, 10, 10) };
-        for _ in 0..w0 / si {
-            let s = sample(si, (si as f64 / ack_rate(w0) * 1e6) as u32, bw);
-            (bw, gt) = (s.bw_q8, s.ssth);
-        }
-    }
+    let si = unsafe { intf::hetcp_sample_interval(w0, 10, 10) };
+    let (mut bw, mut gt) = gtsw_converged(si, ack_rate(w0), base, 40 * (w0 / si));
     // The loss: ssthresh() keeps or restarts the estimate; PRR halves the
     // window over one round without cong_avoid; then the first cong_avoid.
     if loss_bw == 0 {
@@ -603,14 +608,8 @@ fn hetcp_two_flows(
         extra: u32,
     }
     let start = |w: u32| {
-        let r = w as f64 * 1e6 / base as f64;
         let si = unsafe { intf::hetcp_sample_interval(w, 10, 10) };
-        let mut bw = 0u64;
-        let mut gt = 0;
-        for _ in 0..400 {
-            let s = gtsw(si, (si as f64 / r * 1e6) as u32, base, base, bw);
-            (bw, gt) = (s.bw_q8, s.ssth);
-        }
+        let (bw, gt) = gtsw_converged(si, w as f64 * 1e6 / base as f64, base, 400);
         Flow {
             cwnd: w,
             frac: 0,

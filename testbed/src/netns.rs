@@ -20,7 +20,7 @@ pub fn owner_pid(name: &str) -> Option<u32> {
 }
 
 /// Delete our namespaces (`ccl-t<pid>-<n>`) whose process no longer exists,
-/// sockets first as on drop; returns their names.  A namespace of a live
+/// as on drop; returns their names.  A namespace of a live
 /// process, or of anyone else's naming, is never touched.
 pub fn reap_dead() -> Vec<String> {
     let mut gone = Vec::new();
@@ -35,13 +35,22 @@ pub fn reap_dead() -> Vec<String> {
         if std::path::Path::new(&format!("/proc/{pid}")).exists() {
             continue;
         }
-        let _ = sh("ip", &["netns", "exec", &name, "ss", "-K", "-t", "-a"]);
-        if sh("ip", &["netns", "del", &name]).status.success() {
+        if delete(&name) {
             gone.push(name);
         }
     }
     gone.sort();
     gone
+}
+
+/// Delete namespace `name`: its TCP sockets first (SOCK_DESTROY), because a
+/// socket orphaned with data in flight would otherwise outlive the deleted
+/// namespace for minutes, retransmitting into a dead link, and keep its
+/// controller's struct_ops map alive after a test detached it.  Whether
+/// the namespace was deleted.
+pub fn delete(name: &str) -> bool {
+    let _ = sh("ip", &["netns", "exec", name, "ss", "-K", "-t", "-a"]);
+    sh("ip", &["netns", "del", name]).status.success()
 }
 
 /// A named network namespace `ccl-t<pid>-<n>` with lo up; deleted on drop.
@@ -121,12 +130,7 @@ impl Default for NetNs {
 
 impl Drop for NetNs {
     fn drop(&mut self) {
-        // Abort the namespace's TCP sockets first (SOCK_DESTROY): a socket
-        // orphaned with data in flight would otherwise outlive the deleted
-        // namespace for minutes, retransmitting into a dead link, and keep
-        // its controller's struct_ops map alive after the test detached it.
-        let _ = sh("ip", &["netns", "exec", &self.name, "ss", "-K", "-t", "-a"]);
-        let _ = sh("ip", &["netns", "del", &self.name]);
+        delete(&self.name);
     }
 }
 

@@ -332,9 +332,7 @@ fn namespaces_of_a_dead_process_are_reaped_and_live_ones_kept() {
     struct Del(String);
     impl Drop for Del {
         fn drop(&mut self) {
-            if std::path::Path::new(&format!("/run/netns/{}", self.0)).exists() {
-                let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-            }
+            ccload_testbed::netns::delete(&self.0);
         }
     }
     let _orphan = Del(orphan.clone());
