@@ -126,7 +126,7 @@ enum ccl_phase {
 	X(cap_epoch, "cap_epoch", 1, 8, 1, 64, "rounds", "CapProbe min-RTT-sum filter epoch")   \
 	X(cap_max_mbps, "cap_max", 1, 0, 0, 400000, "Mbit/s", "reject faster pair samples; 0 = off") \
 	X(pair_min_ns, "pair_min", 1, 10000, 0, 1000000, "ns", "reject smaller ACK dispersions") \
-	X(bmax_on_loss, "bmax_on_loss", 1, 0, 0, 2, "", "on a loss in CA set rtt_max to rtts: 0 never, 1 congestive losses, 2 every loss") \
+	X(bmax_on_loss, "bmax_on_loss", 1, 1, 0, 2, "", "on a loss in CA set rtt_max to rtts: 0 never, 1 congestive losses, 2 every loss") \
 	X(q_rtt, "q_rtt", 1, 0, 0, 1, "", "RTT the L1 law reads the queue from: 0 smoothed (paper), 1 the round's minimum") \
 	X(ss_exit, "ss_exit", 1, 1, 0, 1, "", "1 = slow start ends when the RTT shows a queue; 0 = at the first loss (paper)") \
 	X(trace_every, "trace_every", 1, 1, 0, 1000, "rounds", "telemetry every N rounds; 0 = off") \

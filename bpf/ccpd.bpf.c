@@ -40,12 +40,17 @@
  *  7. Loss: the kernel retransmits.  A loss is congestive when the smoothed
  *     RTT shows a nearly full buffer (s >= m + 3/4 (rtt_max - m)), Recovery
  *     is re-entered within an RTT of leaving it, the window is at the clamp,
- *     or it ends slow start: the window is then held at the L1 equilibrium
- *     window (pipe share + Kp B/(1+2Kp)).  Otherwise (random loss) it is held
- *     as the paper says.  Holding every loss locked the flow in Recovery once
- *     cwnd passed the path storage (179 of 220 rounds, 586k retransmissions
- *     in 15 s at 20 ms): the kernel re-enters Recovery on the ACK that ends
- *     it and ssthresh() held the same window again.
+ *     or it ends slow start, or (checked in pkts_acked) the Recovery has
+ *     seen a burst of 3 losses: the window is then held at the L1
+ *     equilibrium window (pipe share + Kp B/(1+2Kp)), and at most
+ *     P_fb + Kp (W - P_fb)/(1+2Kp) with P_fb the pipe at the delivery rate
+ *     (C may read 25 % above the link, more than a BDP/8 buffer).
+ *     Otherwise (random loss) it is held as the paper says.  Holding every
+ *     loss locked the flow in Recovery once cwnd passed the path storage
+ *     (179 of 220 rounds, 586k retransmissions in 15 s at 20 ms): the kernel
+ *     re-enters Recovery on the ACK that ends it and ssthresh() held the
+ *     same window again.  A congestive loss in CA also sets rtt_max to the
+ *     smoothed RTT (bmax_on_loss = 1, default), so B follows the buffer.
  *  8. RTO: slow start back to the last law window, handled in
  *     set_state(TCP_CA_Loss), because an RTO in Recovery skips ssthresh()
  *     and CA_EVENT_LOSS (a target of 0 there gave cwnd 0).  undo_cwnd
@@ -54,10 +59,10 @@
  *     cwnd-limited, as every Linux CC does (RFC 7661).  Slow start also ends
  *     on HyStart's ACK-train and delay signals (ss_exit = 1, checked in
  *     pkts_acked): waiting for the first loss retransmitted the overshoot.
- * 10. Open: RTT noise read as queue holds the window at 43 % of a 10-ms
+ * 10. Open: RTT noise read as queue holds the window at 42 % of a 10-ms
  *     path with a 10-packet buffer.  q_rtt = 1 (queue from the round's
- *     minimum RTT) with bmax_on_loss = 1 (a congestive loss resets rtt_max)
- *     fills it but retransmits more elsewhere; not the default (docs/ccpd.md).
+ *     minimum RTT) fills it but retransmits more elsewhere; not the default
+ *     (docs/ccpd.md).
  * 11. An RTT sample is clamped to m + n / C, n = packets delivered while its
  *     packet was out (ack_sample->in_flight / mss): no queue explains more.
  *     rtt_max only grows, and one 20-ms stall of the path read as queue
@@ -192,13 +197,18 @@ void BPF_PROG(ccpd_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct ccl_ccpd_params p;
 	u32 mss = tp->mss_cache ? tp->mss_cache : 1;
+	u32 state = ccl_ca_state(sk);
 
 	ccl_agg_ack(sk);
 	ccl_params(ccl_profile_of(sk), &p);
+	if (state == CCL_CA_RECOVERY) {
+		ccpd_on_recovery_ack(inet_csk_ca(sk), &p, tp->snd_cwnd_clamp);
+		return;
+	}
 	/* sample->in_flight is bytes: mss x the packets delivered while the
 	 * sampled packet was out (tcp_clean_rtx_queue), i.e. what was in
 	 * flight ahead of it when it left. */
-	ccpd_on_rtt(inet_csk_ca(sk), &p, ccl_ca_state(sk), sample->rtt_us, sample->in_flight / mss,
+	ccpd_on_rtt(inet_csk_ca(sk), &p, state, sample->rtt_us, sample->in_flight / mss,
 		    (u32)tp->tcp_mstamp, tp->snd_cwnd);
 }
 

@@ -184,22 +184,25 @@ struct ccpd {
 	s32 d_q10;		/* derivative term in force, segments x 1024 */
 	u32 cwnd_hold;		/* window held in recovery, segments */
 	u32 ss_target;		/* slow-start target after RTO, segments */
-	u32 pair_seq;		/* snd_nxt when the pair was armed */
-	u32 pair_rtt1_us;	/* RTT sample of the first unit's ACK, us */
-	u32 round_min_us;	/* smallest RTT sample of the current round, us */
-	u32 best_dsum_us;	/* CapProbe filter: min RTT sum this epoch, us */
-	u32 best_c_sps;		/* ... and its capacity sample, segments/s */
-	u32 last_ack_us;	/* (u32) time of the last ACK in Open (ACK-train check) */
-	u32 recov_exit_us;	/* (u32) time Recovery/Loss was last left; 0 = never */
-	u16 fb_epoch_round;	/* low 16 bits of round_cnt at the fb epoch start */
-	u16 cap_epoch_round;	/* ... at the CapProbe epoch start */
-	u16 pair_round;		/* low 16 bits of round_cnt at the last pair attempt */
-	u8 pair_state;		/* enum ccpd_pair_state */
-	u8 phase;		/* CCL_PHASE_SS / _CA / _SS_RTO */
-	u8 e_valid;		/* e_prev_q10 is from the previous round */
-	u8 cap_age;		/* CapProbe epochs since cap_sps was last refreshed */
-	u8 last_loss;		/* enum ccpd_loss_class of the last loss event */
-	u8 round_samples;	/* RTT samples of this round (low bits), train broken (high bit) */
+	union {
+		u32 pair_seq;	  /* snd_nxt when the pair was armed */
+		u32 recov_losses; /* in Recovery (no pair armed): losses since entry */
+	};
+	u32 pair_rtt1_us;    /* RTT sample of the first unit's ACK, us */
+	u32 round_min_us;    /* smallest RTT sample of the current round, us */
+	u32 best_dsum_us;    /* CapProbe filter: min RTT sum this epoch, us */
+	u32 best_c_sps;	     /* ... and its capacity sample, segments/s */
+	u32 last_ack_us;     /* (u32) time of the last ACK in Open (ACK-train check) */
+	u32 recov_exit_us;   /* (u32) time Recovery/Loss was last left; 0 = never */
+	u16 fb_epoch_round;  /* low 16 bits of round_cnt at the fb epoch start */
+	u16 cap_epoch_round; /* ... at the CapProbe epoch start */
+	u16 pair_round;	     /* low 16 bits of round_cnt at the last pair attempt */
+	u8 pair_state;	     /* enum ccpd_pair_state */
+	u8 phase;	     /* CCL_PHASE_SS / _CA / _SS_RTO */
+	u8 e_valid;	     /* e_prev_q10 is from the previous round */
+	u8 cap_age;	     /* CapProbe epochs since cap_sps was last refreshed */
+	u8 last_loss;	     /* enum ccpd_loss_class of the last loss event */
+	u8 round_samples;    /* RTT samples of this round (low bits), train broken (high bit) */
 };
 
 /* What one ACK tells the controller (copied from tcp_sock and rate_sample). */
@@ -277,7 +280,13 @@ CCL_CORE u32 ccpd_capacity(const struct ccpd *ca)
 /*
  * Clamp (v2): cwnd_max = min(snd_cwnd_clamp, P + B - margin), margin =
  * max(2, B/8): below the path storage, so the law's own window never
- * overflows the buffer.  Never below cwnd_min.
+ * overflows the buffer.  Never below cwnd_min.  The law's clamp takes P and
+ * B from C, which may run 25 % ahead of the delivery rate: that headroom is
+ * how the window grows past what it delivers now.  From the delivery rate
+ * (ccpd_storage_est) it would allow fb m + B - margin, about one packet a
+ * round above the current rate, and the closed-loop model stuck at 20
+ * packets on an 83-packet pipe after a stall; the congestive hold, which
+ * must stay below the storage, takes it from the delivery rate.
  */
 CCL_CORE u32 ccpd_cwnd_max(const struct ccpd_est *e, u32 cwnd_min, u32 cwnd_clamp)
 {
@@ -298,6 +307,22 @@ CCL_CORE void ccpd_estimate_of(const struct ccpd *ca, u32 c, u32 b_min, struct c
 }
 
 /*
+ * The path storage for the congestive hold: P and B from the delivery-rate
+ * maximum fb (C when there is none yet), not from C.  C may sit 25 % above
+ * fb (CCPD_CAP_OVER_FB_Q10: compressed pairs), and 25 % of the pipe is more
+ * than a buffer of BDP/8: P = C m read 101-106 packets on a path that stores
+ * 93 (100 Mbit/s, 10 ms, 10 packets), so the hold sat above the storage and
+ * the flow locked in Recovery (66,459 segments retransmitted in 40 s).  A
+ * delivery rate cannot exceed the link.
+ */
+CCL_CORE void ccpd_storage_est(const struct ccpd *ca, u32 c, u32 b_min, struct ccpd_est *e)
+{
+	u32 fb = ccpd_fb(ca);
+
+	ccpd_estimate_of(ca, fb ? fb : c, b_min, e);
+}
+
+/*
  * The L1 equilibrium window, in segments:
  *   target = w m / s + Kp B / (1 + 2 Kp)
  * (the flow's pipe share plus the equilibrium queue x* = Kp B / (1 + 2 Kp)),
@@ -313,6 +338,46 @@ CCL_CORE u32 ccpd_law_target(const struct ccpd *ca, u32 w, const struct ccpd_est
 
 	share = ccl_min64(share, e->p_q10 >> 10);
 	return (u32)ccl_min64(share + q, cwnd_max);
+}
+
+#define CCPD_BURST_LOSSES 3 /* losses in one Recovery that make it congestive */
+
+/*
+ * The congestive hold for a window w that filled the storage: min(w, target),
+ * target the L1 equilibrium window of the storage estimate (below the path
+ * storage).  In CA with bmax_on_loss (1: congestive losses, 2: every loss)
+ * B first comes down to the queueing delay seen now: the loss says the
+ * storage is full at that delay.  Otherwise an overestimated B (RTT noise and
+ * stalls lift the smoothed maximum, which only grows) keeps the law target,
+ * and so the hold, above the storage, and every round overflows: 15,820
+ * retransmissions in 20 s on a 10-packet buffer.
+ */
+CCL_CORE u32 ccpd_cong_hold(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 c, u32 w,
+			    u32 cwnd_clamp)
+{
+	u32 m = ca->rtt_min_us, s = ccpd_rtts(ca), cmax, target, pfb;
+	struct ccpd_est st;
+
+	if (ca->phase == CCL_PHASE_CA && p->bmax_on_loss)
+		ca->rtt_max_us = s > m ? s : m;
+	ccpd_storage_est(ca, c, p->b_min, &st);
+	cmax = ccpd_cwnd_max(&st, p->cwnd_min, cwnd_clamp);
+	target = ccpd_law_target(ca, w, &st, p->kp_q10, cmax);
+	/*
+	 * The loss says w filled the storage: w >= P + B with the real P and
+	 * B.  The pipe read from the delivery rate, P_fb <= P, so w - P_fb >= B,
+	 * and the hold
+	 *   P_fb + Kp (w - P_fb) / (1 + 2 Kp)
+	 * leaves at most the equilibrium share of the buffer queued, whatever
+	 * C and rtt_max say.
+	 */
+	pfb = st.p_q10 >> 10;
+	if (pfb && w > pfb) {
+		u64 over = (u64)(w - pfb) * p->kp_q10 / (CCL_Q10 + 2 * (u64)p->kp_q10);
+
+		target = (u32)ccl_min64(target, pfb + over);
+	}
+	return w < target ? w : target;
 }
 
 /* Rtt_min, smoothed RTT (gain 1/8), rtt_max of the smoothed RTT.
@@ -508,6 +573,28 @@ CCL_CORE void ccpd_on_rtt(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 
 	}
 }
 
+/*
+ * pkts_acked in Recovery: a burst of losses is an overflow, not random loss
+ * (1e-4 drops 0.16 packets per round at 1,583 in flight), so the hold of a
+ * Recovery classified random turns congestive once it has counted
+ * CCPD_BURST_LOSSES.  RTT noise and stalls lift rtt_max, so the delay test of
+ * ccpd_on_ssthresh can miss a full buffer; without this a window above the
+ * storage was held for every Recovery, each entered on leaving the last.
+ * cong_control counts the losses; the check runs here, one ACK later, because
+ * in cong_control it took the verifier past its 1M-instruction limit.
+ */
+CCL_CORE void ccpd_on_recovery_ack(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 cwnd_clamp)
+{
+	u32 h;
+
+	if (ca->last_loss != CCPD_LOSS_RANDOM || ca->recov_losses < CCPD_BURST_LOSSES)
+		return;
+	h = ccpd_cong_hold(ca, p, ccpd_capacity(ca), ca->cwnd_hold, cwnd_clamp);
+	ca->cwnd_hold = h > 2 ? h : 2;
+	ca->w_q10 = ca->cwnd_hold << 10;
+	ca->last_loss = CCPD_LOSS_CONGESTIVE;
+}
+
 /* cong_control: every ACK. */
 CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 			  const struct ccpd_ack *a, struct ccpd_out *o)
@@ -529,8 +616,10 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 
 	/* Fast recovery: hold the window; dupacks feed nothing. */
 	if (a->ca_state == CCL_CA_RECOVERY) {
-		if (a->losses > 0)
+		if (a->losses > 0) {
 			o->losses = a->losses;
+			ca->recov_losses += (u32)a->losses; /* see ccpd_on_recovery_ack */
+		}
 		o->snd_cwnd = ca->cwnd_hold > p->cwnd_min ? ca->cwnd_hold : p->cwnd_min;
 		o->c_sps = ccpd_capacity(ca);
 		return;
@@ -653,50 +742,39 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
  *   - the smoothed RTT shows a nearly full buffer: s >= m + 3/4 (rtt_max - m), or
  *   - Recovery is re-entered within one RTT of leaving it, or
  *   - the window is at the clamp: W >= cwnd_max - margin, or
- *   - it ends slow start;
- * then the hold is min(W, target) with target the L1 equilibrium window
- * (below the path storage).  Otherwise it is random and W is held [P].
+ *   - it ends slow start, or (later, in ccpd_on_ack)
+ *   - the Recovery it opened has seen CCPD_BURST_LOSSES losses;
+ * then the hold is ccpd_cong_hold (below the path storage).  Otherwise it
+ * is random and W is held [P].
  * Returns the hold (>= 2); the class is left in ca->last_loss.
  */
 CCL_CORE u32 ccpd_on_ssthresh(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 snd_cwnd,
 			      u32 cwnd_clamp, u32 now_us)
 {
 	u32 c = ccpd_capacity(ca), m = ca->rtt_min_us, s = ccpd_rtts(ca);
-	u32 hold = snd_cwnd, cmax, target;
-	struct ccpd_est e;
+	u32 hold = snd_cwnd, cmax;
+	struct ccpd_est st;
 	bool cong = ca->phase == CCL_PHASE_SS;
 
+	ca->pair_state = CCPD_PAIR_IDLE;
+	ca->recov_losses = 0;
 	if (m == CCL_U32_MAX || !c) {
 		/* No estimate yet: Reno's halving is the only safe choice. */
 		hold = snd_cwnd / 2;
 		ca->last_loss = CCPD_LOSS_CONGESTIVE;
 	} else {
-		ccpd_estimate_of(ca, c, p->b_min, &e);
-		cmax = ccpd_cwnd_max(&e, p->cwnd_min, cwnd_clamp);
+		ccpd_storage_est(ca, c, p->b_min, &st);
+		cmax = ccpd_cwnd_max(&st, p->cwnd_min, cwnd_clamp);
 		if (ca->rtt_max_us > m && s >= m + (ca->rtt_max_us - m) / 4 * 3)
 			cong = true;
 		if (ca->recov_exit_us && now_us - ca->recov_exit_us < (s > m ? s : m))
 			cong = true;
-		if ((u64)snd_cwnd + ccl_max64(2, (e.b_q10 >> 10) / 8) >= cmax)
+		if ((u64)snd_cwnd + ccl_max64(2, (st.b_q10 >> 10) / 8) >= cmax)
 			cong = true;
-		/*
-		 * A loss in congestion avoidance says the storage is full at the
-		 * queueing delay seen now: B comes down to it (bmax_on_loss 1:
-		 * congestive losses, 2: every loss).  Otherwise an overestimated
-		 * B (RTT noise lifts the smoothed maximum) keeps the law target,
-		 * and so the hold, above the storage, and every round overflows:
-		 * 15,820 retransmissions in 20 s on a 10-packet buffer.
-		 */
-		if (ca->phase == CCL_PHASE_CA &&
-		    (p->bmax_on_loss == 2 || (p->bmax_on_loss == 1 && cong))) {
+		if (cong)
+			hold = ccpd_cong_hold(ca, p, c, snd_cwnd, cwnd_clamp);
+		else if (ca->phase == CCL_PHASE_CA && p->bmax_on_loss == 2)
 			ca->rtt_max_us = s > m ? s : m;
-			ccpd_estimate_of(ca, c, p->b_min, &e);
-			cmax = ccpd_cwnd_max(&e, p->cwnd_min, cwnd_clamp);
-		}
-		if (cong) {
-			target = ccpd_law_target(ca, snd_cwnd, &e, p->kp_q10, cmax);
-			hold = snd_cwnd < target ? snd_cwnd : target;
-		}
 		ca->last_loss = cong ? CCPD_LOSS_CONGESTIVE : CCPD_LOSS_RANDOM;
 	}
 	if (hold < p->cwnd_min)
