@@ -160,6 +160,7 @@ enum ccl_phase {
 	X(plus, "plus", 1, 1, 0, 1, "", "1 = CTCP+ rules (2)-(4), 0 = plain Compound TCP")      \
 	X(plus_md_q10, "plus_md", CCL_Q10, CCL_FIX(CCL_Q10, 2, 3), CCL_Q10 / 2, CCL_Q10, "", "rule (2) loss-window factor (2/3)") \
 	X(plus_dec_q10, "plus_dec", CCL_Q10, CCL_Q10 / 2, 0, 4 * CCL_Q10, "segments", "rule (3) decrease per RTT") \
+	X(keep_pipe, "keep_pipe", 1, 1, 0, 1, "", "with plus: the delay brake and rule (2) stop at the pipe swnd baseRTT/RTT; 0 = as the seed") \
 	X(gamma_exit, "gamma_exit", 1, 0, 0, 1000, "segments", "episode exit threshold; 0 = gamma") \
 	X(trace_every, "trace_every", 1, 1, 0, 1000, "rounds", "telemetry every N rounds; 0 = off") \
 	X(trace_ms, "trace_ms", 1, 0, 0, 60000, "ms", "at most one record per flow per N ms; 0 = no time limit")

@@ -34,6 +34,13 @@
  *     within the round) and cost 20 % at 100M/80ms/BDP8.  The new defaults:
  *     1.04-1.12x reno with 0.7-1.1x its retransmissions per segment there,
  *     and 1.6x reno with half its retransmissions at 100M/80ms/BDP8.
+ *  5. keep_pipe (default): the delay brake and rule (2) stop at the pipe
+ *     swnd baseRTT/RTT; rule (2) fires only if dwnd was 0 at the round's
+ *     start; rules (2)/(3) set ssthresh to the new window.  The seed's 2/3
+ *     cut (meant for shallow buffers) and zeta 2 went below the pipe above
+ *     BDP/8, and ssthresh from slow start let the kernel regrow the cut in
+ *     one round: 0.94x reno at 20M/190ms/BDP2, now 0.99-1.27x
+ *     (docs/ctcp_plus.md, "The early cut and the pipe").
  *
  *   states:  CTCP --Diff >= gamma && dwnd == 0--> EP (rule 2, then 3 per RTT,
  *            no per-ACK growth) --Diff < gamma_exit or loss--> CTCP
@@ -218,6 +225,14 @@ void BPF_PROG(ctcp_plus_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 			ca->dwnd_q10 = r.dwnd_q10;
 			ca->ep = r.ep;
 			ca->diff_reno_q10 = (s32)r.diff_reno_q10;
+			/*
+			 * The early cut and decrease set ssthresh to the new
+			 * window: ssthresh still held slow start's loss, and
+			 * cong_avoid slow-started the cut back within a round
+			 * (cwnd 327 -> 212 -> 318 every two rounds).
+			 */
+			if (r.rule & (CCL_CTCP_CUT2 | CCL_CTCP_DEC3))
+				tp->snd_ssthresh = ca->cwnd_l > 2 ? ca->cwnd_l : 2;
 			if (r.rule & CCL_CTCP_CUT2) {
 				ca->n_cut2++;
 				stat_inc(CCL_STAT_EARLY_CUTS);

@@ -816,6 +816,53 @@ fn ctcp_plus_rules_2_3_and_exit() {
     assert!(r4.dwnd_q10 < 500 << 10);
 }
 
+/// keep_pipe (default, with CTCP+): the delay brake and rule (2) drain the
+/// queue but stop at the pipe swnd baseRTT/RTT = swnd - Diff; keep_pipe=0 is
+/// the seed's 2/3 cut and Compound's brake.  The kernel at 20 Mbit/s, 80 ms,
+/// BDP/2 showed both going below the pipe in one round (swnd 173 -> 95 on a
+/// 133-packet pipe).
+#[test]
+fn ctcp_plus_keep_pipe_drains_the_queue_not_the_pipe() {
+    let round = |keep: &str, win, rtt, cwnd_l, dwnd_q10, ep| {
+        let p: intf::ccl_ctcp_plus_params = Algo::CtcpPlus.params_struct(&[("keep_pipe", keep)]);
+        let mut r = intf::ctcp_round {
+            win,
+            rtt_us: rtt,
+            base_rtt_us: 80_000,
+            gamma: p.gamma,
+            cwnd_l,
+            dwnd_q10,
+            ep,
+            ..Default::default()
+        };
+        unsafe { intf::ctcp_round_update(&mut r, &p) };
+        r
+    };
+    // The brake: Diff = 166 * 20/100 = 33.2 >= 30, zeta 2 would take all
+    // of dwnd (60); the pipe 166 - 33.2 = 132.8 keeps 26.8 of it.
+    let r = round("1", 166, 100_000, 106, 60 << 10, 0);
+    let pipe = 166.0 * 80.0 / 100.0;
+    let swnd = r.cwnd_l as f64 + r.dwnd_q10 as f64 / 1024.0;
+    assert!((swnd - pipe).abs() < 0.01, "swnd {swnd:.2}, pipe {pipe:.2}");
+    assert_eq!(r.rule & intf::CCL_CTCP_CUT2, 0, "dwnd was not 0: no cut");
+    let r0 = round("0", 166, 100_000, 106, 60 << 10, 0);
+    assert_eq!(r0.dwnd_q10, 0, "keep_pipe=0: dwnd - 2 Diff");
+    assert_eq!(r0.rule & intf::CCL_CTCP_CUT2, 0, "dwnd was not 0: no cut");
+    // The brake never raises dwnd to reach the pipe.
+    let r = round("1", 166, 100_000, 60, 10 << 10, 0);
+    assert!(r.dwnd_q10 <= 10 << 10);
+    // Rule (2) with dwnd already 0: Diff = 300 * 12/92 = 39.1; the seed cuts
+    // to floor(300 * 2/3) = 200, keep_pipe to 300 - 39.1 = 260.
+    let r = round("1", 300, 92_000, 300, 0, 0);
+    assert_eq!(r.rule & intf::CCL_CTCP_CUT2, intf::CCL_CTCP_CUT2);
+    assert_eq!(r.cwnd_l, (300.0 * 80.0 / 92.0) as u32);
+    let r0 = round("0", 300, 92_000, 300, 0, 0);
+    assert_eq!(r0.cwnd_l, 200);
+    // Where 2/3 is above the pipe (a queue over half the window), 2/3 stands.
+    let r = round("1", 300, 200_000, 300, 0, 0);
+    assert_eq!(r.cwnd_l, 200);
+}
+
 #[test]
 fn ctcp_loss_keeps_swnd_times_one_minus_beta() {
     let (mut cl, mut dw) = (100u32, 0u32);
