@@ -742,7 +742,19 @@ fn ctcp_round(
     dwnd_q10: u32,
     ep: u32,
 ) -> intf::ctcp_round {
-    let p = ctcp_params(plus);
+    ctcp_round_with(&ctcp_params(plus), win, rtt, base, cwnd_l, dwnd_q10, ep)
+}
+
+/// One ctcp_round_update with parameters `p`.
+fn ctcp_round_with(
+    p: &intf::ccl_ctcp_plus_params,
+    win: u32,
+    rtt: u32,
+    base: u32,
+    cwnd_l: u32,
+    dwnd_q10: u32,
+    ep: u32,
+) -> intf::ctcp_round {
     let mut r = intf::ctcp_round {
         win,
         rtt_us: rtt,
@@ -753,7 +765,7 @@ fn ctcp_round(
         ep,
         ..Default::default()
     };
-    unsafe { intf::ctcp_round_update(&mut r, &p) };
+    unsafe { intf::ctcp_round_update(&mut r, p) };
     r
 }
 
@@ -825,18 +837,7 @@ fn ctcp_plus_rules_2_3_and_exit() {
 fn ctcp_plus_keep_pipe_drains_the_queue_not_the_pipe() {
     let round = |keep: &str, win, rtt, cwnd_l, dwnd_q10, ep| {
         let p: intf::ccl_ctcp_plus_params = Algo::CtcpPlus.params_struct(&[("keep_pipe", keep)]);
-        let mut r = intf::ctcp_round {
-            win,
-            rtt_us: rtt,
-            base_rtt_us: 80_000,
-            gamma: p.gamma,
-            cwnd_l,
-            dwnd_q10,
-            ep,
-            ..Default::default()
-        };
-        unsafe { intf::ctcp_round_update(&mut r, &p) };
-        r
+        ctcp_round_with(&p, win, rtt, 80_000, cwnd_l, dwnd_q10, ep)
     };
     // The brake: Diff = 166 * 20/100 = 33.2 >= 30, zeta 2 would take all
     // of dwnd (60); the pipe 166 - 33.2 = 132.8 keeps 26.8 of it.
