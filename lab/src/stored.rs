@@ -389,3 +389,27 @@ impl Drop for Recorder {
         let _ = self.child.wait();
     }
 }
+
+#[cfg(test)]
+mod float_tests {
+    /// A stored run parses back to the very numbers it was measured with
+    /// (serde_json's float_roundtrip): a resumed check compared a kept run
+    /// with itself and read 19.269036911494897 against ...894.
+    #[test]
+    fn stored_floats_parse_back_exactly() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut vals = vec![19.269036911494897f64, 0.1 + 0.2, 1.0 / 3.0];
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // goodputs, ratios, lateness: 1e-6 .. 1e4
+            vals.push((x >> 11) as f64 / (1u64 << 53) as f64 * 10f64.powi((x % 11) as i32 - 6));
+        }
+        for v in vals {
+            let s = serde_json::to_string(&v).unwrap();
+            let back: f64 = serde_json::from_str(&s).unwrap();
+            assert_eq!(v.to_bits(), back.to_bits(), "{v:?} -> {s} -> {back:?}");
+        }
+    }
+}
