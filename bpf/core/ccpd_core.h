@@ -342,6 +342,14 @@ CCL_CORE u32 ccpd_law_target(const struct ccpd *ca, u32 w, const struct ccpd_est
 
 #define CCPD_BURST_LOSSES 3 /* losses in one Recovery that make it congestive */
 
+/* A window to hold in Recovery: never below cwnd_min, nor 2. */
+CCL_CORE u32 ccpd_hold_floor(const struct ccl_ccpd_params *p, u32 h)
+{
+	u32 lo = p->cwnd_min > 2 ? p->cwnd_min : 2;
+
+	return h > lo ? h : lo;
+}
+
 /*
  * The congestive hold for a window w that filled the storage: min(w, target),
  * target the L1 equilibrium window of the storage estimate (below the path
@@ -590,7 +598,7 @@ CCL_CORE void ccpd_on_recovery_ack(struct ccpd *ca, const struct ccl_ccpd_params
 	if (ca->last_loss != CCPD_LOSS_RANDOM || ca->recov_losses < CCPD_BURST_LOSSES)
 		return;
 	h = ccpd_cong_hold(ca, p, ccpd_capacity(ca), ca->cwnd_hold, cwnd_clamp);
-	ca->cwnd_hold = h > 2 ? h : 2;
+	ca->cwnd_hold = ccpd_hold_floor(p, h);
 	ca->w_q10 = ca->cwnd_hold << 10;
 	ca->last_loss = CCPD_LOSS_CONGESTIVE;
 }
@@ -742,7 +750,7 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
  *   - the smoothed RTT shows a nearly full buffer: s >= m + 3/4 (rtt_max - m), or
  *   - Recovery is re-entered within one RTT of leaving it, or
  *   - the window is at the clamp: W >= cwnd_max - margin, or
- *   - it ends slow start, or (later, in ccpd_on_ack)
+ *   - it ends slow start, or (later, ccpd_on_recovery_ack)
  *   - the Recovery it opened has seen CCPD_BURST_LOSSES losses;
  * then the hold is ccpd_cong_hold (below the path storage).  Otherwise it
  * is random and W is held [P].
@@ -777,10 +785,7 @@ CCL_CORE u32 ccpd_on_ssthresh(struct ccpd *ca, const struct ccl_ccpd_params *p, 
 			ca->rtt_max_us = s > m ? s : m;
 		ca->last_loss = cong ? CCPD_LOSS_CONGESTIVE : CCPD_LOSS_RANDOM;
 	}
-	if (hold < p->cwnd_min)
-		hold = p->cwnd_min;
-	if (hold < 2)
-		hold = 2;
+	hold = ccpd_hold_floor(p, hold);
 	ca->cwnd_hold = hold;
 	if (ca->phase == CCL_PHASE_SS || ca->last_loss == CCPD_LOSS_CONGESTIVE)
 		ca->w_q10 = hold << 10;

@@ -733,20 +733,8 @@ fn ctcp_params(plus: u32) -> intf::ccl_ctcp_plus_params {
     Algo::CtcpPlus.params_struct(&[("plus", &plus.to_string())])
 }
 
-fn ctcp_round(
-    plus: u32,
-    win: u32,
-    rtt: u32,
-    base: u32,
-    cwnd_l: u32,
-    dwnd_q10: u32,
-    ep: u32,
-) -> intf::ctcp_round {
-    ctcp_round_with(&ctcp_params(plus), win, rtt, base, cwnd_l, dwnd_q10, ep)
-}
-
 /// One ctcp_round_update with parameters `p`.
-fn ctcp_round_with(
+fn ctcp_round(
     p: &intf::ccl_ctcp_plus_params,
     win: u32,
     rtt: u32,
@@ -783,7 +771,7 @@ fn ctcp_round_update_matches_the_compound_law() {
         let rtt = base + rng.range(0, 200_000) as u32;
         let cwnd_l = rng.range(2, win as u64) as u32;
         let dwnd = rng.range(0, 50_000 << 10) as u32;
-        let r = ctcp_round(0, win, rtt, base, cwnd_l, dwnd, 0);
+        let r = ctcp_round(&ctcp_params(0), win, rtt, base, cwnd_l, dwnd, 0);
         let diff = win as f64 * (rtt - base) as f64 / rtt as f64;
         assert!((r.diff_q10 as f64 / 1024.0 - diff).abs() <= 1.0 / 1024.0);
         let d0 = dwnd as f64 / 1024.0;
@@ -803,12 +791,12 @@ fn ctcp_round_update_matches_the_compound_law() {
 #[test]
 fn ctcp_plus_rules_2_3_and_exit() {
     // Diff >= gamma with dwnd = 0: rule (2) cuts the loss window to 2/3 once...
-    let r = ctcp_round(1, 300, 200_000, 100_000, 300, 0, 0);
+    let r = ctcp_round(&ctcp_params(1), 300, 200_000, 100_000, 300, 0, 0);
     assert!(r.diff_q10 >= 30 << 10);
     assert_eq!(r.rule & intf::CCL_CTCP_CUT2, intf::CCL_CTCP_CUT2);
     assert_eq!((r.cwnd_l, r.ep), (200, 1), "floor(300 * 683/1024)");
     // ...then rule (3): -1/2 segment per round while it persists.
-    let mut r2 = ctcp_round(1, 200, 200_000, 100_000, r.cwnd_l, 0, r.ep);
+    let mut r2 = ctcp_round(&ctcp_params(1), 200, 200_000, 100_000, r.cwnd_l, 0, r.ep);
     assert_eq!(r2.rule & intf::CCL_CTCP_DEC3, intf::CCL_CTCP_DEC3);
     assert_eq!((r2.cwnd_l, r2.cwnd_l_frac), (199, 512));
     r2.rule = 0;
@@ -819,11 +807,11 @@ fn ctcp_plus_rules_2_3_and_exit() {
         "two halves make one segment"
     );
     // Diff back under gamma ends the episode.
-    let r3 = ctcp_round(1, 100, 100_500, 100_000, 199, 0, 1);
+    let r3 = ctcp_round(&ctcp_params(1), 100, 100_500, 100_000, 199, 0, 1);
     assert_eq!(r3.rule & intf::CCL_CTCP_EXIT, intf::CCL_CTCP_EXIT);
     assert_eq!(r3.ep, 0);
     // With dwnd > 0 the delay component gives back first: no early cut.
-    let r4 = ctcp_round(1, 300, 200_000, 100_000, 200, 500 << 10, 0);
+    let r4 = ctcp_round(&ctcp_params(1), 300, 200_000, 100_000, 200, 500 << 10, 0);
     assert_eq!(r4.rule & intf::CCL_CTCP_CUT2, 0);
     assert!(r4.dwnd_q10 < 500 << 10);
 }
@@ -837,7 +825,7 @@ fn ctcp_plus_rules_2_3_and_exit() {
 fn ctcp_plus_keep_pipe_drains_the_queue_not_the_pipe() {
     let round = |keep: &str, win, rtt, cwnd_l, dwnd_q10, ep| {
         let p: intf::ccl_ctcp_plus_params = Algo::CtcpPlus.params_struct(&[("keep_pipe", keep)]);
-        ctcp_round_with(&p, win, rtt, 80_000, cwnd_l, dwnd_q10, ep)
+        ctcp_round(&p, win, rtt, 80_000, cwnd_l, dwnd_q10, ep)
     };
     // The brake: Diff = 166 * 20/100 = 33.2 >= 30, zeta 2 would take all
     // of dwnd (60); the pipe 166 - 33.2 = 132.8 keeps 26.8 of it.
