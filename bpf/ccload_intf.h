@@ -162,6 +162,8 @@ enum ccl_phase {
 	X(plus_dec_q10, "plus_dec", CCL_Q10, CCL_Q10 / 2, 0, 4 * CCL_Q10, "segments", "rule (3) decrease per RTT") \
 	X(keep_pipe, "keep_pipe", 1, 1, 0, 1, "", "with plus: the delay brake and rule (2) stop at the pipe swnd baseRTT/RTT; 0 = as the seed") \
 	X(gamma_exit, "gamma_exit", 1, 0, 0, 1000, "segments", "episode exit threshold; 0 = gamma") \
+	X(spread, "spread", 1, 0, 0, 1, "", "1 = a round's dwnd growth is added over the next round's ACKs; 0 = one step") \
+	X(plateau_q10, "plateau", CCL_Q10, 0, 0, CCL_Q10, "", "dwnd stops growing at this fraction of the window of the last loss until swnd passes it; 0 = off") \
 	X(trace_every, "trace_every", 1, 1, 0, 1000, "rounds", "telemetry every N rounds; 0 = off") \
 	X(trace_ms, "trace_ms", 1, 0, 0, 60000, "ms", "at most one record per flow per N ms; 0 = no time limit")
 

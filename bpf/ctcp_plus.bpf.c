@@ -41,6 +41,9 @@
  *     BDP/8, and ssthresh from slow start let the kernel regrow the cut in
  *     one round: 0.94x reno at 20M/190ms/BDP2, now 0.99-1.27x
  *     (docs/ctcp_plus.md, "The early cut and the pipe").
+ *  6. spread (default): a round's dwnd growth is added over the next round's
+ *     ACKs, not as one step at the round's end (docs/ctcp_plus.md,
+ *     "Buffers of about 10 packets").
  *
  *   states:  CTCP --Diff >= gamma && dwnd == 0--> EP (rule 2, then 3 per RTT,
  *            no per-ACK growth) --Diff < gamma_exit or loss--> CTCP
@@ -54,12 +57,14 @@ char _license[] SEC("license") = "GPL";
 #define CCL_PARAMS_TABLE CCL_CTCP_PLUS_PARAMS
 #include "ccload_maps.bpf.h"
 
-/* Per-flow state (72 bytes of icsk_ca_priv). */
+/* Per-flow state (80 bytes of icsk_ca_priv). */
 struct ctcp_plus {
 	u32 cwnd_l;		/* loss window, segments */
 	u32 cwnd_l_frac;	/* Q10 remainder of cwnd_l (rule 3) */
 	u32 cwnd_cnt;		/* AI counter for +1/swnd per segment */
 	u32 dwnd_q10;		/* delay window, segments x 1024 */
+	u32 grow_q10;		/* spread: dwnd growth of this round, Q10 */
+	u32 w_loss;		/* plateau: swnd at the last loss */
 	u32 base_rtt_us;	/* min RTT ever, us (+1 so 0 means none) */
 	u32 round_min_us;	/* min RTT sample this round */
 	u32 round_sum_us;	/* sum of this round's samples (rtt_mode 1) */
@@ -196,6 +201,7 @@ void BPF_PROG(ctcp_plus_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 				ca->cwnd_l += ca->cwnd_cnt / swnd;
 				ca->cwnd_cnt %= swnd;
 			}
+			ca->dwnd_q10 = ctcp_spread_ack(ca->dwnd_q10, ca->grow_q10, acked, swnd);
 		}
 	}
 
@@ -206,6 +212,7 @@ void BPF_PROG(ctcp_plus_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 
 		stat_inc(CCL_STAT_ROUNDS);
 		r.rule = 0;
+		ca->grow_q10 = 0;
 		if (ca->enabled && ca->cnt_rtt >= p.min_samples &&
 		    tp->snd_cwnd >= tp->snd_ssthresh && ca->cwnd_l >= p.low_wnd &&
 		    ca->base_rtt_us != CCL_U32_MAX) {
@@ -215,6 +222,8 @@ void BPF_PROG(ctcp_plus_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 			r.rtt_us = rtt;
 			r.base_rtt_us = ca->base_rtt_us;
 			r.gamma = ca->gamma;
+			r.swnd = swnd;
+			r.w_loss = ca->w_loss;
 			r.cwnd_l = ca->cwnd_l;
 			r.cwnd_l_frac = ca->cwnd_l_frac;
 			r.dwnd_q10 = ca->dwnd_q10;
@@ -224,6 +233,7 @@ void BPF_PROG(ctcp_plus_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 			ca->cwnd_l_frac = r.cwnd_l_frac;
 			ca->dwnd_q10 = r.dwnd_q10;
 			ca->ep = r.ep;
+			ca->grow_q10 = r.grow_q10;
 			ca->diff_reno_q10 = (s32)r.diff_reno_q10;
 			/*
 			 * The early cut and decrease set ssthresh to the new
@@ -274,9 +284,11 @@ __u32 BPF_PROG(ctcp_plus_ssthresh, struct sock *sk)
 		ca->gamma = g < 5 ? 5 : (g > 30 ? 30 : g);
 		ca->diff_reno_q10 = -1;
 	}
+	ca->w_loss = tp->snd_cwnd;
 	ssth = ctcp_loss(tp->snd_cwnd, p.beta_q10, &ca->cwnd_l, &ca->dwnd_q10);
 	ca->ep = 0;
 	ca->cwnd_cnt = 0;
+	ca->grow_q10 = 0;
 	return ssth;
 }
 
@@ -289,6 +301,7 @@ void BPF_PROG(ctcp_plus_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 	if (ev == CA_EVENT_LOSS) {
 		stat_inc(CCL_STAT_RTO);
 		ca->dwnd_q10 = 0; /* timeout: dwnd = 0; cwnd_l re-synced in cong_avoid */
+		ca->grow_q10 = 0;
 		ca->ep = 0;
 	} else if (ev == CA_EVENT_TX_START || ev == CA_EVENT_CWND_RESTART) {
 		ctcp_plus_rearm(tp, ca); /* keep base_rtt */

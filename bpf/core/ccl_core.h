@@ -18,8 +18,12 @@
 
 #ifdef __bpf__
 #define CCL_CORE static __always_inline
+/* A core function the verifier checks once, on its own (global subprogram):
+ * for loops that would otherwise be explored once per path of the caller. */
+#define CCL_CORE_GLOBAL __attribute__((noinline))
 #else
 #define CCL_CORE
+#define CCL_CORE_GLOBAL
 #endif
 
 #ifndef __bpf__

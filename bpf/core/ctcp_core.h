@@ -11,8 +11,11 @@
 #include "ccl_core.h"
 
 /* w^(3/4) = sqrt(w * sqrt(w)) with two integer square roots, x 1024.
- * Valid for w <= 2^20 segments (intermediates <= 2^50); error < 0.1 %. */
-CCL_CORE u64 ctcp_pow34_q10(u32 w)
+ * Valid for w <= 2^20 segments (intermediates <= 2^50); error < 0.1 %.
+ * In BPF a global subprogram: the verifier checks its 64 square-root steps
+ * once, not once per path of cong_avoid (which went past its 1M-instruction
+ * limit when one more branch was added there). */
+CCL_CORE_GLOBAL u64 ctcp_pow34_q10(u32 w)
 {
 	u64 s, x = w > (1U << 20) ? (1U << 20) : w;
 
@@ -27,6 +30,8 @@ struct ctcp_round {
 	u32 rtt_us;	 /* round RTT (min or mean) */
 	u32 base_rtt_us; /* min RTT ever */
 	u32 gamma;	 /* Diff threshold in force (gamma_tune moves it) */
+	u32 swnd;	 /* send window now, segments (plateau) */
+	u32 w_loss;	 /* send window at the last loss, 0 = none (plateau) */
 	/* in/out */
 	u32 cwnd_l;	 /* loss window, segments */
 	u32 cwnd_l_frac; /* its Q10 remainder (rule 3) */
@@ -35,6 +40,7 @@ struct ctcp_round {
 	/* out */
 	u32 diff_q10;	   /* Diff = win (RTT - base) / RTT */
 	u32 diff_reno_q10; /* Diff of the loss window alone (gamma tuning) */
+	u32 grow_q10;	   /* spread: dwnd growth to add over the next round */
 	u32 rule;	   /* enum ccl_ctcp_rule bits */
 };
 
@@ -55,6 +61,19 @@ struct ctcp_round {
  * for shallow buffers) gives back twice the queue.  Above BDP/8 both went
  * below the pipe: at 20 Mbit/s, 80 ms, BDP/2 the brake took swnd from 166 to
  * 113 on a 133-packet pipe and the cut, in the same round, to 95; 0.93x reno.
+ * With spread = 1 (default) the growth is not added here: it is returned in
+ * grow_q10 and added over the next round's ACKs (ctcp_spread_ack), as Reno
+ * spreads its one segment, so the window does not step by alpha swnd^(3/4)
+ * (3.6 segments at swnd 90) in one burst into a buffer of 10.
+ * With plateau > 0 (a fraction, Q10) the delay window does not grow past
+ * plateau x w_loss, the send window at the last loss, until Reno's own
+ * growth has carried swnd to w_loss; above w_loss it grows again:
+ *   inc = min(inc, max(plateau w_loss - swnd, 0))   if swnd < w_loss
+ * (CUBIC's plateau around W_max, on the delay window only).  Where the
+ * buffer is no larger than RTT noise the brake cannot see the queue and
+ * the loss comes first; without the plateau dwnd's growth is fastest right
+ * below the window that lost, so the flow loses more often than Reno from
+ * the same window (docs/ctcp_plus.md, "Buffers of about 10 packets").
  */
 CCL_CORE void ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus_params *p)
 {
@@ -68,11 +87,21 @@ CCL_CORE void ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus
 	r->diff_q10 = ccl_sat32(diff);
 	r->diff_reno_q10 = rtt ? ccl_sat32(((u64)r->cwnd_l << 10) * q / rtt) : 0;
 	r->rule = 0;
+	r->grow_q10 = 0;
 	if (diff < gamma_q10) {
 		u64 inc = ctcp_pow34_q10(r->win) * p->alpha_q10 >> 10;
 
+		if (p->plateau_q10 && r->swnd < r->w_loss) {
+			u64 knee = (u64)r->w_loss * p->plateau_q10;
+			u64 room = knee > ((u64)r->swnd << 10) ? knee - ((u64)r->swnd << 10) : 0;
+
+			inc = ccl_min64(inc, room + 1024);
+		}
 		if (inc > 1024) {
-			r->dwnd_q10 = ccl_sat32((u64)r->dwnd_q10 + inc - 1024);
+			if (p->spread)
+				r->grow_q10 = ccl_sat32(inc - 1024);
+			else
+				r->dwnd_q10 = ccl_sat32((u64)r->dwnd_q10 + inc - 1024);
 			r->rule |= CCL_CTCP_GROW;
 		}
 	} else {
@@ -117,6 +146,18 @@ CCL_CORE void ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus
 		r->ep = 0;
 		r->rule |= CCL_CTCP_EXIT;
 	}
+}
+
+/* spread: one ACK's share of the round's growth, dwnd += grow acked / swnd
+ * (rounded), so about swnd ACKed segments add grow. */
+CCL_CORE u32 ctcp_spread_ack(u32 dwnd_q10, u32 grow_q10, u32 acked, u32 swnd)
+{
+	u64 add;
+
+	if (!swnd)
+		return dwnd_q10;
+	add = ((u64)grow_q10 * acked + swnd / 2) / swnd;
+	return ccl_sat32((u64)dwnd_q10 + add);
 }
 
 /* On a dupack loss: cwnd_l = cwnd_l / 2 and

@@ -748,6 +748,7 @@ fn ctcp_round(
         rtt_us: rtt,
         base_rtt_us: base,
         gamma: p.gamma,
+        swnd: win,
         cwnd_l,
         dwnd_q10,
         ep,
@@ -761,6 +762,8 @@ fn ctcp_round(
 fn ctcp_round_update_matches_the_compound_law() {
     // f64: Diff = w (RTT - base)/RTT; dwnd += max(alpha w^0.75 - 1, 0) below
     // gamma, dwnd -= zeta Diff above.  Bound: 2/1024 segment + 0.1 % of the increment.
+    // With spread=1 the increment is returned in grow_q10, to be added over
+    // the next round's ACKs: the round's dwnd is dwnd + grow.
     let p = ctcp_params(0);
     let (gamma, zeta) = (p.gamma as f64, p.zeta_q10 as f64 / 1024.0);
     assert_eq!((gamma, zeta), (30.0, 2.0), "the defaults this test samples");
@@ -771,7 +774,9 @@ fn ctcp_round_update_matches_the_compound_law() {
         let rtt = base + rng.range(0, 200_000) as u32;
         let cwnd_l = rng.range(2, win as u64) as u32;
         let dwnd = rng.range(0, 50_000 << 10) as u32;
-        let r = ctcp_round(&ctcp_params(0), win, rtt, base, cwnd_l, dwnd, 0);
+        let spread = rng.range(0, 1);
+        let p = Algo::CtcpPlus.params_struct(&[("plus", "0"), ("spread", &spread.to_string())]);
+        let r = ctcp_round(&p, win, rtt, base, cwnd_l, dwnd, 0);
         let diff = win as f64 * (rtt - base) as f64 / rtt as f64;
         assert!((r.diff_q10 as f64 / 1024.0 - diff).abs() <= 1.0 / 1024.0);
         let d0 = dwnd as f64 / 1024.0;
@@ -780,12 +785,120 @@ fn ctcp_round_update_matches_the_compound_law() {
         } else {
             (d0 - zeta * diff).max(0.0)
         };
-        let got = r.dwnd_q10 as f64 / 1024.0;
+        if diff >= gamma {
+            assert_eq!(r.grow_q10, 0, "no growth is pending under the brake");
+        } else if spread == 1 {
+            assert_eq!(r.dwnd_q10, dwnd, "spread: dwnd grows over the next round");
+        } else {
+            assert_eq!(
+                r.grow_q10, 0,
+                "one step: nothing is left for the next round"
+            );
+        }
+        let got = (r.dwnd_q10 + r.grow_q10) as f64 / 1024.0;
         assert!(
             (got - want).abs() <= 2.0 / 1024.0 + 0.001 * (want - d0).abs(),
             "win={win} diff={diff:.2}: dwnd {got} vs {want}"
         );
     }
+}
+
+/// spread=1 adds a round's dwnd growth over the next round's ACKs
+/// (one or two segments each, as delayed ACKs give), so that about swnd
+/// ACKed segments add it all, as spread=0 adds it in one step.
+#[test]
+fn ctcp_spread_adds_the_round_growth_over_its_acks() {
+    let mut rng = Rng(7);
+    for _ in 0..2000 {
+        let win = rng.range(38, 20_000) as u32;
+        let step = ctcp_round(&ctcp_params(1), win, 100_000, 100_000, win, 0, 0);
+        let p = Algo::CtcpPlus.params_struct(&[("spread", "1")]);
+        let r = ctcp_round(&p, win, 100_000, 100_000, win, 0, 0);
+        assert_eq!((r.dwnd_q10, step.grow_q10), (0, 0));
+        assert!(r.grow_q10 > 0 && r.grow_q10 == step.dwnd_q10, "win {win}");
+        let (mut dwnd, mut acked) = (0u32, 0u32);
+        while acked < win {
+            let a = (rng.range(1, 2) as u32).min(win - acked);
+            dwnd = unsafe { intf::ctcp_spread_ack(dwnd, r.grow_q10, a, win) };
+            acked += a;
+        }
+        // Rounding: at most half a Q10 unit per ACK.
+        let err = (dwnd as f64 - r.grow_q10 as f64).abs();
+        assert!(
+            err <= win as f64 / 2.0 + 1.0,
+            "win {win}: {dwnd} vs {}",
+            r.grow_q10
+        );
+        assert!(
+            err / (r.grow_q10 as f64) < 0.15,
+            "win {win}: {dwnd} vs {}",
+            r.grow_q10
+        );
+    }
+    assert_eq!(
+        unsafe { intf::ctcp_spread_ack(5, 1000, 1, 0) },
+        5,
+        "swnd 0 adds nothing"
+    );
+}
+
+/// plateau: below the window of the last loss the delay window grows to at
+/// most plateau x w_loss; from w_loss on, the law again.  f64 model:
+/// growth = min(alpha swnd^0.75 - 1, max(plateau w_loss - swnd, 0)) for
+/// swnd < w_loss, alpha swnd^0.75 - 1 otherwise (positive part).
+#[test]
+fn ctcp_plateau_stops_dwnd_below_the_last_loss_window() {
+    let mut rng = Rng(11);
+    for _ in 0..20000 {
+        let frac = rng.range(0, 1024);
+        let p: intf::ccl_ctcp_plus_params =
+            Algo::CtcpPlus.params_struct(&[("plateau", &format!("{}", frac as f64 / 1024.0))]);
+        assert_eq!(p.plateau_q10 as u64, frac);
+        let swnd = rng.range(38, 50_000) as u32;
+        let w_loss = rng.range(0, 60_000) as u32;
+        let mut r = intf::ctcp_round {
+            win: swnd,
+            swnd,
+            w_loss,
+            rtt_us: 100_000,
+            base_rtt_us: 100_000,
+            gamma: p.gamma,
+            cwnd_l: swnd,
+            ..Default::default()
+        };
+        unsafe { intf::ctcp_round_update(&mut r, &p) };
+        let law = (0.125 * (swnd as f64).powf(0.75) - 1.0).max(0.0);
+        let want = if frac > 0 && swnd < w_loss {
+            law.min((frac as f64 / 1024.0 * w_loss as f64 - swnd as f64).max(0.0))
+        } else {
+            law
+        };
+        let got = r.dwnd_q10 as f64 / 1024.0;
+        assert!(
+            (got - want).abs() <= 2.0 / 1024.0 + 0.001 * want,
+            "swnd {swnd} w_loss {w_loss} plateau {frac}/1024: {got} vs {want}"
+        );
+    }
+    // At 100 Mbit/s, 10 ms, a 10-packet buffer: losses at swnd about 77.
+    let p: intf::ccl_ctcp_plus_params = Algo::CtcpPlus.params_struct(&[("plateau", "0.9375")]);
+    let grow = |swnd| {
+        let mut r = intf::ctcp_round {
+            win: swnd,
+            swnd,
+            w_loss: 77,
+            rtt_us: 10_000,
+            base_rtt_us: 10_000,
+            gamma: 5,
+            cwnd_l: 40,
+            ..Default::default()
+        };
+        unsafe { intf::ctcp_round_update(&mut r, &p) };
+        r.dwnd_q10 as f64 / 1024.0
+    };
+    assert!(grow(60) > 1.5, "far below: the law (2.0)");
+    assert!((grow(71) - 1.1875).abs() < 0.01, "72.19 - 71");
+    assert_eq!(grow(73), 0.0, "on the plateau: Reno's segment only");
+    assert!(grow(77) > 2.0, "past the last loss: the law again");
 }
 
 #[test]
