@@ -61,11 +61,11 @@ struct ctcp_round {
  * for shallow buffers) gives back twice the queue.  Above BDP/8 both went
  * below the pipe: at 20 Mbit/s, 80 ms, BDP/2 the brake took swnd from 166 to
  * 113 on a 133-packet pipe and the cut, in the same round, to 95; 0.93x reno.
- * With spread = 1 (default) the growth is not added here: it is returned in
- * grow_q10 and added over the next round's ACKs (ctcp_spread_ack), as Reno
- * spreads its one segment, so the window does not step by alpha swnd^(3/4)
- * (3.6 segments at swnd 90) in one burst into a buffer of 10.
- * With plateau > 0 (a fraction, Q10) the delay window does not grow past
+ * With spread = 1 (an option, default 0) the growth is not added here: it
+ * is returned in grow_q10 and added over the next round's ACKs
+ * (ctcp_spread_ack), as Reno spreads its one segment, so the window does
+ * not step by alpha swnd^(3/4) (3.6 segments at swnd 90) at once.
+ * With plateau > 0 (an option, a fraction in Q10) the delay window does not grow past
  * plateau x w_loss, the send window at the last loss, until Reno's own
  * growth has carried swnd to w_loss; above w_loss it grows again:
  *   inc = min(inc, max(plateau w_loss - swnd, 0))   if swnd < w_loss
@@ -73,7 +73,8 @@ struct ctcp_round {
  * buffer is no larger than RTT noise the brake cannot see the queue and
  * the loss comes first; without the plateau dwnd's growth is fastest right
  * below the window that lost, so the flow loses more often than Reno from
- * the same window (docs/ctcp_plus.md, "Buffers of about 10 packets").
+ * the same window.  It costs where losses are random, hence off by
+ * default (docs/ctcp_plus.md, "Buffers of about 10 packets").
  */
 CCL_CORE void ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus_params *p)
 {
