@@ -35,8 +35,37 @@ fn csv_rows(path: &Path) -> Result<Vec<Vec<String>>> {
         .lines()
         .skip(1)
         .filter(|l| !l.is_empty())
-        .map(|l| l.split(',').map(str::to_string).collect())
+        .map(csv_split)
         .collect())
+}
+
+/// A field as CSV (RFC 4180): quoted when it holds a comma or a quote.  A
+/// CC with two tunables, `ctcp_plus:plateau=0.9375,spread=1`, has a comma.
+fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains([',', '"']) {
+        format!("\"{}\"", s.replace('"', "\"\"")).into()
+    } else {
+        s.into()
+    }
+}
+
+/// One CSV line's fields, quoted fields unquoted (the inverse of csv_field).
+fn csv_split(line: &str) -> Vec<String> {
+    let (mut out, mut cur, mut quoted) = (Vec::new(), String::new(), false);
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' if quoted && chars.peek() == Some(&'"') => {
+                cur.push('"');
+                chars.next();
+            }
+            '"' => quoted = !quoted,
+            ',' if !quoted => out.push(std::mem::take(&mut cur)),
+            _ => cur.push(c),
+        }
+    }
+    out.push(cur);
+    out
 }
 
 pub const SAMPLES_HEADER: &str = "case,cc,rep,t,flow,cwnd,srtt_us,min_rtt_us,delivered,total_retrans,pacing_rate,delivery_rate,rx_bytes";
@@ -48,7 +77,11 @@ pub fn write_rows(
     queue: &mut impl std::io::Write,
     r: &RunResult,
 ) -> Result<()> {
-    let (case, cc, rep) = (&r.summary.case, &r.summary.cc, r.summary.rep);
+    let (case, cc, rep) = (
+        csv_field(&r.summary.case),
+        csv_field(&r.summary.cc),
+        r.summary.rep,
+    );
     for s in &r.samples {
         writeln!(
             samples,
@@ -387,6 +420,69 @@ impl Drop for Recorder {
         // SAFETY: signalling our own child; SIGINT flushes and exits.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
         let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod csv_tests {
+    use super::*;
+
+    /// A run of a CC given two tunables (a comma in its name) is stored and
+    /// read back whole: samples.csv split the name on its comma and `lab
+    /// plot` failed with `bad rep "spread=1"`.
+    #[test]
+    fn a_cc_with_a_comma_is_stored_and_read_back() {
+        let dir = std::env::temp_dir().join(format!("ccload-csv-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let names = ["ctcp_plus:plateau=0.9375,spread=1", "reno", "odd\"name,x"];
+        let (mut samples, mut queue) = (
+            format!("{SAMPLES_HEADER}\n").into_bytes(),
+            format!("{QUEUE_HEADER}\n").into_bytes(),
+        );
+        let mut runs = Vec::new();
+        for (i, cc) in names.iter().enumerate() {
+            let r = RunResult {
+                summary: RunSummary {
+                    case: "100M_10ms".into(),
+                    cc: cc.to_string(),
+                    rep: 1,
+                    ..Default::default()
+                },
+                samples: vec![FlowSample {
+                    t: 0.5,
+                    flow: 0,
+                    cwnd: 77 + i as u32,
+                    srtt_us: 10_500,
+                    min_rtt_us: 10_000,
+                    delivered: 5,
+                    total_retrans: 1,
+                    pacing_rate: 2,
+                    delivery_rate: 3,
+                    rx_bytes: 4,
+                    ca_state: 0,
+                }],
+                queue: vec![QueueSample {
+                    t: 0.5,
+                    qlen: 3 + i as u32,
+                    backlog: 4,
+                    drops: 0,
+                }],
+            };
+            write_rows(&mut samples, &mut queue, &r).unwrap();
+            runs.push(r.summary);
+        }
+        std::fs::write(dir.join("samples.csv"), samples).unwrap();
+        std::fs::write(dir.join("queue.csv"), queue).unwrap();
+        let back = attach_samples(&dir, runs);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let back = back.unwrap();
+        for (i, r) in back.iter().enumerate() {
+            assert_eq!(r.summary.cc, names[i]);
+            assert_eq!(r.samples.len(), 1, "{}", names[i]);
+            assert_eq!(r.samples[0].cwnd, 77 + i as u32);
+            assert_eq!(r.queue[0].qlen, 3 + i as u32);
+        }
+        assert_eq!(csv_split("a,\"b,c\",d"), ["a", "b,c", "d"]);
     }
 }
 
