@@ -150,12 +150,13 @@ CCL_CORE void ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus
 }
 
 /* spread: one ACK's share of the round's growth, dwnd += grow acked / swnd
- * (rounded), so about swnd ACKed segments add grow. */
+ * (rounded), so about swnd ACKed segments add grow.  Nothing to add (spread
+ * off, or no growth this round) costs no division on the ACK path. */
 CCL_CORE u32 ctcp_spread_ack(u32 dwnd_q10, u32 grow_q10, u32 acked, u32 swnd)
 {
 	u64 add;
 
-	if (!swnd)
+	if (!grow_q10 || !swnd)
 		return dwnd_q10;
 	add = ((u64)grow_q10 * acked + swnd / 2) / swnd;
 	return ccl_sat32((u64)dwnd_q10 + add);
