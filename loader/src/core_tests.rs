@@ -848,6 +848,21 @@ fn ctcp_spread_adds_the_round_growth_over_its_acks() {
 /// swnd < w_loss, alpha swnd^0.75 - 1 otherwise (positive part).
 #[test]
 fn ctcp_plateau_stops_dwnd_below_the_last_loss_window() {
+    // One round with no queue (Diff 0, so the law grows dwnd): its growth.
+    let grow = |p: &intf::ccl_ctcp_plus_params, swnd: u32, w_loss: u32| {
+        let mut r = intf::ctcp_round {
+            win: swnd,
+            swnd,
+            w_loss,
+            rtt_us: 10_000,
+            base_rtt_us: 10_000,
+            gamma: p.gamma,
+            cwnd_l: swnd,
+            ..Default::default()
+        };
+        unsafe { intf::ctcp_round_update(&mut r, p) };
+        r.dwnd_q10 as f64 / 1024.0
+    };
     let mut rng = Rng(11);
     for _ in 0..20000 {
         let frac = rng.range(0, 1024);
@@ -856,24 +871,13 @@ fn ctcp_plateau_stops_dwnd_below_the_last_loss_window() {
         assert_eq!(p.plateau_q10 as u64, frac);
         let swnd = rng.range(38, 50_000) as u32;
         let w_loss = rng.range(0, 60_000) as u32;
-        let mut r = intf::ctcp_round {
-            win: swnd,
-            swnd,
-            w_loss,
-            rtt_us: 100_000,
-            base_rtt_us: 100_000,
-            gamma: p.gamma,
-            cwnd_l: swnd,
-            ..Default::default()
-        };
-        unsafe { intf::ctcp_round_update(&mut r, &p) };
+        let got = grow(&p, swnd, w_loss);
         let law = (0.125 * (swnd as f64).powf(0.75) - 1.0).max(0.0);
         let want = if frac > 0 && swnd < w_loss {
             law.min((frac as f64 / 1024.0 * w_loss as f64 - swnd as f64).max(0.0))
         } else {
             law
         };
-        let got = r.dwnd_q10 as f64 / 1024.0;
         assert!(
             (got - want).abs() <= 2.0 / 1024.0 + 0.001 * want,
             "swnd {swnd} w_loss {w_loss} plateau {frac}/1024: {got} vs {want}"
@@ -881,24 +885,10 @@ fn ctcp_plateau_stops_dwnd_below_the_last_loss_window() {
     }
     // At 100 Mbit/s, 10 ms, a 10-packet buffer: losses at swnd about 77.
     let p: intf::ccl_ctcp_plus_params = Algo::CtcpPlus.params_struct(&[("plateau", "0.9375")]);
-    let grow = |swnd| {
-        let mut r = intf::ctcp_round {
-            win: swnd,
-            swnd,
-            w_loss: 77,
-            rtt_us: 10_000,
-            base_rtt_us: 10_000,
-            gamma: 5,
-            cwnd_l: 40,
-            ..Default::default()
-        };
-        unsafe { intf::ctcp_round_update(&mut r, &p) };
-        r.dwnd_q10 as f64 / 1024.0
-    };
-    assert!(grow(60) > 1.5, "far below: the law (2.0)");
-    assert!((grow(71) - 1.1875).abs() < 0.01, "72.19 - 71");
-    assert_eq!(grow(73), 0.0, "on the plateau: Reno's segment only");
-    assert!(grow(77) > 2.0, "past the last loss: the law again");
+    assert!(grow(&p, 60, 77) > 1.5, "far below: the law (2.0)");
+    assert!((grow(&p, 71, 77) - 1.1875).abs() < 0.01, "72.19 - 71");
+    assert_eq!(grow(&p, 73, 77), 0.0, "on the plateau: Reno's segment only");
+    assert!(grow(&p, 77, 77) > 2.0, "past the last loss: the law again");
 }
 
 #[test]
