@@ -80,7 +80,7 @@ enum ccl_stat_idx {
 	CCL_STAT_EARLY_CUTS,	  /* ctcp_plus: rule (2) 2/3 cuts */
 	CCL_STAT_EARLY_DECS,	  /* ctcp_plus: rule (3) -1/2 steps */
 	CCL_STAT_LOSS_CONGESTIVE, /* ccpd: loss events classified congestive (hold at target) */
-	CCL_STAT_LOSS_RANDOM,	  /* ccpd: loss events classified random (window held) */
+	CCL_STAT_LOSS_RANDOM,	  /* ccpd, ctcp_plus rand_keep: loss events classified random */
 	CCL_STAT_WFULL_FOUND,	  /* ub_reno: rounds that found (or lowered) W_full */
 	CCL_STAT_LSRTT_SHIFTS,	  /* ub_reno: LSRTT level shifts detected */
 	CCL_NR_STATS,
@@ -153,7 +153,7 @@ enum ccl_phase {
 	X(zeta_q10, "zeta", CCL_Q10, 2 * CCL_Q10, 0, 4 * CCL_Q10, "", "dwnd shrink per segment of Diff") \
 	X(gamma, "gamma", 1, 30, 1, 1000, "segments", "Diff threshold (early congestion)")      \
 	X(gamma_tune, "gamma_tune", 1, 1, 0, 1, "", "TUBE gamma auto-tuning (5..30)")           \
-	X(low_wnd, "low_wnd", 1, 38, 0, 10000, "segments", "delay component active above")      \
+	X(low_wnd, "low_wnd", 1, 0, 0, 10000, "segments", "delay component active above (the Compound draft: 38; 0 = at any window)")      \
 	X(min_samples, "min_samples", 1, 3, 1, 16, "", "RTT samples per round for an update")   \
 	X(rtt_mode, "rtt_mode", 1, 1, 0, 1, "", "round RTT: 0 = min, 1 = mean")                 \
 	X(win_mode, "win_mode", 1, 0, 0, 1, "", "Diff window: 0 = swnd, 1 = sent in last round") \
@@ -163,7 +163,9 @@ enum ccl_phase {
 	X(keep_pipe, "keep_pipe", 1, 1, 0, 1, "", "with plus: the delay brake and rule (2) stop at the pipe swnd baseRTT/RTT; 0 = as the seed") \
 	X(gamma_exit, "gamma_exit", 1, 0, 0, 1000, "segments", "episode exit threshold; 0 = gamma") \
 	X(spread, "spread", 1, 0, 0, 1, "", "1 = a round's dwnd growth is added over the next round's ACKs; 0 = one step") \
-	X(plateau_q10, "plateau", CCL_Q10, 0, 0, CCL_Q10, "", "dwnd stops growing at this fraction of the window of the last loss until swnd passes it; 0 = off") \
+	X(plateau_q10, "plateau", CCL_Q10, CCL_FIX(CCL_Q10, 7, 8), 0, CCL_Q10, "", "dwnd stops growing at this fraction of the window of the last loss until swnd passes it; 0 = off") \
+	X(plateau_ms, "plateau_ms", 1, 1000, 0, 10000, "ms", "with plateau: dwnd crosses the zone from plateau x w_loss to w_loss in this time; 0 = Reno's growth only") \
+	X(rand_keep, "rand_keep", 1, 1, 0, 1, "", "1 = a loss seen with a queue under 1/4 of the largest seen (itself >= baseRTT/4) is random: the cut keeps the pipe swnd baseRTT/RTT") \
 	X(trace_every, "trace_every", 1, 1, 0, 1000, "rounds", "telemetry every N rounds; 0 = off") \
 	X(trace_ms, "trace_ms", 1, 0, 0, 60000, "ms", "at most one record per flow per N ms; 0 = no time limit")
 

@@ -65,16 +65,19 @@ struct ctcp_round {
  * is returned in grow_q10 and added over the next round's ACKs
  * (ctcp_spread_ack), as Reno spreads its one segment, so the window does
  * not step by alpha swnd^(3/4) (3.6 segments at swnd 90) at once.
- * With plateau > 0 (an option, a fraction in Q10) the delay window does not grow past
- * plateau x w_loss, the send window at the last loss, until Reno's own
- * growth has carried swnd to w_loss; above w_loss it grows again:
- *   inc = min(inc, max(plateau w_loss - swnd, 0))   if swnd < w_loss
- * (CUBIC's plateau around W_max, on the delay window only).  Where the
- * buffer is no larger than RTT noise the brake cannot see the queue and
+ * With plateau > 0 (default 7/8, Q10) the delay window does not grow past
+ * plateau x w_loss, the send window at the last loss, in one round; the
+ * zone from there to w_loss is crossed in plateau_ms (default 1 s, 0 = by
+ * Reno's growth alone); above w_loss it grows again:
+ *   inc = min(inc, max(plateau w_loss - swnd, 0) + (1 - plateau) w_loss RTT / T)
+ *                                                     if swnd < w_loss
+ * (CUBIC's plateau around W_max, on the delay window only, in time).  Where
+ * the buffer is no larger than RTT noise the brake cannot see the queue and
  * the loss comes first; without the plateau dwnd's growth is fastest right
- * below the window that lost, so the flow loses more often than Reno from
- * the same window.  It costs where losses are random, hence off by
- * default (docs/ctcp_plus.md, "Buffers of about 10 packets").
+ * below the window that lost, so the flow lost more often than Reno from
+ * the same window (docs/ctcp_plus.md, "Buffers of about 10 packets").  In
+ * time, not rounds: a zone crossed at Reno's segment a round took 0.1 s at
+ * 10 ms but 4 s at 190 ms, where losses are random.
  */
 CCL_CORE void ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus_params *p)
 {
@@ -96,6 +99,11 @@ CCL_CORE void ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus
 			u64 knee = (u64)r->w_loss * p->plateau_q10;
 			u64 room = knee > ((u64)r->swnd << 10) ? knee - ((u64)r->swnd << 10) : 0;
 
+			/* plateau_ms: zone = w_loss - knee, crossed in T:
+			 * room += zone RTT / T this round */
+			if (p->plateau_ms)
+				room += (((u64)r->w_loss << 10) - knee) * rtt /
+					((u64)p->plateau_ms * 1000);
 			inc = ccl_min64(inc, room + 1024);
 		}
 		if (inc > 1024) {
@@ -162,14 +170,68 @@ CCL_CORE u32 ctcp_spread_ack(u32 dwnd_q10, u32 grow_q10, u32 acked, u32 swnd)
 	return ccl_sat32((u64)dwnd_q10 + add);
 }
 
+/*
+ * rand_keep (default on): the window a loss may not cut below.  The loss is
+ * taken as random when the last round's queueing delay q = RTT - baseRTT
+ * was under a quarter of the largest seen, qmax = RTTmax - baseRTT, and
+ * qmax shows a buffer of at least a quarter of the base RTT:
+ *   random  <=>  4 q < qmax  and  4 qmax >= baseRTT
+ * (the rule CCPD uses, ALGORITHMS 6.1.1, with the round RTT for the smoothed
+ * one).  A random loss keeps the pipe, swnd baseRTT/RTT: what the flow had
+ * queued goes, the pipe stays.  A buffer below baseRTT/4 never qualifies:
+ * there RTT noise is as large as the queue and a loss is the buffer's.
+ * Returns 0 (no floor) otherwise.
+ */
+CCL_CORE u32 ctcp_loss_floor(u32 swnd, u32 rtt_us, u32 rtt_max_us, u32 base_rtt_us,
+			     const struct ccl_ctcp_plus_params *p)
+{
+	u64 q, qmax;
+
+	if (!p->rand_keep || !base_rtt_us || base_rtt_us == CCL_U32_MAX || rtt_us < base_rtt_us ||
+	    rtt_max_us < rtt_us)
+		return 0;
+	q = rtt_us - base_rtt_us;
+	qmax = rtt_max_us - base_rtt_us;
+	if (4 * qmax < base_rtt_us || 4 * q >= qmax)
+		return 0;
+	return (u32)((u64)swnd * base_rtt_us / rtt_us);
+}
+
+/*
+ * RTTmax for rand_keep, once per round with the round's window and RTT.  A
+ * queue forms only while the flow delivers at the bottleneck's rate, so a
+ * round's RTT counts as evidence of the buffer only when its rate win/RTT
+ * is at least 3/4 of the best the flow has had:
+ *   rate = win / RTT;  rate_max = max(rate_max, rate)
+ *   RTTmax = max(RTTmax, RTT)   if 4 rate >= 3 rate_max
+ * A stall of the path lifts the RTT without the rate: one round of a 10-ms
+ * stall on a 10-ms path with a 10-packet buffer (mean RTT 20.8 ms, rate
+ * half the link's) set RTTmax for good, and every later loss kept the pipe.
+ * rate_max in segments per second.
+ */
+CCL_CORE void ctcp_rtt_max_update(u32 *rtt_max_us, u32 *rate_max, u32 win, u32 rtt_us)
+{
+	u64 rate;
+
+	if (!rtt_us || rtt_us == CCL_U32_MAX)
+		return;
+	rate = (u64)win * 1000000 / rtt_us;
+	if (rate > *rate_max)
+		*rate_max = ccl_sat32(rate);
+	if (4 * rate >= 3 * (u64)*rate_max && rtt_us > *rtt_max_us)
+		*rtt_max_us = rtt_us;
+}
+
 /* On a dupack loss: cwnd_l = cwnd_l / 2 and
- *   dwnd = max(swnd (1 - beta) - cwnd_l / 2, 0)
- * so the total becomes swnd (1 - beta).  Returns the new ssthresh. */
-CCL_CORE u32 ctcp_loss(u32 swnd, u32 beta_q10, u32 *cwnd_l, u32 *dwnd_q10)
+ *   dwnd = max(max(swnd (1 - beta), min(floor, swnd)) - cwnd_l / 2, 0)
+ * so the total becomes swnd (1 - beta), or the floor (ctcp_loss_floor)
+ * when that is higher.  Returns the new ssthresh. */
+CCL_CORE u32 ctcp_loss(u32 swnd, u32 beta_q10, u32 floor, u32 *cwnd_l, u32 *dwnd_q10)
 {
 	u32 half = *cwnd_l / 2 > 1 ? *cwnd_l / 2 : 1;
 	u64 d = (u64)swnd * (1024 - beta_q10) >> 10;
 
+	d = ccl_max64(d, ccl_min64(floor, swnd));
 	d = d > half ? d - half : 0;
 	*cwnd_l = half;
 	*dwnd_q10 = ccl_sat32(d << 10);

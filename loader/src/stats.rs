@@ -78,7 +78,7 @@ pub const STATS: &[(u32, &str, &str)] = &[
     (
         intf::CCL_STAT_LOSS_RANDOM,
         "loss_random",
-        "ccpd: loss events classified random (window held)",
+        "ccpd: loss events classified random (window held); ctcp_plus with rand_keep: losses whose cut kept the pipe",
     ),
     (
         intf::CCL_STAT_WFULL_FOUND,

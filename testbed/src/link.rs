@@ -255,6 +255,41 @@ impl Bottleneck {
             .sum()
     }
 
+    /// Random loss of the data direction from now on: `p` replaces the
+    /// iptables `statistic` rules in force (0 removes them).  For a test
+    /// that wants slow start without loss and random loss after it.
+    pub fn set_random_loss(&self, p: f64) {
+        let o = self.router.exec("iptables", &["-S", "FORWARD"]);
+        let rules = String::from_utf8_lossy(&o.stdout).into_owned();
+        for rule in rules.lines().filter(|l| l.contains("statistic")) {
+            let mut a: Vec<&str> = rule.split_whitespace().collect();
+            a[0] = "-D";
+            let o = self.router.exec("iptables", &a);
+            assert!(o.status.success(), "iptables {a:?}");
+        }
+        if p > 0.0 {
+            let ps = p.to_string();
+            let a = [
+                "-A",
+                "FORWARD",
+                "-i",
+                "r0",
+                "-o",
+                "tr",
+                "-m",
+                "statistic",
+                "--mode",
+                "random",
+                "--probability",
+                &ps,
+                "-j",
+                "DROP",
+            ];
+            let o = self.router.exec("iptables", &a);
+            assert!(o.status.success(), "iptables {a:?}");
+        }
+    }
+
     /// A loss episode that ends in an RTO during fast recovery: drop a
     /// fraction `p` of the data for `holes` (the holes put the sender into
     /// Recovery), then every data packet for `blackout` (the retransmissions

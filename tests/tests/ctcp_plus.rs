@@ -3,11 +3,14 @@
 //! must anticipate losses, so CTCP+ sees fewer loss events at equal or
 //! better aggregate goodput, in the same run.
 
+use std::time::Duration;
+
+use ccload_itests::link::{Bottleneck, LinkCfg};
 use ccload_itests::*;
 use ccload_lab::run::run_case;
 use ccload_lab::scenario::Scenario;
 
-fn loss_events() -> u64 {
+fn stat(name: &str) -> u64 {
     let st = status_json();
     let a = st["attached"]
         .as_array()
@@ -15,7 +18,11 @@ fn loss_events() -> u64 {
         .iter()
         .find(|a| a["algo"] == "ctcp_plus")
         .expect("ctcp_plus attached");
-    a["stats"]["loss_events"].as_u64().unwrap()
+    a["stats"][name].as_u64().unwrap()
+}
+
+fn loss_events() -> u64 {
+    stat("loss_events")
 }
 
 #[test]
@@ -46,8 +53,9 @@ n_flows = [4]
     // Four flows share a 50-packet buffer (~12 packets each), so gamma is
     // set below that share and the delay component is enabled from 10
     // segments; both variants run with the same settings, only `plus` differs.
-    // Compound's own law (fixed gamma, round-minimum RTT, zeta 1): the test
-    // is about rules (2)-(4), not about the defaults' shallow-buffer tuning.
+    // Compound's own law (fixed gamma, round-minimum RTT, zeta 1, no plateau,
+    // every loss halves): the test is about rules (2)-(4), not about the
+    // defaults' shallow-buffer and random-loss options.
     // ABBA: drift over the four runs cancels in the sums.
     for plus in ["1", "0", "0", "1"] {
         ccload_ok(&[
@@ -66,6 +74,10 @@ n_flows = [4]
             "rtt_mode=0",
             "--set",
             "zeta=1",
+            "--set",
+            "plateau=0",
+            "--set",
+            "rand_keep=0",
         ]);
         let before = loss_events();
         let r = run_case(&sc, case, "ctcp_plus", 0, &mut |_| {}).expect("run");
@@ -98,4 +110,80 @@ n_flows = [4]
     // the test holds CTCP+ to within 10 % while its loss-event reduction
     // (~4x) is far outside the noise.
     assert!(gp >= 0.90 * gc, "CTCP+ goodput {gp:.2} vs Compound {gc:.2}");
+}
+
+/// rand_keep (docs/ctcp_plus.md, "Random loss with a short queue"): with
+/// random loss on a 1-BDP buffer the delay brake holds the queue short, so a
+/// random loss comes with a queue far below the one slow start showed; the
+/// loss is classified random and the cut keeps the pipe instead of halving.
+/// 100 Mbit/s, 80 ms, 1 BDP; slow start runs without loss (so it shows the
+/// buffer in every run: with loss from the start, one slow start in four or
+/// five ends on a random drop before it, and the flow then halves as
+/// before), random loss 1e-4 from 4 s on.  rand_keep 1 against 0, ABBA:
+/// only 1 classifies losses as random, it carries clearly more after the
+/// loss starts, and it does not buy that with loss events.
+#[test]
+fn ctcp_plus_keeps_the_pipe_on_random_losses() {
+    let _s = privileged!();
+    let _g = Attached::new("ctcp_plus", &[]);
+    let link = Bottleneck::new(LinkCfg {
+        rate_mbit: 100.0,
+        buffer_pkts: 667,
+        delay_ms: 40.0,
+        ..Default::default()
+    });
+    const ONSET_S: f64 = 4.0;
+    let mut res = Vec::new();
+    for keep in ["1", "0", "0", "1"] {
+        ccload_ok(&[
+            "tune",
+            "--algo",
+            "ctcp_plus",
+            "--set",
+            &format!("rand_keep={keep}"),
+        ]);
+        link.set_random_loss(0.0);
+        let (l0, r0, d0) = (loss_events(), stat("loss_random"), link.random_drops());
+        let t = std::thread::scope(|sc| {
+            let h = sc.spawn(|| link.transfer("ctcp_plus", 150 << 20));
+            std::thread::sleep(Duration::from_secs_f64(ONSET_S));
+            link.set_random_loss(1e-4);
+            h.join().expect("transfer thread")
+        })
+        .expect("transfer");
+        let (losses, random) = (loss_events() - l0, stat("loss_random") - r0);
+        let drops = link.random_drops().saturating_sub(d0);
+        // Goodput from a second after the onset to the end.
+        let at = |s: f64| t.timeline.iter().find(|p| p.0 >= s).map_or(0, |p| p.1);
+        let from = ONSET_S + 1.0;
+        let mbit = (t.bytes - at(from)) as f64 * 8.0 / (t.secs - from) / 1e6;
+        eprintln!(
+            "rand_keep={keep}: {losses} loss events ({random} random), {drops} random drops, \
+             {:.1} s, {mbit:.1} Mbit/s after the onset",
+            t.secs
+        );
+        assert_eq!(t.bytes, 150 << 20, "transfer incomplete");
+        res.push((keep, losses, random, mbit));
+    }
+    ccload_ok(&["tune", "--algo", "ctcp_plus", "--reset"]);
+    let sum = |k: &str| {
+        res.iter()
+            .filter(|r| r.0 == k)
+            .fold((0, 0, 0.0), |a, r| (a.0 + r.1, a.1 + r.2, a.2 + r.3))
+    };
+    let ((lk, rk, gk), (lo, ro, go)) = (sum("1"), sum("0"));
+    assert!(
+        lk >= 6 && lo >= 6,
+        "the random loss must be seen ({lk}, {lo} loss events)"
+    );
+    assert_eq!(ro, 0, "rand_keep=0 never keeps the pipe");
+    assert!(
+        rk * 2 >= lk,
+        "most losses here are random: {rk} of {lk} classified so"
+    );
+    assert!(
+        gk >= 1.4 * go,
+        "rand_keep=1 {gk:.1} Mbit/s vs 0 {go:.1} (two runs each)"
+    );
+    assert!(lk <= 2 * lo + 4, "loss events {lk} vs {lo}");
 }
