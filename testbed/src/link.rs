@@ -182,15 +182,6 @@ impl Bottleneck {
                 cfg.buffer_pkts
             ),
         );
-        if cfg.loss > 0.0 {
-            in_ns(
-                &r,
-                &format!(
-                    "iptables -A FORWARD -i r0 -o tr -m statistic --mode random --probability {} -j DROP",
-                    cfg.loss
-                ),
-            );
-        }
         let ms = |x: f64| Duration::from_nanos((x * 1e6).round() as u64);
         let delay = DelayLine::start(
             tr,
@@ -198,7 +189,7 @@ impl Bottleneck {
             ms(cfg.delay_ms),
             ms(cfg.rev_delay_ms.unwrap_or(cfg.delay_ms)),
         );
-        Bottleneck {
+        let b = Bottleneck {
             delay: Some(delay),
             sender: s,
             router: r,
@@ -206,7 +197,9 @@ impl Bottleneck {
             receiver_ip: Ipv4Addr::new(10, 77, 2, 2),
             sender_ip: Ipv4Addr::new(10, 77, 1, 1),
             cfg,
-        }
+        };
+        b.set_random_loss(b.cfg.loss);
+        b
     }
 
     /// Stop the delay line and return its statistics (lateness, drops).
@@ -255,9 +248,24 @@ impl Bottleneck {
             .sum()
     }
 
+    /// An iptables DROP rule on the data direction (router, r0 -> tr):
+    /// `op` is -A, -I or -D, `extra` the match (empty: every packet).
+    fn data_drop_rule(&self, op: &str, extra: &[&str]) {
+        let mut a = vec![op, "FORWARD", "-i", "r0", "-o", "tr"];
+        a.extend_from_slice(extra);
+        a.extend_from_slice(&["-j", "DROP"]);
+        let o = self.router.exec("iptables", &a);
+        assert!(
+            o.status.success(),
+            "iptables {a:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+
     /// Random loss of the data direction from now on: `p` replaces the
-    /// iptables `statistic` rules in force (0 removes them).  For a test
-    /// that wants slow start without loss and random loss after it.
+    /// iptables `statistic` rules in force (0 removes them).  `new` sets
+    /// the configured loss with it; a test may change it during a run (slow
+    /// start without loss, random loss after it).
     pub fn set_random_loss(&self, p: f64) {
         let o = self.router.exec("iptables", &["-S", "FORWARD"]);
         let rules = String::from_utf8_lossy(&o.stdout).into_owned();
@@ -269,24 +277,10 @@ impl Bottleneck {
         }
         if p > 0.0 {
             let ps = p.to_string();
-            let a = [
+            self.data_drop_rule(
                 "-A",
-                "FORWARD",
-                "-i",
-                "r0",
-                "-o",
-                "tr",
-                "-m",
-                "statistic",
-                "--mode",
-                "random",
-                "--probability",
-                &ps,
-                "-j",
-                "DROP",
-            ];
-            let o = self.router.exec("iptables", &a);
-            assert!(o.status.success(), "iptables {a:?}");
+                &["-m", "statistic", "--mode", "random", "--probability", &ps],
+            );
         }
     }
 
@@ -296,25 +290,14 @@ impl Bottleneck {
     /// are lost and the ACK clock stops, so the retransmission timer fires
     /// while the state is still Recovery).  Rules are removed before return.
     pub fn recovery_blackout(&self, p: f64, holes: Duration, blackout: Duration) {
-        let rule = |op: &str, extra: &[&str]| {
-            let mut a = vec![op, "FORWARD", "-i", "r0", "-o", "tr"];
-            a.extend_from_slice(extra);
-            a.extend_from_slice(&["-j", "DROP"]);
-            let o = self.router.exec("iptables", &a);
-            assert!(
-                o.status.success(),
-                "iptables {a:?}: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-        };
         let ps = p.to_string();
         let stat = ["-m", "statistic", "--mode", "random", "--probability", &ps];
-        rule("-I", &stat);
+        self.data_drop_rule("-I", &stat);
         std::thread::sleep(holes);
-        rule("-I", &[]);
-        rule("-D", &stat);
+        self.data_drop_rule("-I", &[]);
+        self.data_drop_rule("-D", &stat);
         std::thread::sleep(blackout);
-        rule("-D", &[]);
+        self.data_drop_rule("-D", &[]);
     }
 
     /// A TcpExt counter of the sender's namespace (/proc/net/netstat), e.g.
