@@ -141,7 +141,7 @@ enum ccl_phase {
 	X(low_wnd, "low_wnd", 1, 0, 0, 10000, "segments", "below it ssthresh is not written (Reno)") \
 	X(ss_mode, "ss_mode", 1, 0, 0, 2, "", "slow start: 0 = ends when a sample sees a queue, 1 = max(GTSW, burst), 2 = literal Fig. 2") \
 	X(rto_reset, "rto_reset", 1, 0, 0, 1, "", "1 = reset the estimator on RTO too")         \
-	X(loss_bw, "loss_bw", 1, 0, 0, 1, "", "after a loss: 0 = estimate restarts from 0 (Fig. 2), 1 = kept, RI toward BW x BaseRTT") \
+	X(loss_bw, "loss_bw", 1, 1, 0, 1, "", "after a loss: 1 = estimate kept, RI toward BW x BaseRTT; 0 = restarts from 0 (Fig. 2 literally)") \
 	X(ssth_floor, "ssth_floor", 1, 2, 2, 100, "segments", "floor of the written ssthresh")  \
 	X(trace_every, "trace_every", 1, 1, 0, 1000, "samples", "telemetry every N samples; 0 = off") \
 	X(trace_ms, "trace_ms", 1, 0, 0, 60000, "ms", "at most one record per flow per N ms; 0 = no time limit")

@@ -32,10 +32,17 @@
  *     own slow-start rate: measured at 100 Mbit/s, 80 ms, ssthresh 2 at round
  *     0 and 11.6 Mbit/s over 10 s.  ss_mode 1 keeps max(GTSW, burst).
  *     low_wnd (default 0) as Fig. 2.
- *  5. loss_bw = 1 (not default): the estimate is kept through a loss and RI
- *     regrows toward BW x BaseRTT at once; Fig. 2 restarts it from 0, and on
- *     Linux (PRR, no cong_avoid in recovery) the restarted estimate measures
- *     the halved window, so under random loss RI is no faster than Reno.
+ *  5. After a loss the estimate is kept (loss_bw = 1, default) and RI
+ *     regrows toward Eq. 3 with the estimate from before the loss, where Fig. 2
+ *     restarts it from 0 (loss_bw = 0, spec 2.5 as written).  The paper's
+ *     sender had no PRR: after halving it was quiet while the ACKs of the old
+ *     window still came at the link rate, and that is what its restarted
+ *     estimator measured.  On Linux PRR sends through recovery and cong_avoid
+ *     is not called there, so a restarted estimate measures the halved window
+ *     and RI is Reno: no gain under random loss (spec 6.2's "goodput >=
+ *     reno's" failed at 20M/10ms/BDP2/1e-4, 0.9994x).  The kept estimate is
+ *     at most the rate ACKs return, so after a congestive loss the target is
+ *     the BDP; two flows still converge (docs/hetcp.md, "Random loss").
  *
  *   phases:   SS --loss--> (PRR halving) --> CA <--> RI
  *             RI: cwnd < ssthresh after a loss (+1 per segment toward the BDP)
@@ -237,7 +244,10 @@ __u32 BPF_PROG(hetcp_ssthresh, struct sock *sk)
 	struct hetcp *ca = inet_csk_ca(sk);
 	struct ccl_hetcp_params p;
 
-	/* Fig. 2 on triple dupack: cwnd /= 2; PreBW = 0; ssthresh = 0. */
+	/*
+	 * Fig. 2 on triple dupack: cwnd /= 2; PreBW = 0; ssthresh = 0.  With
+	 * loss_bw = 1 (default) the estimate is kept (header, deviation 5).
+	 */
 	ccl_params(ccl_profile_of(sk), &p);
 	ca->saved_bw_q8 = ca->pre_bw_q8;
 	if (p.loss_bw != HETCP_LOSS_KEEP) {
