@@ -40,12 +40,16 @@
  *  7. Loss: the kernel retransmits.  A loss is congestive when the smoothed
  *     RTT shows a nearly full buffer (s >= m + 3/4 (rtt_max - m)), Recovery
  *     is re-entered within an RTT of leaving it, the window is at the clamp,
- *     or it ends slow start, or (checked in pkts_acked) the Recovery has
- *     seen a burst of 3 losses: the window is then held at the L1
+ *     or (in slow start, in place of the RTT and clamp tests, which there
+ *     measure the slow start itself) the RTT shows the slow-start exit's
+ *     queue, or (checked in pkts_acked) the Recovery has seen a burst of 3
+ *     losses: the window is then held at the L1
  *     equilibrium window (pipe share + Kp B/(1+2Kp)), and at most
  *     P_fb + Kp (W - P_fb)/(1+2Kp) with P_fb the pipe at the delivery rate
  *     (C may read 25 % above the link, more than a BDP/8 buffer).
- *     Otherwise (random loss) it is held as the paper says.  Holding every
+ *     Otherwise (random loss) it is held as the paper says, and a slow
+ *     start goes on (one drop at a window of 82 of 1,583 segments otherwise
+ *     left the law ~40 s to fill the path).  Holding every
  *     loss locked the flow in Recovery once cwnd passed the path storage
  *     (179 of 220 rounds, 586k retransmissions in 15 s at 20 ms): the kernel
  *     re-enters Recovery on the ACK that ends it and ssthresh() held the
@@ -71,7 +75,8 @@
  *
  *   state diagram (phase):
  *
- *     SS --first loss (hold at the law target)--> CA <-------------+
+ *     SS --congestive loss (hold: law target)---> CA <-------------+
+ *      |  (a random loss is held; slow start goes on)
  *      |                                 |  congestive: target      |
  *      |                                 |  random: hold cwnd       |
  *      +--RTO--> SS_RTO --cwnd == target, Open--+------------------+

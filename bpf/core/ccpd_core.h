@@ -601,6 +601,9 @@ CCL_CORE void ccpd_on_recovery_ack(struct ccpd *ca, const struct ccl_ccpd_params
 	ca->cwnd_hold = ccpd_hold_floor(p, h);
 	ca->w_q10 = ca->cwnd_hold << 10;
 	ca->last_loss = CCPD_LOSS_CONGESTIVE;
+	/* a slow-start overshoot the delay test missed: slow start ends here */
+	if (ca->phase == CCL_PHASE_SS)
+		ca->phase = CCL_PHASE_CA;
 }
 
 /* cong_control: every ACK. */
@@ -750,10 +753,15 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
  *   - the smoothed RTT shows a nearly full buffer: s >= m + 3/4 (rtt_max - m), or
  *   - Recovery is re-entered within one RTT of leaving it, or
  *   - the window is at the clamp: W >= cwnd_max - margin, or
- *   - it ends slow start, or (later, ccpd_on_recovery_ack)
+ *   - it comes in slow start with the smoothed RTT showing a queue (the
+ *     slow-start exit's delay test), or with ss_exit = 0, or (later,
+ *     ccpd_on_recovery_ack)
  *   - the Recovery it opened has seen CCPD_BURST_LOSSES losses;
- * then the hold is ccpd_cong_hold (below the path storage).  Otherwise it
- * is random and W is held [P].
+ * then the hold is ccpd_cong_hold (below the path storage), and a slow start
+ * ends.  Otherwise it is random and W is held [P]; in slow start, slow start
+ * goes on.  A random drop there used to end it at whatever window it hit
+ * (82 segments on a 1,583-segment path) with B at its floor and C at 1.25x
+ * the flow's own delivery rate, and the law took ~40 s to fill the path.
  * Returns the hold (>= 2); the class is left in ca->last_loss.
  */
 CCL_CORE u32 ccpd_on_ssthresh(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 snd_cwnd,
@@ -762,7 +770,7 @@ CCL_CORE u32 ccpd_on_ssthresh(struct ccpd *ca, const struct ccl_ccpd_params *p, 
 	u32 c = ccpd_capacity(ca), m = ca->rtt_min_us, s = ccpd_rtts(ca);
 	u32 hold = snd_cwnd, cmax;
 	struct ccpd_est st;
-	bool cong = ca->phase == CCL_PHASE_SS;
+	bool cong = false;
 
 	ca->pair_state = CCPD_PAIR_IDLE;
 	ca->recov_losses = 0;
@@ -770,15 +778,24 @@ CCL_CORE u32 ccpd_on_ssthresh(struct ccpd *ca, const struct ccl_ccpd_params *p, 
 		/* No estimate yet: Reno's halving is the only safe choice. */
 		hold = snd_cwnd / 2;
 		ca->last_loss = CCPD_LOSS_CONGESTIVE;
+		cong = true;
 	} else {
 		ccpd_storage_est(ca, c, p->b_min, &st);
 		cmax = ccpd_cwnd_max(&st, p->cwnd_min, cwnd_clamp);
-		if (ca->rtt_max_us > m && s >= m + (ca->rtt_max_us - m) / 4 * 3)
-			cong = true;
 		if (ca->recov_exit_us && now_us - ca->recov_exit_us < (s > m ? s : m))
 			cong = true;
-		if ((u64)snd_cwnd + ccl_max64(2, (st.b_q10 >> 10) / 8) >= cmax)
-			cong = true;
+		if (ca->phase == CCL_PHASE_SS) {
+			/* rtt_max and C still measure the slow start itself (C is
+			 * 1.25x the flow's own rate, so the clamp is below the
+			 * window): only the slow-start exit's delay test judges. */
+			if (!p->ss_exit || ccpd_ss_queue_seen(m, s, CCPD_SS_EXIT_MIN_CWND))
+				cong = true;
+		} else {
+			if (ca->rtt_max_us > m && s >= m + (ca->rtt_max_us - m) / 4 * 3)
+				cong = true;
+			if ((u64)snd_cwnd + ccl_max64(2, (st.b_q10 >> 10) / 8) >= cmax)
+				cong = true;
+		}
 		if (cong)
 			hold = ccpd_cong_hold(ca, p, c, snd_cwnd, cwnd_clamp);
 		else if (ca->phase == CCL_PHASE_CA && p->bmax_on_loss == 2)
@@ -789,7 +806,7 @@ CCL_CORE u32 ccpd_on_ssthresh(struct ccpd *ca, const struct ccl_ccpd_params *p, 
 	ca->cwnd_hold = hold;
 	if (ca->phase == CCL_PHASE_SS || ca->last_loss == CCPD_LOSS_CONGESTIVE)
 		ca->w_q10 = hold << 10;
-	if (ca->phase == CCL_PHASE_SS)
+	if (ca->phase == CCL_PHASE_SS && cong)
 		ca->phase = CCL_PHASE_CA;
 	return hold;
 }
