@@ -74,8 +74,10 @@ fn hetcp_transfer_and_gtsw_converges_to_the_link_rate() {
 /// window to a lower point, which made one hetcp episode take 0.73-1.57 s
 /// to reach 0.9 BDP and the mean over the 2-3 episodes of a 16-s run
 /// anywhere in 0.40-0.73x reno's.  Over 110 -> 150 segments the median of
-/// a 28-s run (5-7 episodes) measured 0.38-0.48x reno's in 8 runs, reno
-/// itself 1.64 s (40 rounds at +1 per round) in each.
+/// a 28-s run (5-7 episodes) measured 0.38-0.48x reno's in 8 runs with Fig.
+/// 2's restart of the estimator, reno itself 1.64 s (40 rounds at +1 per
+/// round) in each; with the kept estimate (loss_bw = 1, the default since
+/// 2026-11-25) 0.28 s, 0.17x, over 11 episodes.
 fn regrowth_secs(samples: &[ccload_lab::summary::FlowSample], lo: u32, hi: u32) -> (f64, usize) {
     let mut times = Vec::new();
     let mut peak = 0u32;
