@@ -777,11 +777,8 @@ CCL_CORE u32 ccpd_on_ssthresh(struct ccpd *ca, const struct ccl_ccpd_params *p, 
 	if (m == CCL_U32_MAX || !c) {
 		/* No estimate yet: Reno's halving is the only safe choice. */
 		hold = snd_cwnd / 2;
-		ca->last_loss = CCPD_LOSS_CONGESTIVE;
 		cong = true;
 	} else {
-		ccpd_storage_est(ca, c, p->b_min, &st);
-		cmax = ccpd_cwnd_max(&st, p->cwnd_min, cwnd_clamp);
 		if (ca->recov_exit_us && now_us - ca->recov_exit_us < (s > m ? s : m))
 			cong = true;
 		if (ca->phase == CCL_PHASE_SS) {
@@ -791,6 +788,8 @@ CCL_CORE u32 ccpd_on_ssthresh(struct ccpd *ca, const struct ccl_ccpd_params *p, 
 			if (!p->ss_exit || ccpd_ss_queue_seen(m, s, CCPD_SS_EXIT_MIN_CWND))
 				cong = true;
 		} else {
+			ccpd_storage_est(ca, c, p->b_min, &st);
+			cmax = ccpd_cwnd_max(&st, p->cwnd_min, cwnd_clamp);
 			if (ca->rtt_max_us > m && s >= m + (ca->rtt_max_us - m) / 4 * 3)
 				cong = true;
 			if ((u64)snd_cwnd + ccl_max64(2, (st.b_q10 >> 10) / 8) >= cmax)
@@ -800,11 +799,11 @@ CCL_CORE u32 ccpd_on_ssthresh(struct ccpd *ca, const struct ccl_ccpd_params *p, 
 			hold = ccpd_cong_hold(ca, p, c, snd_cwnd, cwnd_clamp);
 		else if (ca->phase == CCL_PHASE_CA && p->bmax_on_loss == 2)
 			ca->rtt_max_us = s > m ? s : m;
-		ca->last_loss = cong ? CCPD_LOSS_CONGESTIVE : CCPD_LOSS_RANDOM;
 	}
+	ca->last_loss = cong ? CCPD_LOSS_CONGESTIVE : CCPD_LOSS_RANDOM;
 	hold = ccpd_hold_floor(p, hold);
 	ca->cwnd_hold = hold;
-	if (ca->phase == CCL_PHASE_SS || ca->last_loss == CCPD_LOSS_CONGESTIVE)
+	if (ca->phase == CCL_PHASE_SS || cong)
 		ca->w_q10 = hold << 10;
 	if (ca->phase == CCL_PHASE_SS && cong)
 		ca->phase = CCL_PHASE_CA;
