@@ -53,7 +53,9 @@
  *     10-packet buffer: 0.82x reno before, 0.98-1.02x now; with 1e-4 random
  *     loss at 190 ms, 1 BDP: 89 Mbit/s against reno's 12 (same run).  A
  *     round's RTT counts towards that largest queue only at >= 3/4 of the
- *     best rate win/RTT (a stall of the path is not a buffer), and a random
+ *     best rate win/RTT, win the data outstanding at the round's start (a
+ *     stall of the path is not a buffer; the window at the round's end
+ *     read slow start at 1.65x the link and hid its overshoot), and a random
  *     loss does not move TUBE's gamma or the plateau's w_loss.  spread (a
  *     round's growth added over the next round's ACKs) stays off.
  *
@@ -79,14 +81,14 @@ struct ctcp_plus {
 	u32 w_loss;		/* plateau: swnd at the last loss */
 	u32 last_rtt_us;	/* rand_keep: the last round's RTT (rtt_mode) */
 	u32 rtt_max_us;		/* rand_keep: the largest round RTT */
-	u32 rate_max;		/* rand_keep: the best round rate win/RTT, segments/s */
+	u32 rate_max;		/* rand_keep: the best round rate, segments/s */
 	u32 base_rtt_us;	/* min RTT ever, us (+1 so 0 means none) */
 	u32 round_min_us;	/* min RTT sample this round */
 	u32 round_sum_us;	/* sum of this round's samples (rtt_mode 1) */
 	u32 cnt_rtt;		/* samples this round */
 	struct ccl_round round; /* round tracker */
-	u32 beg_snd_una;	/* snd_una at the round start (win_mode 1) */
-	u32 beg_snd_nxt;	/* snd_nxt at the round start (win_mode 1) */
+	u32 beg_snd_una;	/* snd_una at the round start (win_mode 1, rand_keep) */
+	u32 beg_snd_nxt;	/* snd_nxt at the round start (win_mode 1, rand_keep) */
 	u32 last_cwnd;		/* external-change sync */
 	u32 gamma;		/* current gamma (tuning) */
 	s32 diff_reno_q10;	/* for gamma tuning, -1 = invalid */
@@ -229,16 +231,19 @@ void BPF_PROG(ctcp_plus_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 		/* rand_keep's evidence, from rounds with min_samples samples. */
 		if (ca->cnt_rtt >= p.min_samples && rtt != CCL_U32_MAX) {
 			ca->last_rtt_us = rtt;
-			ctcp_rtt_max_update(&ca->rtt_max_us, &ca->rate_max, swnd, rtt);
+			ctcp_rtt_max_update(
+				&ca->rtt_max_us, &ca->rate_max,
+				ctcp_round_sent(ca->beg_snd_una, ca->beg_snd_nxt, tp->mss_cache),
+				rtt);
 		}
 		r.rule = 0;
 		ca->grow_q10 = 0;
 		if (ca->enabled && ca->cnt_rtt >= p.min_samples &&
 		    tp->snd_cwnd >= tp->snd_ssthresh && ca->cwnd_l >= p.low_wnd &&
 		    ca->base_rtt_us != CCL_U32_MAX) {
-			r.win = p.win_mode ?
-					(ca->beg_snd_nxt - ca->beg_snd_una) / (tp->mss_cache ?: 1) :
-					swnd;
+			r.win = p.win_mode ? ctcp_round_sent(ca->beg_snd_una, ca->beg_snd_nxt,
+							     tp->mss_cache) :
+					     swnd;
 			r.rtt_us = rtt;
 			r.base_rtt_us = ca->base_rtt_us;
 			r.gamma = ca->gamma;

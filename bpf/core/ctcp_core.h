@@ -207,8 +207,19 @@ CCL_CORE u32 ctcp_loss_floor(u32 swnd, u32 rtt_us, u32 rtt_max_us, u32 base_rtt_
  * A stall of the path lifts the RTT without the rate: one round of a 10-ms
  * stall on a 10-ms path with a 10-packet buffer (mean RTT 20.8 ms, rate
  * half the link's) set RTTmax for good, and every later loss kept the pipe.
- * rate_max in segments per second.
+ * rate_max in segments per second.  win is the data outstanding at the
+ * round's start (ctcp_round_sent), what the round's ACKs acknowledge, so
+ * win/RTT cannot exceed the link.  The window at the round's end does: in
+ * slow start it is twice the one the RTT measured (640 / 232.7 ms = 2,750
+ * segments/s on a 1,667 link, 20 Mbit/s, 190 ms), the overshoot round then
+ * failed the 3/4 filter, and RTTmax kept a round before the queue.
  */
+/* Segments outstanding at a round's start: (snd_nxt - snd_una) then. */
+CCL_CORE u32 ctcp_round_sent(u32 beg_snd_una, u32 beg_snd_nxt, u32 mss)
+{
+	return (beg_snd_nxt - beg_snd_una) / (mss ? mss : 1);
+}
+
 CCL_CORE void ctcp_rtt_max_update(u32 *rtt_max_us, u32 *rate_max, u32 win, u32 rtt_us)
 {
 	u64 rate;

@@ -1099,6 +1099,58 @@ fn ctcp_rtt_max_counts_only_rounds_at_the_best_rate() {
     assert_eq!((max, rate), (11_200, 8_035));
 }
 
+/// The rate of a round is the data outstanding at its start over its RTT.
+/// Replay of the grid's ctcp_plus run at 20 Mbit/s (1,667 segments/s), 190
+/// ms, 1 BDP, 1e-5 (docs/results.md 3l): slow start's last rounds and the
+/// overshoot, then a random loss with 5.5 ms of queue at window 323.  With
+/// the window at each round's end (the old input) the best rate read 2,750
+/// segments/s, the overshoot round missed the filter, RTTmax stayed 42.5 ms
+/// over the base and the loss was congestive; with the data outstanding at
+/// the round's start the overshoot counts and the loss keeps the pipe.
+#[test]
+fn ctcp_rand_keep_counts_slow_start_overshoot() {
+    let on: intf::ccl_ctcp_plus_params = Algo::CtcpPlus.params_struct(&[]);
+    let base = 190_100u32;
+    // (window at the round's end, round mean RTT), rounds 4..8
+    let rounds = [
+        (80u32, 195_500u32),
+        (160, 202_000),
+        (320, 212_900),
+        (640, 232_700),
+        (634, 379_800),
+    ];
+    let classify = |wins: &[u32]| {
+        let (mut max, mut rate) = (0u32, 0u32);
+        for (w, &(_, rtt)) in wins.iter().zip(&rounds) {
+            unsafe { intf::ctcp_rtt_max_update(&mut max, &mut rate, *w, rtt) };
+        }
+        (max, rate, unsafe {
+            intf::ctcp_loss_floor(323, 195_600, max, base, &on)
+        })
+    };
+    let at_end: Vec<u32> = rounds.iter().map(|r| r.0).collect();
+    let (max, rate, floor) = classify(&at_end);
+    assert_eq!((max, rate, floor), (232_700, 2_750, 0), "the old input");
+    // Outstanding at each round's start: the window the round before ended
+    // with, in bytes as the kernel counts them (1,448-byte segments).
+    let mss = 1448u32;
+    let una = 4_000_000_000u32; // sequence numbers wrap
+    let at_start: Vec<u32> = [40u32, 80, 160, 320, 640]
+        .iter()
+        .map(|&w| unsafe { intf::ctcp_round_sent(una, una.wrapping_add(w * mss), mss) })
+        .collect();
+    assert_eq!(at_start, [40, 80, 160, 320, 640]);
+    let (max, rate, floor) = classify(&at_start);
+    assert!(rate <= 1_700, "a rate above the link: {rate}");
+    assert_eq!(
+        max, 379_800,
+        "the overshoot round is evidence of the buffer"
+    );
+    // swnd base/RTT: the pipe, 323 x 190.1 / 195.6 = 313
+    assert_eq!(floor, 313);
+    assert_eq!(unsafe { intf::ctcp_round_sent(5, 5, 0) }, 0);
+}
+
 // ---------------------------------------------------------------------------
 // ub_reno (ALGORITHMS.md 4): LSRTT, C(t), Eq. 4, and the closed loop.
 
