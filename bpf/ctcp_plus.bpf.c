@@ -226,24 +226,21 @@ void BPF_PROG(ctcp_plus_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 	if (ccl_round_on_seq(&ca->round, ack, tp->snd_nxt)) {
 		u32 rtt = p.rtt_mode && ca->cnt_rtt ? ca->round_sum_us / ca->cnt_rtt :
 						      ca->round_min_us;
+		/* the data this round's ACKs acknowledged, in segments */
+		u32 sent = ctcp_round_sent(ca->beg_snd_una, ca->beg_snd_nxt, tp->mss_cache);
 
 		stat_inc(CCL_STAT_ROUNDS);
 		/* rand_keep's evidence, from rounds with min_samples samples. */
 		if (ca->cnt_rtt >= p.min_samples && rtt != CCL_U32_MAX) {
 			ca->last_rtt_us = rtt;
-			ctcp_rtt_max_update(
-				&ca->rtt_max_us, &ca->rate_max,
-				ctcp_round_sent(ca->beg_snd_una, ca->beg_snd_nxt, tp->mss_cache),
-				rtt);
+			ctcp_rtt_max_update(&ca->rtt_max_us, &ca->rate_max, sent, rtt);
 		}
 		r.rule = 0;
 		ca->grow_q10 = 0;
 		if (ca->enabled && ca->cnt_rtt >= p.min_samples &&
 		    tp->snd_cwnd >= tp->snd_ssthresh && ca->cwnd_l >= p.low_wnd &&
 		    ca->base_rtt_us != CCL_U32_MAX) {
-			r.win = p.win_mode ? ctcp_round_sent(ca->beg_snd_una, ca->beg_snd_nxt,
-							     tp->mss_cache) :
-					     swnd;
+			r.win = p.win_mode ? sent : swnd;
 			r.rtt_us = rtt;
 			r.base_rtt_us = ca->base_rtt_us;
 			r.gamma = ca->gamma;

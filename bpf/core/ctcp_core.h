@@ -197,6 +197,12 @@ CCL_CORE u32 ctcp_loss_floor(u32 swnd, u32 rtt_us, u32 rtt_max_us, u32 base_rtt_
 	return (u32)((u64)swnd * base_rtt_us / rtt_us);
 }
 
+/* Segments outstanding at a round's start: (snd_nxt - snd_una) then. */
+CCL_CORE u32 ctcp_round_sent(u32 beg_snd_una, u32 beg_snd_nxt, u32 mss)
+{
+	return (beg_snd_nxt - beg_snd_una) / (mss ? mss : 1);
+}
+
 /*
  * RTTmax for rand_keep, once per round with the round's window and RTT.  A
  * queue forms only while the flow delivers at the bottleneck's rate, so a
@@ -214,12 +220,6 @@ CCL_CORE u32 ctcp_loss_floor(u32 swnd, u32 rtt_us, u32 rtt_max_us, u32 base_rtt_
  * segments/s on a 1,667 link, 20 Mbit/s, 190 ms), the overshoot round then
  * failed the 3/4 filter, and RTTmax kept a round before the queue.
  */
-/* Segments outstanding at a round's start: (snd_nxt - snd_una) then. */
-CCL_CORE u32 ctcp_round_sent(u32 beg_snd_una, u32 beg_snd_nxt, u32 mss)
-{
-	return (beg_snd_nxt - beg_snd_una) / (mss ? mss : 1);
-}
-
 CCL_CORE void ctcp_rtt_max_update(u32 *rtt_max_us, u32 *rate_max, u32 win, u32 rtt_us)
 {
 	u64 rate;
