@@ -60,6 +60,11 @@ pub struct Cell {
     /// Seconds per run in this cell (default: the scenario's duration_s).
     #[serde(default)]
     pub duration_s: Option<f64>,
+    /// Runs per CC in this cell (default: the scenario's repetitions).
+    /// Absent from the serialised scenario when unset, so a scenario file
+    /// written before the field existed keeps its runs' identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repetitions: Option<u32>,
 }
 
 /// One acceptance threshold: for every case matching the filters, the mean
@@ -106,8 +111,30 @@ pub struct Check {
     /// (the failing one included) is judged.  0 or 1: the single run stands.
     #[serde(default)]
     pub confirm_reps: u32,
+    /// Cases whose failing comparison is confirmed on a different number
+    /// of runs than `confirm_reps` (the first entry that matches): where
+    /// one run's noise is as large as the threshold's margin, three runs
+    /// that include the failing one do not separate noise from harm.
+    #[serde(default)]
+    pub confirm_reps_in: Vec<ConfirmIn>,
     /// What the threshold stands for (ALGORITHMS 6.x "what must hold").
     pub why: String,
+}
+
+/// A set of cases (the check's filter fields; empty = every value) and
+/// the runs per CC that confirm a failing comparison there.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfirmIn {
+    #[serde(default)]
+    pub rate_mbit: Vec<f64>,
+    #[serde(default)]
+    pub rtt_ms: Vec<f64>,
+    #[serde(default)]
+    pub buffer_bdp: Vec<f64>,
+    #[serde(default)]
+    pub loss: Vec<f64>,
+    pub confirm_reps: u32,
 }
 
 /// One evaluated threshold of one case.
@@ -249,6 +276,11 @@ impl Scenario {
             anyhow::ensure!(
                 c.ccs.iter().all(|x| self.ccs.contains(x)),
                 "cell `{}`: its ccs must be listed in ccs",
+                c.case
+            );
+            anyhow::ensure!(
+                c.repetitions.is_none_or(|n| n >= 1),
+                "cell `{}`: repetitions >= 1",
                 c.case
             );
         }
@@ -400,6 +432,15 @@ impl Scenario {
     }
 
     /// Does the (case, cc) pair run?  All pairs unless `cells` lists some.
+    /// Runs per CC in `case`: its cell's `repetitions`, else the scenario's.
+    pub fn reps_for(&self, case: &str) -> u32 {
+        self.cells
+            .iter()
+            .find(|c| c.case == case)
+            .and_then(|c| c.repetitions)
+            .unwrap_or(self.repetitions)
+    }
+
     pub fn wants(&self, case: &str, cc: &str) -> bool {
         self.cells.is_empty()
             || self
@@ -423,14 +464,21 @@ impl Scenario {
             |set: &[f64], v: f64| set.is_empty() || set.iter().any(|x| (x - v).abs() < 1e-9);
         let mut out = Vec::new();
         for case in self.cases() {
+            let here = |rate: &[f64], rtt: &[f64], bdp: &[f64], loss: &[f64]| {
+                within(rate, case.link.rate_mbit)
+                    && within(rtt, case.rtt_ms)
+                    && within(bdp, case.buffer_bdp)
+                    && within(loss, case.link.loss)
+            };
             for c in &self.checks {
-                if !(within(&c.rate_mbit, case.link.rate_mbit)
-                    && within(&c.rtt_ms, case.rtt_ms)
-                    && within(&c.buffer_bdp, case.buffer_bdp)
-                    && within(&c.loss, case.link.loss))
-                {
+                if !here(&c.rate_mbit, &c.rtt_ms, &c.buffer_bdp, &c.loss) {
                     continue;
                 }
+                let confirm_reps = c
+                    .confirm_reps_in
+                    .iter()
+                    .find(|w| here(&w.rate_mbit, &w.rtt_ms, &w.buffer_bdp, &w.loss))
+                    .map_or(c.confirm_reps, |w| w.confirm_reps);
                 let me = |f: &dyn Fn(&RunSummary) -> f64| mean(&case.label, &c.cc, f);
                 let other = |f: &dyn Fn(&RunSummary) -> f64| {
                     c.against.as_ref().and_then(|a| mean(&case.label, a, f))
@@ -457,11 +505,7 @@ impl Scenario {
                             pass: pass(v),
                             why: c.why.clone(),
                             runs: n_runs,
-                            confirm_reps: if c.against.is_some() {
-                                c.confirm_reps
-                            } else {
-                                0
-                            },
+                            confirm_reps: if c.against.is_some() { confirm_reps } else { 0 },
                         });
                     }
                 };
@@ -693,5 +737,97 @@ why = "absolute"
         let o = s.evaluate(&runs);
         assert!(o[0].pass && o[0].runs == 3, "{o:?}");
         assert!((o[0].value - 10.9 / 3.0).abs() < 1e-9 && (o[0].reference - 3.6).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_case_can_ask_for_more_confirming_runs() {
+        let s: Scenario = toml::from_str(
+            r#"
+title = "t"
+paper = "p"
+description = "d"
+ccs = ["ub_reno", "reno"]
+duration_s = 10
+repetitions = 1
+flows = [{ cc = "$cc" }]
+[grid]
+rate_mbit = 20
+rates_mbit = [20, 100]
+rtt_ms = [10]
+buffer_bdp = [0.125]
+[quick]
+[[checks]]
+cc = "ub_reno"
+against = "reno"
+goodput_ratio_min = 0.95
+confirm_reps = 3
+confirm_reps_in = [{ rate_mbit = [20], buffer_bdp = [0.125], confirm_reps = 9 }]
+why = "no harm"
+"#,
+        )
+        .unwrap();
+        let runs: Vec<RunSummary> = s
+            .cases()
+            .iter()
+            .flat_map(|c| {
+                [("ub_reno", 3.4), ("reno", 3.7)].map(|(cc, g)| RunSummary {
+                    case: c.label.clone(),
+                    cc: cc.into(),
+                    goodput_mbit: g,
+                    ..Default::default()
+                })
+            })
+            .collect();
+        let o = s.evaluate(&runs);
+        let reps: Vec<(&str, u32)> = o.iter().map(|o| (&o.case[..4], o.confirm_reps)).collect();
+        // The 20-Mbit/s case matches the entry; the 100-Mbit/s one keeps
+        // the check's own three.
+        assert_eq!(reps, [("20M_", 9), ("100M", 3)], "{o:?}");
+        assert!(o.iter().all(|o| !o.pass));
+    }
+
+    #[test]
+    fn a_cell_runs_its_own_repetitions() {
+        let text = |cells: &str| {
+            format!(
+                r#"
+title = "t"
+paper = "p"
+description = "d"
+ccs = ["reno", "cubic"]
+duration_s = 10
+repetitions = 2
+flows = [{{ cc = "$cc" }}]
+{cells}
+[grid]
+rate_mbit = 20
+rtt_ms = [10, 80]
+buffer_bdp = [1]
+[quick]
+"#
+            )
+        };
+        let plain: Scenario =
+            toml::from_str(&text(r#"cells = [{ case = "10ms_1bdp", ccs = ["reno"] }]"#)).unwrap();
+        plain.validate().unwrap();
+        assert_eq!(plain.reps_for("10ms_1bdp"), 2);
+        // Unset, the field is not serialised: directories recorded before
+        // it existed still resume (their runs' identity is unchanged).
+        let id = plain.runs_identity();
+        assert!(id["cells"][0].get("repetitions").is_none(), "{id}");
+        let more: Scenario = toml::from_str(&text(
+            r#"cells = [{ case = "10ms_1bdp", ccs = ["reno"], repetitions = 5 },
+                       { case = "80ms_1bdp", ccs = ["cubic"] }]"#,
+        ))
+        .unwrap();
+        more.validate().unwrap();
+        assert_eq!(more.reps_for("10ms_1bdp"), 5);
+        assert_eq!(more.reps_for("80ms_1bdp"), 2);
+        let zero: Scenario = toml::from_str(&text(
+            r#"cells = [{ case = "10ms_1bdp", ccs = ["reno"], repetitions = 0 }]"#,
+        ))
+        .unwrap();
+        let e = zero.validate().unwrap_err().to_string();
+        assert!(e.contains("repetitions >= 1"), "{e}");
     }
 }

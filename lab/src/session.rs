@@ -281,11 +281,19 @@ fn run_with(
     });
     let kstate = KernelState::prepare(&sc.ccs)?;
     let cases = sc.cases();
-    let pairs = cases
+    // Each cell's runs per CC (a confirmation asks each for its own).
+    let total: usize = cases
         .iter()
-        .flat_map(|c| sc.ccs.iter().filter(|cc| sc.wants(&c.label, cc)))
-        .count();
-    let total = pairs * sc.repetitions as usize;
+        .map(|c| {
+            sc.ccs.iter().filter(|cc| sc.wants(&c.label, cc)).count()
+                * sc.reps_for(&c.label) as usize
+        })
+        .sum();
+    let max_reps = cases
+        .iter()
+        .map(|c| sc.reps_for(&c.label))
+        .max()
+        .unwrap_or(0);
     let bar = indicatif::ProgressBar::new((total * 1000) as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template(
@@ -322,8 +330,8 @@ fn run_with(
     }
     let mut k = done.len();
     let mut remeasured = 0usize;
-    'outer: for rep in 0..sc.repetitions {
-        for case in &cases {
+    'outer: for rep in 0..max_reps {
+        for case in cases.iter().filter(|c| rep < sc.reps_for(&c.label)) {
             for cc in sc.ccs.iter().filter(|cc| sc.wants(&case.label, cc)) {
                 if STOP.load(Ordering::Relaxed) {
                     break 'outer;
@@ -543,10 +551,22 @@ pub fn check(
     };
     if !confirm.is_empty() {
         let extra = confirm.iter().map(|(_, n)| *n).max().unwrap_or(0);
-        let cells: Vec<crate::scenario::Cell> = confirm.into_iter().map(|(c, _)| c).collect();
+        // Each cell as many more times as its own check asks.
+        let cells: Vec<crate::scenario::Cell> = confirm
+            .into_iter()
+            .map(|(mut c, n)| {
+                c.repetitions = Some(n as u32);
+                c
+            })
+            .collect();
         let n: usize = cells.iter().map(|c| c.ccs.len()).sum();
+        let more_runs: usize = cells
+            .iter()
+            .map(|c| c.ccs.len() * c.repetitions.unwrap_or(0) as usize)
+            .sum();
         println!(
-            "{n} run(s) behind failing comparisons: measuring each {extra} more time(s) to confirm"
+            "{n} run(s) behind failing comparisons: measuring them again to confirm \
+             ({more_runs} more runs, up to {extra} per CC and cell)"
         );
         // Each confirming run is measured again while its delay line is
         // late (the least late attempt stands), as `lab run` does: a late
@@ -724,6 +744,7 @@ fn add_pair(
                     .iter()
                     .find(|c| c.case == o.case)
                     .and_then(|c| c.duration_s),
+                repetitions: None,
             });
             cells.len() - 1
         }
@@ -787,10 +808,11 @@ pub fn dry_run(root: &Path, name: &str, quick: bool) -> Result<()> {
                 .map(|c| c.as_str())
                 .collect::<Vec<_>>()
                 .join(", "),
-            sc.repetitions
+            sc.reps_for(&case.label)
         );
-        n += ccs.len() * sc.repetitions as usize;
-        secs += (ccs.len() * sc.repetitions as usize) as f64 * (d + 2.0);
+        let runs = ccs.len() * sc.reps_for(&case.label) as usize;
+        n += runs;
+        secs += runs as f64 * (d + 2.0);
     }
     println!(
         "{n} runs, about {:.1} min (each run's duration plus ~2 s of link setup); nothing was run",
@@ -923,6 +945,8 @@ mod tests {
             // already measured three times
             o("C", "ctcp_plus", "reno", false, 3, 3),
             o("D", "ub_reno", "reno", false, 2, 3),
+            // a case whose check asks for nine (confirm_reps_in)
+            o("E", "ub_reno", "reno", false, 1, 9),
         ];
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let sc = Scenario::load(&scenario_path(&root, "acceptance").unwrap()).unwrap();
@@ -936,6 +960,7 @@ mod tests {
             [
                 ("A".to_string(), v(&["ctcp_plus", "reno", "ub_reno"]), 2),
                 ("D".to_string(), v(&["ub_reno", "reno"]), 1),
+                ("E".to_string(), v(&["ub_reno", "reno"]), 8),
             ]
         );
     }
