@@ -622,10 +622,11 @@ mod tests {
                     .iter()
                     .map(|c| {
                         let n = q.ccs.iter().filter(|cc| q.wants(&c.label, cc)).count();
-                        n as f64 * (q.for_case(&c.label).duration_s + 1.5)
+                        n as f64
+                            * (q.for_case(&c.label).duration_s + 1.5)
+                            * q.reps_for(&c.label) as f64
                     })
-                    .sum::<f64>()
-                    * q.repetitions as f64;
+                    .sum::<f64>();
                 let limit = if q.checks.is_empty() { 120.0 } else { 600.0 };
                 assert!(secs < limit, "{}: quick takes ~{secs:.0} s", p.display());
                 assert!(!s.cases().is_empty());
@@ -633,6 +634,17 @@ mod tests {
             }
         }
         assert!(n >= 4, "four papers' scenarios at least, found {n}");
+    }
+
+    /// A scenario of `ccs` (a TOML array), one flow per run, 10-s runs
+    /// repeated `reps` times, then `rest` (cells, `[grid]`, `[quick]`,
+    /// `[[checks]]`); not validated.
+    fn scenario(ccs: &str, reps: u32, rest: &str) -> Scenario {
+        toml::from_str(&format!(
+            "title = \"t\"\npaper = \"p\"\ndescription = \"d\"\nccs = {ccs}\n\
+             duration_s = 10\nrepetitions = {reps}\nflows = [{{ cc = \"$cc\" }}]\n{rest}"
+        ))
+        .unwrap()
     }
 
     #[test]
@@ -652,23 +664,16 @@ mod tests {
 
     #[test]
     fn grid_expands_buffers_from_the_bdp() {
-        let s: Scenario = toml::from_str(
-            r#"
-title = "t"
-paper = "p"
-description = "d"
-ccs = ["reno", "ctcp_plus:plus=0"]
-duration_s = 10
-repetitions = 1
-flows = [{ cc = "$cc" }]
-[grid]
+        let s = scenario(
+            r#"["reno", "ctcp_plus:plus=0"]"#,
+            1,
+            r#"[grid]
 rate_mbit = 100
 rtt_ms = [80]
 buffer_bdp = [0.125, 1]
 [quick]
 "#,
-        )
-        .unwrap();
+        );
         let c = s.cases();
         assert_eq!(c.len(), 2);
         assert_eq!(c[0].link.buffer_pkts, 83); // 667 x 1/8
@@ -682,16 +687,10 @@ buffer_bdp = [0.125, 1]
 
     #[test]
     fn a_comparison_is_judged_on_the_mean_of_its_runs() {
-        let s: Scenario = toml::from_str(
-            r#"
-title = "t"
-paper = "p"
-description = "d"
-ccs = ["ctcp_plus", "reno"]
-duration_s = 10
-repetitions = 1
-flows = [{ cc = "$cc" }]
-[grid]
+        let s = scenario(
+            r#"["ctcp_plus", "reno"]"#,
+            1,
+            r#"[grid]
 rate_mbit = 20
 rtt_ms = [10]
 buffer_bdp = [0.125]
@@ -708,8 +707,7 @@ utilisation_min = 0.5
 confirm_reps = 3
 why = "absolute"
 "#,
-        )
-        .unwrap();
+        );
         let case = s.cases()[0].label.clone();
         let run = |cc: &str, rep: u32, g: f64| RunSummary {
             case: case.clone(),
@@ -741,16 +739,10 @@ why = "absolute"
 
     #[test]
     fn a_case_can_ask_for_more_confirming_runs() {
-        let s: Scenario = toml::from_str(
-            r#"
-title = "t"
-paper = "p"
-description = "d"
-ccs = ["ub_reno", "reno"]
-duration_s = 10
-repetitions = 1
-flows = [{ cc = "$cc" }]
-[grid]
+        let s = scenario(
+            r#"["ub_reno", "reno"]"#,
+            1,
+            r#"[grid]
 rate_mbit = 20
 rates_mbit = [20, 100]
 rtt_ms = [10]
@@ -764,8 +756,7 @@ confirm_reps = 3
 confirm_reps_in = [{ rate_mbit = [20], buffer_bdp = [0.125], confirm_reps = 9 }]
 why = "no harm"
 "#,
-        )
-        .unwrap();
+        );
         let runs: Vec<RunSummary> = s
             .cases()
             .iter()
@@ -789,44 +780,27 @@ why = "no harm"
     #[test]
     fn a_cell_runs_its_own_repetitions() {
         let text = |cells: &str| {
-            format!(
-                r#"
-title = "t"
-paper = "p"
-description = "d"
-ccs = ["reno", "cubic"]
-duration_s = 10
-repetitions = 2
-flows = [{{ cc = "$cc" }}]
-{cells}
-[grid]
-rate_mbit = 20
-rtt_ms = [10, 80]
-buffer_bdp = [1]
-[quick]
-"#
+            scenario(
+                r#"["reno", "cubic"]"#,
+                2,
+                &format!("{cells}\n[grid]\nrate_mbit = 20\nrtt_ms = [10, 80]\nbuffer_bdp = [1]\n[quick]\n"),
             )
         };
-        let plain: Scenario =
-            toml::from_str(&text(r#"cells = [{ case = "10ms_1bdp", ccs = ["reno"] }]"#)).unwrap();
+        let plain = text(r#"cells = [{ case = "10ms_1bdp", ccs = ["reno"] }]"#);
         plain.validate().unwrap();
         assert_eq!(plain.reps_for("10ms_1bdp"), 2);
         // Unset, the field is not serialised: directories recorded before
         // it existed still resume (their runs' identity is unchanged).
         let id = plain.runs_identity();
         assert!(id["cells"][0].get("repetitions").is_none(), "{id}");
-        let more: Scenario = toml::from_str(&text(
+        let more = text(
             r#"cells = [{ case = "10ms_1bdp", ccs = ["reno"], repetitions = 5 },
                        { case = "80ms_1bdp", ccs = ["cubic"] }]"#,
-        ))
-        .unwrap();
+        );
         more.validate().unwrap();
         assert_eq!(more.reps_for("10ms_1bdp"), 5);
         assert_eq!(more.reps_for("80ms_1bdp"), 2);
-        let zero: Scenario = toml::from_str(&text(
-            r#"cells = [{ case = "10ms_1bdp", ccs = ["reno"], repetitions = 0 }]"#,
-        ))
-        .unwrap();
+        let zero = text(r#"cells = [{ case = "10ms_1bdp", ccs = ["reno"], repetitions = 0 }]"#);
         let e = zero.validate().unwrap_err().to_string();
         assert!(e.contains("repetitions >= 1"), "{e}");
     }

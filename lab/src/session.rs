@@ -517,12 +517,13 @@ pub fn check(
         println!(
             "{n} run(s) behind failing thresholds had an invalid delay line: measuring them again"
         );
+        let (out, resume) = sub_dir(&dir, "again");
         let second = run_with(
             root,
             name,
             quick,
-            Some(dir.join("again")),
-            None,
+            out,
+            resume,
             1,
             Some(Subset {
                 cells: again,
@@ -573,12 +574,13 @@ pub fn check(
         // run in the mean failed the quick acceptance in CI (ctcp_plus at
         // 0.0064 retransmissions per segment with the delay line's p99 685
         // us late, against 0.0008 on its two valid runs).  They are few.
+        let (out, resume) = sub_dir(&dir, "confirm");
         let more = run_with(
             root,
             name,
             quick,
-            Some(dir.join("confirm")),
-            None,
+            out,
+            resume,
             MAX_ATTEMPTS,
             Some(Subset {
                 cells,
@@ -606,6 +608,21 @@ pub fn check(
         planned,
         interrupted.then_some(&resume_cmd),
     )
+}
+
+/// A check's sub-directory (`again/`, `confirm/`) as `run_with`'s (out,
+/// resume): resumed when an earlier sitting was stopped in it (it has the
+/// scenario file `run_with` copies there first), so `check --resume`
+/// finishes a confirmation of the full grid's misses, which can take half an
+/// hour, instead of starting it again.  Its finished runs are the same
+/// cells' (what is confirmed follows from the grid's runs and the checks).
+fn sub_dir(dir: &Path, name: &str) -> (Option<PathBuf>, Option<PathBuf>) {
+    let d = dir.join(name);
+    if d.join("scenario.toml").exists() {
+        (None, Some(d))
+    } else {
+        (Some(d), None)
+    }
 }
 
 /// The thresholds' table (printed, appended to report.md, and checks.json),
@@ -924,6 +941,23 @@ mod tests {
         let fail = [outcome("A", "ccpd", "cubic", false)];
         let e = judge(&dir, &runs, &fail, 2, None).unwrap_err().to_string();
         assert!(e.contains("1 acceptance threshold(s) failed"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_stopped_confirmation_is_resumed() {
+        let dir = std::env::temp_dir().join(format!("ccl-sub-{}", std::process::id()));
+        let d = dir.join("confirm");
+        // Never started: a new directory.
+        assert_eq!(sub_dir(&dir, "confirm"), (Some(d.clone()), None));
+        // An empty directory is no session to resume.
+        std::fs::create_dir_all(&d).unwrap();
+        assert_eq!(sub_dir(&dir, "confirm"), (Some(d.clone()), None));
+        // A session's directory (its scenario is copied there first):
+        // resumed; a sibling is not.
+        std::fs::write(d.join("scenario.toml"), "").unwrap();
+        assert_eq!(sub_dir(&dir, "confirm"), (None, Some(d.clone())));
+        assert_eq!(sub_dir(&dir, "again"), (Some(dir.join("again")), None));
         let _ = std::fs::remove_dir_all(&dir);
     }
 
