@@ -122,7 +122,9 @@ pub struct Check {
 }
 
 /// A set of cases (the check's filter fields; empty = every value) and
-/// the runs per CC that confirm a failing comparison there.
+/// the runs per CC that confirm a failing comparison there.  The four
+/// filter fields repeat `Check`'s: serde's `flatten` cannot share them
+/// with `deny_unknown_fields`, which catches a misspelt threshold.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfirmIn {
