@@ -433,7 +433,6 @@ impl Scenario {
         s
     }
 
-    /// Does the (case, cc) pair run?  All pairs unless `cells` lists some.
     /// Runs per CC in `case`: its cell's `repetitions`, else the scenario's.
     pub fn reps_for(&self, case: &str) -> u32 {
         self.cells
@@ -443,6 +442,7 @@ impl Scenario {
             .unwrap_or(self.repetitions)
     }
 
+    /// Does the (case, cc) pair run?  All pairs unless `cells` lists some.
     pub fn wants(&self, case: &str, cc: &str) -> bool {
         self.cells.is_empty()
             || self

@@ -191,16 +191,10 @@ struct Session {
     interrupted: bool,
 }
 
-/// A re-measurement: these cells in place of the scenario's, and as many
-/// repetitions (None: the scenario's).
-struct Subset {
-    cells: Vec<crate::scenario::Cell>,
-    repetitions: Option<u32>,
-}
-
 /// The session behind `lab run` and `lab check`: `attempts` per run while
 /// its delay line is invalid (the least late attempt stands), and `only`,
-/// when given, in place of the scenario's cells.
+/// when given, in place of the scenario's cells (a re-measurement; each
+/// cell's `repetitions`, else the scenario's).
 fn run_with(
     root: &Path,
     name: &str,
@@ -208,16 +202,13 @@ fn run_with(
     out: Option<PathBuf>,
     resume: Option<PathBuf>,
     attempts: u32,
-    only: Option<Subset>,
+    only: Option<Vec<crate::scenario::Cell>>,
 ) -> Result<Session> {
     let path = scenario_path(root, name)?;
     let full = Scenario::load(&path)?;
     let mut sc = if quick { full.quick() } else { full };
-    if let Some(only) = only {
-        sc.cells = only.cells;
-        if let Some(n) = only.repetitions {
-            sc.repetitions = n;
-        }
+    if let Some(cells) = only {
+        sc.cells = cells;
     }
     let stem = path.file_stem().unwrap().to_string_lossy().to_string();
     if let Some(why) = privileged_skip_reason() {
@@ -518,18 +509,7 @@ pub fn check(
             "{n} run(s) behind failing thresholds had an invalid delay line: measuring them again"
         );
         let (out, resume) = sub_dir(&dir, "again");
-        let second = run_with(
-            root,
-            name,
-            quick,
-            out,
-            resume,
-            1,
-            Some(Subset {
-                cells: again,
-                repetitions: None,
-            }),
-        )?;
+        let second = run_with(root, name, quick, out, resume, 1, Some(again))?;
         interrupted = second.interrupted;
         for r2 in second.runs {
             if let Some(r) = runs
@@ -575,18 +555,7 @@ pub fn check(
         // 0.0064 retransmissions per segment with the delay line's p99 685
         // us late, against 0.0008 on its two valid runs).  They are few.
         let (out, resume) = sub_dir(&dir, "confirm");
-        let more = run_with(
-            root,
-            name,
-            quick,
-            out,
-            resume,
-            MAX_ATTEMPTS,
-            Some(Subset {
-                cells,
-                repetitions: Some(extra as u32),
-            }),
-        )?;
+        let more = run_with(root, name, quick, out, resume, MAX_ATTEMPTS, Some(cells))?;
         interrupted = more.interrupted;
         planned += more.planned;
         let base = runs.iter().map(|r| r.rep + 1).max().unwrap_or(0);
