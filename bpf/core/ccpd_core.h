@@ -188,21 +188,22 @@ struct ccpd {
 		u32 pair_seq;	  /* snd_nxt when the pair was armed */
 		u32 recov_losses; /* in Recovery (no pair armed): losses since entry */
 	};
-	u32 pair_rtt1_us;    /* RTT sample of the first unit's ACK, us */
-	u32 round_min_us;    /* smallest RTT sample of the current round, us */
-	u32 best_dsum_us;    /* CapProbe filter: min RTT sum this epoch, us */
-	u32 best_c_sps;	     /* ... and its capacity sample, segments/s */
-	u32 last_ack_us;     /* (u32) time of the last ACK in Open (ACK-train check) */
-	u32 recov_exit_us;   /* (u32) time Recovery/Loss was last left; 0 = never */
-	u16 fb_epoch_round;  /* low 16 bits of round_cnt at the fb epoch start */
-	u16 cap_epoch_round; /* ... at the CapProbe epoch start */
-	u16 pair_round;	     /* low 16 bits of round_cnt at the last pair attempt */
-	u8 pair_state;	     /* enum ccpd_pair_state */
-	u8 phase;	     /* CCL_PHASE_SS / _CA / _SS_RTO */
-	u8 e_valid;	     /* e_prev_q10 is from the previous round */
-	u8 cap_age;	     /* CapProbe epochs since cap_sps was last refreshed */
-	u8 last_loss;	     /* enum ccpd_loss_class of the last loss event */
-	u8 round_samples;    /* RTT samples of this round (low bits), train broken (high bit) */
+	u32 pair_rtt1_us;   /* RTT sample of the first unit's ACK, us */
+	u32 round_min_us;   /* smallest RTT sample of the current round, us */
+	u32 best_dsum_us;   /* CapProbe filter: min RTT sum this epoch, us */
+	u32 best_c_sps;	    /* ... and its capacity sample, segments/s */
+	u32 last_ack_us;    /* (u32) time of the last ACK in Open (ACK-train check) */
+	u32 recov_exit_us;  /* (u32) time Recovery/Loss was last left; 0 = never */
+	u16 pair_round;	    /* low 16 bits of round_cnt at the last pair attempt */
+	u16 round_gap;	    /* ACK gaps over CCPD_TRAIN_GAP_US this round, 32-us units */
+	u8 fb_epoch_round;  /* low 8 bits of round_cnt at the fb epoch start */
+	u8 cap_epoch_round; /* ... at the CapProbe epoch start (epochs <= 64 rounds) */
+	u8 pair_state;	    /* enum ccpd_pair_state */
+	u8 phase;	    /* CCL_PHASE_SS / _CA / _SS_RTO */
+	u8 e_valid;	    /* e_prev_q10 is from the previous round */
+	u8 cap_age;	    /* CapProbe epochs since cap_sps was last refreshed */
+	u8 last_loss;	    /* enum ccpd_loss_class of the last loss event */
+	u8 round_samples;   /* RTT samples of this round */
 };
 
 /* What one ACK tells the controller (copied from tcp_sock and rate_sample). */
@@ -479,16 +480,18 @@ CCL_CORE u32 ccpd_pair_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 
 /*
  * The delivery-rate and CapProbe epochs, at a round start in Open: epochs are counted in rounds since the
- * epoch began, so a boundary that fell in Recovery/Loss is taken now.
+ * epoch began, so a boundary that fell in Recovery/Loss is taken now.  The start rounds are kept modulo
+ * 256 (epochs are at most 64 rounds): only a flow that spends 256 rounds outside Open can see a
+ * boundary come up to one epoch late.
  */
 CCL_CORE void ccpd_epochs(struct ccpd *ca, const struct ccl_ccpd_params *p)
 {
-	if ((u16)(ca->round.cnt - ca->fb_epoch_round) >= CCPD_FB_EPOCH_ROUNDS) {
+	if ((u8)(ca->round.cnt - ca->fb_epoch_round) >= CCPD_FB_EPOCH_ROUNDS) {
 		ca->fb_prev = ca->fb_cur;
 		ca->fb_cur = 0;
-		ca->fb_epoch_round = (u16)ca->round.cnt;
+		ca->fb_epoch_round = (u8)ca->round.cnt;
 	}
-	if ((u16)(ca->round.cnt - ca->cap_epoch_round) >= p->cap_epoch) {
+	if ((u8)(ca->round.cnt - ca->cap_epoch_round) >= p->cap_epoch) {
 		if (ca->best_dsum_us != CCL_U32_MAX) {
 			ca->cap_sps = ca->best_c_sps;
 			ca->cap_age = 0;
@@ -497,7 +500,7 @@ CCL_CORE void ccpd_epochs(struct ccpd *ca, const struct ccl_ccpd_params *p)
 			ca->cap_age = 0;
 		}
 		ca->best_dsum_us = CCL_U32_MAX;
-		ca->cap_epoch_round = (u16)ca->round.cnt;
+		ca->cap_epoch_round = (u8)ca->round.cnt;
 	}
 }
 
@@ -506,7 +509,8 @@ CCL_CORE void ccpd_epochs(struct ccpd *ca, const struct ccl_ccpd_params *p)
 #define CCPD_SS_EXIT_MIN_CWND 16
 #define CCPD_SS_EXIT_SAMPLES 8
 #define CCPD_TRAIN_GAP_US 2000 /* ACKs closer than this continue a train */
-#define CCPD_TRAIN_BROKEN 0x80
+#define CCPD_GAP_SHIFT 5       /* round_gap counts 32-us units */
+#define CCPD_GAP_FULL 0xffff   /* round_gap saturated: no train this round */
 
 /*
  * Slow-start exit on delay (ss_exit = 1), HyStart's signal: the smallest of
@@ -519,11 +523,20 @@ CCL_CORE void ccpd_epochs(struct ccpd *ca, const struct ccl_ccpd_params *p)
  * and checked at the start of the round, not at its end, because the window
  * doubles within the round.  Even so the delay signal lags (an RTT sample
  * reports the queue when its packet was sent), so HyStart's second signal
- * ends slow start too: the ACKs of the round have arrived as one train
- * (gaps under 2 ms) for rtt_min / 2, so the window has reached the pipe.  Growth stops there and the law takes
- * over; waiting for the first loss instead (the paper) doubles the window
- * past the path storage and retransmits the overshoot (330 segments against
- * cubic's 31 at 100 Mbit/s, 20 ms, 1 BDP).
+ * ends slow start too: the ACKs of the round have arrived as a train for
+ * rtt_min / 2, so the window has reached the pipe.  Growth stops there and
+ * the law takes over; waiting for the first loss instead (the paper) doubles
+ * the window past the path storage and retransmits the overshoot (330
+ * segments against cubic's 31 at 100 Mbit/s, 20 ms, 1 BDP).
+ *
+ * The train's length is the time since the round started less the round's
+ * ACK gaps over 2 ms, i.e. the sum of its inter-ACK intervals under 2 ms.
+ * HyStart instead ends the train at its first gap, for the whole round: a
+ * delay line or a host that pauses a few ms inside a 150-ms train then hides
+ * it, and at 100 Mbit/s, 190 ms, 0.5 BDP the window doubled 1,282 -> 2,562
+ * past the 2,374-packet storage (979 retransmissions against cubic's 43).
+ * A round of W segments still counts only W / C of train time, whatever its
+ * gaps, so the exit stays at W >= pipe / 2.
  */
 CCL_CORE bool ccpd_ss_queue_seen(u32 m, u32 s, u32 cwnd)
 {
@@ -550,16 +563,21 @@ CCL_CORE u32 ccpd_gamma_of(const struct ccl_ccpd_params *p)
 CCL_CORE void ccpd_on_rtt(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 ca_state,
 			  s32 rtt_us, u32 delivered_out, u32 now_us, u32 snd_cwnd)
 {
-	u32 m, n, round_min = CCL_U32_MAX;
+	u32 m, n, gap, elapsed, round_min = CCL_U32_MAX;
 	bool train;
 
 	if (ca_state == CCL_CA_RECOVERY || ca_state == CCL_CA_LOSS)
 		return;
 	ccpd_rtt_sample(ca, rtt_us, delivered_out);
-	if (now_us - ca->last_ack_us > CCPD_TRAIN_GAP_US)
-		ca->round_samples |= CCPD_TRAIN_BROKEN;
+	gap = now_us - ca->last_ack_us;
+	if (gap > CCPD_TRAIN_GAP_US) {
+		/* rounded up, saturating: a gap never counts as train time */
+		gap = (gap >> CCPD_GAP_SHIFT) + 1;
+		gap += ca->round_gap;
+		ca->round_gap = gap < CCPD_GAP_FULL ? gap : CCPD_GAP_FULL;
+	}
 	ca->last_ack_us = now_us;
-	n = ca->round_samples & ~CCPD_TRAIN_BROKEN;
+	n = ca->round_samples;
 	if (rtt_us > 0) {
 		if ((u32)rtt_us < ca->round_min_us)
 			ca->round_min_us = (u32)rtt_us;
@@ -572,8 +590,9 @@ CCL_CORE void ccpd_on_rtt(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 
 	if (ca->phase != CCL_PHASE_SS || !p->ss_exit || snd_cwnd < CCPD_SS_EXIT_MIN_CWND)
 		return;
 	m = ca->rtt_min_us != CCL_U32_MAX ? ca->rtt_min_us : 0;
-	train = !(ca->round_samples & CCPD_TRAIN_BROKEN) && m &&
-		now_us - ca->round_start_us >= m / 2;
+	elapsed = now_us - ca->round_start_us;
+	gap = (u32)ca->round_gap << CCPD_GAP_SHIFT;
+	train = m && ca->round_gap != CCPD_GAP_FULL && elapsed > gap && elapsed - gap >= m / 2;
 	if (train || (round_min != CCL_U32_MAX && ccpd_ss_queue_seen(m, round_min, snd_cwnd))) {
 		ca->phase = CCL_PHASE_CA;
 		ca->e_valid = 0;
@@ -657,6 +676,7 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		prev_min = ca->round_min_us;
 		ca->round_min_us = CCL_U32_MAX;
 		ca->round_samples = 0;
+		ca->round_gap = 0;
 	}
 	if (a->interval_us > 0 && a->delivered > 0 && !a->app_limited) {
 		u64 dr = (u64)a->delivered * CCL_USEC_PER_SEC / (u64)a->interval_us;

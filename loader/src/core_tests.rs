@@ -310,6 +310,53 @@ fn ccpd_l0_matches_eq3() {
     }
 }
 
+/// The slow-start ACK train is the sum of the round's inter-ACK intervals
+/// under 2 ms: a gap neither ends it for the round (HyStart) nor counts as
+/// train time, and a round whose gaps saturate the counter has no train.
+#[test]
+fn ccpd_ack_train_sums_the_intervals_under_2_ms() {
+    const M: u32 = 100_000; // rtt_min, us: the train must reach 50 ms
+    let p = Algo::Ccpd.params_struct(&[]);
+    let start = |t0: u32| {
+        let mut ca = intf::ccpd::default();
+        unsafe { intf::ccpd_on_init(&mut ca, 0, t0) };
+        ca.rtt_min_us = M;
+        ca.last_ack_us = t0;
+        ca
+    };
+    // ACKs every 1 ms from `from` for `n` ms; returns the time of the exit
+    let acks = |ca: &mut intf::ccpd, from: u32, n: u32| -> Option<u32> {
+        (1..=n).map(|i| from + i * 1000).find(|&t| {
+            unsafe { intf::ccpd_on_rtt(ca, &p, intf::CCL_CA_OPEN, M as i32, 0, t, 1000) };
+            ca.phase != intf::CCL_PHASE_SS as u8
+        })
+    };
+    let t0 = 7_000_000;
+    // 20 ms of train, a 41-ms gap, 19 ms more: 80 ms elapsed, 39 of train
+    let mut ca = start(t0);
+    assert_eq!(acks(&mut ca, t0, 20), None);
+    assert_eq!(
+        acks(&mut ca, t0 + 60_000, 20),
+        None,
+        "39 ms of train < m / 2"
+    );
+    // the train goes on after the gap: it reaches 50 ms 11 ACKs later (the
+    // gap counts 32-us units, rounded up: one ACK later at most)
+    let exit = acks(&mut ca, t0 + 80_000, 20).expect("the train reaches m / 2");
+    assert!(
+        (t0 + 91_000..=t0 + 92_000).contains(&exit),
+        "exit at {} ms",
+        (exit - t0) / 1000
+    );
+    // unbroken: exit at m / 2 exactly
+    let mut ca = start(t0);
+    assert_eq!(acks(&mut ca, t0, 60), Some(t0 + 50_000));
+    // a gap over the counter's 2.1 s: no train for the round
+    let mut ca = start(t0);
+    assert_eq!(acks(&mut ca, t0 + 3_000_000, 100), None, "saturated");
+    assert_eq!(ca.round_gap, 0xffff);
+}
+
 /// One flow on a fluid single-bottleneck link, the integer L1 law closing the
 /// loop once per round.  Returns (mean queue, mean utilisation) over the last
 /// half of the run.
