@@ -113,8 +113,10 @@ struct ubl_win {
 };
 
 /*
- * Per ACK while cwnd-limited: Reno on cwnd_r (slow start below ssthresh,
- * +1/cwnd_r per segment above).  In HOLD the extra window shrinks as cwnd_r
+ * Per ACK while cwnd-limited: Reno on cwnd_r, as the kernel's
+ * tcp_reno_cong_avoid on snd_cwnd (tcp_slow_start below ssthresh, what it
+ * leaves of acked to tcp_cong_avoid_ai: +1/cwnd_r per segment), so that
+ * with no extra window (ZERO) the flow is Reno exactly.  In HOLD the extra window shrinks as cwnd_r
  * grows, keeping cwnd_p = W_full^{i-1}:  extra = W_full^{i-1} - cwnd.
  * In RAMP cwnd_p grows by (a - 1) per acknowledged segment, which is
  * cwnd_p(t+1) = a * cwnd_p(t) per round (as slow start is 2x per round for
@@ -126,11 +128,18 @@ CCL_CORE void ubl_ack(struct ubl_win *w, u32 acked, u32 ssthresh,
 {
 	if (w->cwnd_r < ssthresh) {
 		u32 room = ssthresh - w->cwnd_r;
+		u32 ss = acked < room ? acked : room;
 
-		w->cwnd_r += acked < room ? acked : room;
-	} else {
+		w->cwnd_r += ss;
+		acked -= ss;
+	}
+	if (acked && w->cwnd_r) {
+		if (w->cwnd_cnt >= w->cwnd_r) { /* the window shrank under the count */
+			w->cwnd_cnt = 0;
+			w->cwnd_r++;
+		}
 		w->cwnd_cnt += acked;
-		if (w->cwnd_r && w->cwnd_cnt >= w->cwnd_r) {
+		if (w->cwnd_cnt >= w->cwnd_r) {
 			u32 delta = w->cwnd_cnt / w->cwnd_r;
 
 			w->cwnd_cnt -= delta * w->cwnd_r;

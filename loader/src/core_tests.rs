@@ -1346,6 +1346,94 @@ fn win(cwnd: u32) -> intf::ubl_win {
 const C_LOW: u32 = 65536; // C = 1.00: no queue
 const C_HIGH: u32 = 68000; // C = 1.04 > alpha
 
+/// With no extra window (ZERO: the extra window off, or on but no t* found
+/// yet) ub_reno is the kernel's Reno: tcp_reno_cong_avoid (tcp_slow_start,
+/// its leftover to tcp_cong_avoid_ai), ssthresh max(cwnd / 2, 2), PRR
+/// ending at ssthresh, slow start from 1 after an RTO.  The grid's ub_reno runs at 100 Mbit/s, 190 ms,
+/// 1e-4 (0.72-0.82x reno) had an extra window of 0 in every round.
+#[test]
+fn ubl_zero_is_the_kernels_reno() {
+    #[derive(Debug)]
+    struct Reno {
+        cwnd: u32,
+        cnt: u32,
+        ssthresh: u32,
+    }
+    impl Reno {
+        fn ack(&mut self, mut acked: u32) {
+            if self.cwnd < self.ssthresh {
+                let c = (self.cwnd + acked).min(self.ssthresh);
+                acked -= c - self.cwnd;
+                self.cwnd = c;
+                if acked == 0 {
+                    return;
+                }
+            }
+            if self.cnt >= self.cwnd {
+                self.cnt = 0;
+                self.cwnd += 1;
+            }
+            self.cnt += acked;
+            if self.cnt >= self.cwnd {
+                let d = self.cnt / self.cwnd;
+                self.cnt -= d * self.cwnd;
+                self.cwnd += d;
+            }
+        }
+    }
+    // extra off with C on both sides of alpha; extra on with C under alpha
+    for (extra, c_max) in [(0, C_HIGH + 10_000), (1, C_LOW + 1000)] {
+        let p = ubl_cfg(extra);
+        let mut r = Rng(41 + extra as u64);
+        let mut w = win(10);
+        let mut reno = Reno {
+            cwnd: 10,
+            cnt: 0,
+            ssthresh: u32::MAX,
+        };
+        let (mut since_round, mut rtos) = (0, 0);
+        for step in 0..400_000 {
+            let event = r.range(0, 3000);
+            if event <= 1 {
+                // fast retransmit, PRR ending at ssthresh; or an RTO
+                // (ssthresh, CA_EVENT_LOSS, cwnd 1): cong_avoid finds the
+                // kernel's window as an external change (cwnd_r, count and
+                // extra reset)
+                let th = unsafe { intf::ubl_loss(&mut w, &p) };
+                reno.ssthresh = (reno.cwnd / 2).max(2);
+                reno.cwnd = if event == 0 { reno.ssthresh } else { 1 };
+                reno.cnt = 0;
+                assert_eq!(th, reno.ssthresh, "step {step}: ssthresh");
+                if event == 1 {
+                    unsafe { intf::ubl_rto(&mut w, &p) };
+                    rtos += 1;
+                }
+                (w.cwnd_r, w.cwnd_cnt, w.extra, w.settle) = (reno.cwnd, 0, 0, 1);
+                continue;
+            }
+            let acked = r.range(1, 3) as u32;
+            unsafe { intf::ubl_ack(&mut w, acked, reno.ssthresh, &p) };
+            reno.ack(acked);
+            since_round += acked;
+            if since_round >= w.cwnd_r + w.extra {
+                since_round = 0;
+                let c = r.range(C_LOW as u64 - 1000, c_max as u64) as u32;
+                unsafe { intf::ubl_round(&mut w, c, reno.ssthresh, &p) };
+            }
+            assert_eq!(
+                (w.cwnd_r + w.extra, w.phase as u32),
+                (reno.cwnd, intf::CCL_PHASE_ZERO),
+                "extra {extra}, step {step}: {w:?} vs {reno:?}"
+            );
+        }
+        assert!(
+            w.cycle > 100 && rtos > 50,
+            "{} cycles, {rtos} RTOs",
+            w.cycle
+        );
+    }
+}
+
 #[test]
 fn eq4_ramp_hold_zero_and_the_cycle_rule() {
     let p = ubl_cfg(1);
