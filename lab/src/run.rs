@@ -37,7 +37,11 @@ pub fn run_case(
     rep: u32,
     tick: &mut dyn FnMut(f64),
 ) -> anyhow::Result<RunResult> {
-    let mut link = Bottleneck::new(case.link.clone());
+    let mut cfg = case.link.clone();
+    if sc.grid.paired_loss {
+        cfg.loss_seed = Some(crate::scenario::loss_seed(&case.label, rep));
+    }
+    let mut link = Bottleneck::new(cfg);
     let (cc_name, _) = parse_cc(cc);
     let mut flows = Vec::new();
     for f in &sc.flows {

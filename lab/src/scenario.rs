@@ -99,6 +99,15 @@ pub struct Check {
     pub retrans_per_seg_ratio_max: Option<f64>,
     #[serde(default)]
     pub retrans_per_seg_slack: f64,
+    /// Both retransmission comparisons count only what was retransmitted
+    /// after the warm-up, the window goodput is measured over.  For a
+    /// controller whose slow start is the kernel's Reno slow start, as its
+    /// reference's is: whether a run's slow start overshoots the path
+    /// storage (thousands of retransmissions at a long RTT) or is ended
+    /// early by a random loss (a handful) is then the same coin for both,
+    /// and a count from the start compares the coins, not the laws.
+    #[serde(default)]
+    pub retrans_after_warmup: bool,
     /// p95 RTT inflation over the base RTT: (p95 - base)(cc) <= x * (p95 - base)(against)
     pub rtt_inflation_ratio_max: Option<f64>,
     /// absolute: utilisation(cc) >= x
@@ -179,6 +188,25 @@ pub struct Grid {
     /// Number of copies of every `$cc` flow (N-flow experiments).
     #[serde(default = "one")]
     pub n_flows: Vec<u32>,
+    /// Random loss drawn by the delay line from a seed of (case,
+    /// repetition), the same for every CC of that run ([`loss_seed`]), not
+    /// by iptables: still Bernoulli per packet, but two CCs that send the
+    /// same packets lose the same ones, so a comparison is not decided by
+    /// where a handful of losses fell.  Absent when false, so a scenario
+    /// written before it existed keeps its runs' identity.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paired_loss: bool,
+}
+
+/// The loss seed of repetition `rep` of `case` under `paired_loss`: FNV-1a
+/// of the case label, then the repetition.
+pub fn loss_seed(case: &str, rep: u32) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in case.bytes().chain(rep.to_le_bytes()) {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
 }
 
 fn zero_loss() -> Vec<f64> {
@@ -403,6 +431,7 @@ impl Scenario {
                                     rate_mbit: rate,
                                     buffer_pkts: *bpkts as u32,
                                     loss,
+                                    loss_seed: None,
                                     mtu: g.mtu,
                                     delay_ms: rtt / 2.0,
                                     rev_delay_ms: None,
@@ -512,7 +541,20 @@ impl Scenario {
                     }
                 };
                 let good = |r: &RunSummary| r.goodput_mbit;
-                let retx = |r: &RunSummary| r.retransmits as f64;
+                // after the warm-up: a run without the count fails (NaN)
+                let warm = c.retrans_after_warmup;
+                let retx = |r: &RunSummary| {
+                    if warm {
+                        r.retrans_warm.map_or(f64::NAN, f64::from)
+                    } else {
+                        r.retransmits as f64
+                    }
+                };
+                let (retx_name, per_seg_name) = if warm {
+                    ("retransmits_after_warmup", "retrans_per_seg_after_warmup")
+                } else {
+                    ("retransmits", "retrans_per_seg")
+                };
                 let infl = |r: &RunSummary| (r.rtt_p95_ms - r.rtt_base_ms).max(0.0);
                 if let (Some(x), Some(o)) = (c.goodput_ratio_min, other(&good)) {
                     push(
@@ -526,18 +568,24 @@ impl Scenario {
                 if let (Some(x), Some(o)) = (c.retrans_ratio_max, other(&retx)) {
                     let lim = x * o + c.retrans_slack;
                     push(
-                        "retransmits",
+                        retx_name,
                         me(&retx),
                         o,
                         format!("<= {x} x {o:.0} + {}", c.retrans_slack),
                         &|v| v <= lim,
                     );
                 }
-                let per_seg = |r: &RunSummary| r.retrans_per_seg;
+                let per_seg = |r: &RunSummary| {
+                    if warm {
+                        r.retrans_per_seg_warm.unwrap_or(f64::NAN)
+                    } else {
+                        r.retrans_per_seg
+                    }
+                };
                 if let (Some(x), Some(o)) = (c.retrans_per_seg_ratio_max, other(&per_seg)) {
                     let lim = x * o + c.retrans_per_seg_slack;
                     push(
-                        "retrans_per_seg",
+                        per_seg_name,
                         me(&per_seg),
                         o,
                         format!("<= {x} x {o:.5} + {}", c.retrans_per_seg_slack),
@@ -737,6 +785,81 @@ why = "absolute"
         let o = s.evaluate(&runs);
         assert!(o[0].pass && o[0].runs == 3, "{o:?}");
         assert!((o[0].value - 10.9 / 3.0).abs() < 1e-9 && (o[0].reference - 3.6).abs() < 1e-9);
+    }
+
+    /// With `retrans_after_warmup` the comparison reads the counts after
+    /// the warm-up: reno's slow start cut short by a random loss (2 in all)
+    /// against an overshoot (3,143, of which 3 after it) no longer decides
+    /// it; a run without the count fails rather than passing unjudged.
+    #[test]
+    fn retransmissions_can_be_compared_after_the_warmup() {
+        let text = |warm: bool| {
+            scenario(
+                r#"["ub_reno", "reno"]"#,
+                1,
+                &format!(
+                    "[grid]\nrate_mbit = 100\nrtt_ms = [190]\nbuffer_bdp = [1]\n[quick]\n\
+                     [[checks]]\ncc = \"ub_reno\"\nagainst = \"reno\"\n\
+                     retrans_ratio_max = 2.0\nretrans_slack = 20\n\
+                     retrans_per_seg_ratio_max = 2.0\nretrans_per_seg_slack = 0.0001\n\
+                     retrans_after_warmup = {warm}\nwhy = \"no harm\"\n"
+                ),
+            )
+        };
+        let case = text(false).cases()[0].label.clone();
+        let run = |cc: &str, all: u32, warm: Option<u32>| RunSummary {
+            case: case.clone(),
+            cc: cc.into(),
+            retransmits: all,
+            retrans_per_seg: all as f64 / 100_000.0,
+            retrans_warm: warm,
+            retrans_per_seg_warm: warm.map(|w| w as f64 / 90_000.0),
+            ..Default::default()
+        };
+        let runs = [run("ub_reno", 3_143, Some(3)), run("reno", 2, Some(1))];
+        let whole = text(false).evaluate(&runs);
+        assert_eq!(whole.len(), 2);
+        assert!(whole.iter().all(|o| !o.pass), "{whole:?}");
+        assert_eq!(whole[0].metric, "retransmits");
+        let warm = text(true).evaluate(&runs);
+        assert!(warm.iter().all(|o| o.pass), "{warm:?}");
+        assert_eq!(
+            (warm[0].metric, warm[0].value, warm[0].reference),
+            ("retransmits_after_warmup", 3.0, 1.0)
+        );
+        assert_eq!(warm[1].metric, "retrans_per_seg_after_warmup");
+        // more than twice reno's after the warm-up still fails
+        let worse = [run("ub_reno", 3_200, Some(60)), run("reno", 2, Some(1))];
+        assert!(text(true).evaluate(&worse).iter().all(|o| !o.pass));
+        // a run with no count after the warm-up is not passed
+        let missing = [run("ub_reno", 3, None), run("reno", 2, Some(1))];
+        let o = text(true).evaluate(&missing);
+        assert!(o.iter().all(|o| !o.pass && o.value.is_nan()), "{o:?}");
+    }
+
+    /// paired_loss: one seed per (case, repetition), shared by the CCs;
+    /// unset, it is not serialised (recorded grids keep their identity).
+    #[test]
+    fn paired_loss_seeds_each_case_and_repetition() {
+        let text = |extra: &str| {
+            scenario(
+                r#"["ub_reno", "reno"]"#,
+                2,
+                &format!(
+                    "[grid]\nrate_mbit = 100\nrtt_ms = [190]\nloss = [1e-4]\n{extra}[quick]\n"
+                ),
+            )
+        };
+        let plain = text("");
+        assert!(!plain.grid.paired_loss);
+        assert!(plain.runs_identity()["grid"].get("paired_loss").is_none());
+        let paired = text("paired_loss = true\n");
+        assert!(paired.grid.paired_loss);
+        assert_ne!(plain.runs_identity(), paired.runs_identity());
+        let a = loss_seed("100M_190ms_1bdp_loss1e-4", 0);
+        assert_eq!(a, loss_seed("100M_190ms_1bdp_loss1e-4", 0));
+        assert_ne!(a, loss_seed("100M_190ms_1bdp_loss1e-4", 1));
+        assert_ne!(a, loss_seed("100M_190ms_0.5bdp_loss1e-4", 0));
     }
 
     #[test]

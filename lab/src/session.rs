@@ -296,7 +296,7 @@ fn run_with(
     // Finished runs of an interrupted session: kept, their CSV rows
     // rewritten without the half-written run's, then appended to.
     let mut results: Vec<RunResult> = match &resume {
-        Some(d) => crate::stored::load_finished(d)?,
+        Some(d) => crate::stored::load_finished(d, sc.warmup_s)?,
         None => Vec::new(),
     };
     let done: std::collections::HashSet<(String, String, u32)> = results

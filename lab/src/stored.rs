@@ -109,8 +109,10 @@ pub fn write_rows(
 }
 
 /// The finished runs of a directory an interrupted `lab run` left: those
-/// in runs.jsonl (written after each run), with their samples.
-pub fn load_finished(dir: &Path) -> Result<Vec<RunResult>> {
+/// in runs.jsonl (written after each run), with their samples.  A run
+/// recorded before `retrans_warm` existed gets it from its samples (the
+/// scenario's warm-up `w0`), so a resumed check judges old and new runs alike.
+pub fn load_finished(dir: &Path, w0: f64) -> Result<Vec<RunResult>> {
     let p = dir.join("runs.jsonl");
     let text = match std::fs::read_to_string(&p) {
         Ok(t) => t,
@@ -127,7 +129,11 @@ pub fn load_finished(dir: &Path) -> Result<Vec<RunResult>> {
             Err(e) => bail!("{}:{}: {e}", p.display(), i + 1),
         }
     }
-    attach_samples(dir, runs)
+    let mut runs = attach_samples(dir, runs)?;
+    for r in runs.iter_mut().filter(|r| r.summary.retrans_warm.is_none()) {
+        crate::summary::fill_warm(&mut r.summary, &r.samples, w0);
+    }
+    Ok(runs)
 }
 
 /// Read a `lab run` directory back.
@@ -380,7 +386,9 @@ pub fn provenance(root: &Path, scenario_file: &Path, quick: bool) -> Value {
             .unwrap_or(0),
         "sysctls_root_netns": sysctls,
         "link": "3 netns (sender, router, receiver); router: TBF rate limit + pfifo drop-tail \
-                 (the case's buffer), iptables statistic drops for random loss, offloads off; \
+                 (the case's buffer), iptables statistic drops for random loss (with \
+                 grid.paired_loss: drawn in the delay line from a seed per case and \
+                 repetition), offloads off; \
                  propagation delay from a userspace TUN delay line (ccload-testbed)",
         "command": std::env::args().collect::<Vec<_>>(),
     })
@@ -483,6 +491,51 @@ mod csv_tests {
             assert_eq!(r.queue[0].qlen, 3 + i as u32);
         }
         assert_eq!(csv_split("a,\"b,c\",d"), ["a", "b,c", "d"]);
+    }
+}
+
+#[cfg(test)]
+mod warm_tests {
+    use super::*;
+
+    /// A run recorded before `retrans_warm` existed (no such key in its
+    /// runs.jsonl line) is given it from its samples when a check resumes.
+    #[test]
+    fn an_old_run_gets_its_retransmissions_after_the_warmup() {
+        let dir = std::env::temp_dir().join(format!("ccload-warm-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut old = serde_json::to_value(RunSummary {
+            case: "100M_190ms_1bdp".into(),
+            cc: "reno".into(),
+            retransmits: 3_143,
+            ..Default::default()
+        })
+        .unwrap();
+        let o = old.as_object_mut().unwrap();
+        o.remove("retrans_warm");
+        o.remove("retrans_per_seg_warm");
+        let line = serde_json::to_string(&old).unwrap();
+        assert!(!line.contains("warm"));
+        std::fs::write(dir.join("runs.jsonl"), format!("{line}\n")).unwrap();
+        let row = |t: f64, delivered: u32, retx: u32| {
+            format!("100M_190ms_1bdp,reno,0,{t},0,10,190000,190000,{delivered},{retx},0,0,0\n")
+        };
+        std::fs::write(
+            dir.join("samples.csv"),
+            format!(
+                "{SAMPLES_HEADER}\n{}{}{}",
+                row(0.0, 0, 0),
+                row(5.0, 30_000, 3_140),
+                row(40.0, 330_000, 3_143)
+            ),
+        )
+        .unwrap();
+        std::fs::write(dir.join("queue.csv"), format!("{QUEUE_HEADER}\n")).unwrap();
+        let back = load_finished(&dir, 5.0);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let r = &back.unwrap()[0].summary;
+        assert_eq!((r.retransmits, r.retrans_warm), (3_143, Some(3)));
+        assert!((r.retrans_per_seg_warm.unwrap() - 1e-5).abs() < 1e-12);
     }
 }
 

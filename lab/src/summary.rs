@@ -70,6 +70,15 @@ pub struct RunSummary {
     pub retransmits: u32,
     /// Retransmitted segments per delivered segment.
     pub retrans_per_seg: f64,
+    /// Retransmitted segments after the warm-up, the window goodput, RTT
+    /// and the Recovery share are measured over (slow start's overshoot
+    /// left out).  None in a run recorded before the field existed until
+    /// its samples fill it in (`stored::load_finished`).
+    #[serde(default)]
+    pub retrans_warm: Option<u32>,
+    /// ... per segment delivered after the warm-up.
+    #[serde(default)]
+    pub retrans_per_seg_warm: Option<f64>,
     /// Share of the flows' TCP_INFO samples (after warm-up) in Recovery/Loss.
     pub recovery_share: f64,
     pub lateness_p50_us: u64,
@@ -213,7 +222,7 @@ pub(crate) fn summarise(
         .map(|v| v.last().map(|s| s.delivered as u64).unwrap_or(0))
         .sum();
     let retx: u32 = per_flow.iter().map(|f| f.retransmits).sum();
-    RunSummary {
+    let mut r = RunSummary {
         case: case.label.clone(),
         cc: cc.to_string(),
         rep,
@@ -246,7 +255,36 @@ pub(crate) fn summarise(
         realtime: false,
         valid: false,
         flows: per_flow,
+        ..Default::default()
+    };
+    fill_warm(&mut r, samples, w0);
+    r
+}
+
+/// Retransmitted and delivered segments after the warm-up `w0`, summed over
+/// the flows, each flow from its first sample at or after max(w0, its own
+/// first sample) to its last: a flow that starts late has its own warm-up.
+pub fn after_warmup(samples: &[FlowSample], w0: f64) -> (u32, u64) {
+    let mut by_flow: BTreeMap<usize, Vec<&FlowSample>> = BTreeMap::new();
+    for s in samples {
+        by_flow.entry(s.flow).or_default().push(s);
     }
+    let (mut retx, mut delivered) = (0u32, 0u64);
+    for v in by_flow.values() {
+        let from = w0.max(v[0].t);
+        if let (Some(a), Some(b)) = (v.iter().find(|s| s.t >= from), v.last()) {
+            retx += b.total_retrans.saturating_sub(a.total_retrans);
+            delivered += b.delivered.saturating_sub(a.delivered) as u64;
+        }
+    }
+    (retx, delivered)
+}
+
+/// Fill `r`'s after-warm-up retransmissions from its samples.
+pub fn fill_warm(r: &mut RunSummary, samples: &[FlowSample], w0: f64) {
+    let (retx, delivered) = after_warmup(samples, w0);
+    r.retrans_warm = Some(retx);
+    r.retrans_per_seg_warm = Some(retx as f64 / delivered.max(1) as f64);
 }
 
 /// Mean / min / max of a metric over repetitions, per (case, cc).
@@ -319,6 +357,44 @@ pub fn aggregate(runs: &[&RunSummary]) -> Vec<Agg> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sample(flow: usize, t: f64, delivered: u32, total_retrans: u32) -> FlowSample {
+        FlowSample {
+            t,
+            flow,
+            cwnd: 10,
+            srtt_us: 0,
+            min_rtt_us: 0,
+            delivered,
+            total_retrans,
+            pacing_rate: 0,
+            delivery_rate: 0,
+            rx_bytes: 0,
+            ca_state: 0,
+        }
+    }
+
+    /// Slow start's overshoot (3,000 retransmissions by 3 s) is left out;
+    /// a flow that starts after the warm-up counts from its first sample.
+    #[test]
+    fn retransmissions_after_the_warmup() {
+        let v = [
+            sample(0, 0.0, 0, 0),
+            sample(0, 3.0, 9_000, 3_000),
+            sample(0, 4.99, 20_000, 3_010),
+            sample(0, 5.0, 21_000, 3_012),
+            sample(0, 40.0, 121_000, 3_020),
+            sample(1, 8.0, 100, 7),
+            sample(1, 40.0, 50_100, 57),
+        ];
+        assert_eq!(after_warmup(&v, 5.0), (8 + 50, 100_000 + 50_000));
+        let mut r = RunSummary::default();
+        fill_warm(&mut r, &v, 5.0);
+        assert_eq!(r.retrans_warm, Some(58));
+        assert!((r.retrans_per_seg_warm.unwrap() - 58.0 / 150_000.0).abs() < 1e-15);
+        // no samples: nothing retransmitted, nothing delivered
+        assert_eq!(after_warmup(&[], 5.0), (0, 0));
+    }
 
     #[test]
     fn jain_index_bounds() {

@@ -97,6 +97,35 @@ fn make_realtime() -> bool {
     }
 }
 
+/// Random loss drawn by the delay line from a seed: the n-th packet of the
+/// forward direction is lost when the n-th draw of the seed's sequence is
+/// under `p`.  Bernoulli per packet, as the iptables `statistic` rule, but
+/// reproducible: two runs on one seed that send the same packets lose the
+/// same ones (common random numbers), so two CCs measured on one seed
+/// differ by their laws, not by where the loss fell.  The line sits behind
+/// the bottleneck queue, so a lost packet has crossed it (at p <= 1e-3 the
+/// queue carries at most 0.1 % more than with the loss before it).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SeededLoss {
+    pub p: f64,
+    pub seed: u64,
+}
+
+impl SeededLoss {
+    /// Is the n-th packet (from 0) lost?  splitmix64 of (seed, n): every
+    /// draw is independent of the others and of the packets' timing.
+    pub fn lost(&self, n: u64) -> bool {
+        let mut z = self
+            .seed
+            .wrapping_add(n.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        // the top 53 bits as a uniform number in [0, 1)
+        ((z >> 11) as f64) * (1.0 / (1u64 << 53) as f64) < self.p
+    }
+}
+
 /// What one direction of the line did.
 #[derive(Clone, Debug)]
 pub struct DirStats {
@@ -184,28 +213,49 @@ pub struct DelayLine {
     stop: Arc<AtomicBool>,
     /// CLOCK_MONOTONIC ns until which no packet leaves (see [`DelayLine::stall`])
     stall_until: Arc<AtomicU64>,
+    /// Packets the seeded loss dropped (forward direction).
+    loss_drops: Arc<AtomicU64>,
     threads: Vec<JoinHandle<DirStats>>,
 }
 
 impl DelayLine {
     /// Start moving packets `a -> b` after `fwd` and `b -> a` after `rev`.
     pub fn start(a: OwnedFd, b: OwnedFd, fwd: Duration, rev: Duration) -> DelayLine {
+        DelayLine::start_lossy(a, b, fwd, rev, None)
+    }
+
+    /// [`DelayLine::start`], losing forward packets as `loss` draws.
+    pub fn start_lossy(
+        a: OwnedFd,
+        b: OwnedFd,
+        fwd: Duration,
+        rev: Duration,
+        loss: Option<SeededLoss>,
+    ) -> DelayLine {
         let stop = Arc::new(AtomicBool::new(false));
         let stall_until = Arc::new(AtomicU64::new(0));
+        let loss_drops = Arc::new(AtomicU64::new(0));
         let (a, b) = (Arc::new(a), Arc::new(b));
         let mut threads = Vec::new();
-        for (src, dst, d) in [(a.clone(), b.clone(), fwd), (b, a, rev)] {
+        for (src, dst, d, l) in [(a.clone(), b.clone(), fwd, loss), (b, a, rev, None)] {
             let (tx, rx) = mpsc::sync_channel::<Pkt>(MAX_QUEUED);
-            let st = stop.clone();
-            threads.push(std::thread::spawn(move || reader(src, tx, d, st)));
+            let (st, drops) = (stop.clone(), loss_drops.clone());
+            threads.push(std::thread::spawn(move || reader(src, tx, d, st, l, drops)));
             let (st, hold) = (stop.clone(), stall_until.clone());
             threads.push(std::thread::spawn(move || writer(dst, rx, st, hold)));
         }
         DelayLine {
             stop,
             stall_until,
+            loss_drops,
             threads,
         }
+    }
+
+    /// The count of packets the seeded loss dropped, live (it outlives the
+    /// line).
+    pub fn loss_drops(&self) -> Arc<AtomicU64> {
+        self.loss_drops.clone()
     }
 
     /// Stall the path for `d` from now, both directions: no packet leaves
@@ -261,7 +311,10 @@ fn reader(
     tx: mpsc::SyncSender<Pkt>,
     d: Duration,
     stop: Arc<AtomicBool>,
+    loss: Option<SeededLoss>,
+    loss_drops: Arc<AtomicU64>,
 ) -> DirStats {
+    let mut idx = 0u64; // packets read: the index of the loss draws
     let mut st = DirStats::new();
     st.realtime = make_realtime();
     let d_ns = d.as_nanos() as u64;
@@ -284,12 +337,17 @@ fn reader(
             if len <= 0 {
                 break;
             }
-            let p = Pkt {
-                due_ns: now_ns() + d_ns,
-                data: buf[..len as usize].to_vec(),
-            };
-            if tx.try_send(p).is_err() {
-                st.queue_drops += 1;
+            idx += 1;
+            if loss.is_some_and(|l| l.lost(idx - 1)) {
+                loss_drops.fetch_add(1, Ordering::Relaxed);
+            } else {
+                let p = Pkt {
+                    due_ns: now_ns() + d_ns,
+                    data: buf[..len as usize].to_vec(),
+                };
+                if tx.try_send(p).is_err() {
+                    st.queue_drops += 1;
+                }
             }
             // SAFETY: as above, zero timeout.
             if unsafe { libc::poll(&mut pfd, 1, 0) } <= 0 {
@@ -357,5 +415,29 @@ mod tests {
         // Half the releases were 500 us late: the run is invalid.
         assert_eq!(rep.combined().lateness_us(0.99), 500);
         assert!(!rep.valid());
+    }
+
+    /// The seeded loss is Bernoulli at its rate, the same for one seed and
+    /// different for another, and independent between neighbours.
+    #[test]
+    fn seeded_loss_is_reproducible_bernoulli() {
+        let n = 2_000_000u64;
+        let a = SeededLoss { p: 1e-3, seed: 7 };
+        let lost: Vec<u64> = (0..n).filter(|&i| a.lost(i)).collect();
+        // mean 2,000, sd 45: within 5 sd
+        assert!((1_775..=2_225).contains(&lost.len()), "{}", lost.len());
+        assert_eq!(lost, (0..n).filter(|&i| a.lost(i)).collect::<Vec<_>>());
+        let b = SeededLoss { seed: 8, ..a };
+        let same = lost.iter().filter(|&&i| b.lost(i)).count();
+        assert!(
+            same < 20,
+            "seeds 7 and 8 share {same} of {} losses",
+            lost.len()
+        );
+        // after a loss the next packet is lost at the rate, not more
+        let next = lost.iter().filter(|&&i| a.lost(i + 1)).count();
+        assert!(next < 20, "{next} pairs");
+        let none = SeededLoss { p: 0.0, seed: 7 };
+        assert!((0..n).all(|i| !none.lost(i)));
     }
 }

@@ -8,7 +8,8 @@
 //! Three network namespaces.  The router's egress toward the receiver (`tr`)
 //! is the bottleneck: TBF at the link rate with a `pfifo limit N` child, an
 //! exact drop-tail buffer of N packets.  Random loss is iptables `statistic`
-//! on the data direction in the router.  Propagation delay is the userspace
+//! on the data direction in the router, or, given a seed, drawn by the delay
+//! line (`LinkCfg::loss_seed`, reproducible across runs).  Propagation delay is the userspace
 //! [`DelayLine`] between the two TUN devices (the kernel has no netem), one
 //! delay per direction.
 //!
@@ -19,9 +20,11 @@
 //! per-netns sysctls set tcp_no_metrics_save and 64 MB socket buffers.
 
 use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::delay::{tun_create, DelayLine, DelayReport};
+use crate::delay::{tun_create, DelayLine, DelayReport, SeededLoss};
 use crate::netns::{run_ok, NetNs};
 use crate::nl::{ifindex, QdiscProbe, QdiscStats};
 
@@ -33,6 +36,9 @@ pub struct LinkCfg {
     pub buffer_pkts: u32,
     /// Random loss probability on the data direction.
     pub loss: f64,
+    /// Draw that loss in the delay line from this seed ([`SeededLoss`]:
+    /// common random numbers across runs) instead of the iptables rule.
+    pub loss_seed: Option<u64>,
     pub mtu: u32,
     /// One-way propagation delay sender -> receiver, ms.
     pub delay_ms: f64,
@@ -46,6 +52,7 @@ impl Default for LinkCfg {
             rate_mbit: 20.0,
             buffer_pkts: 50,
             loss: 0.0,
+            loss_seed: None,
             mtu: 1500,
             delay_ms: 0.0,
             rev_delay_ms: None,
@@ -78,6 +85,8 @@ pub struct Bottleneck {
     pub receiver_ip: Ipv4Addr,
     pub sender_ip: Ipv4Addr,
     pub cfg: LinkCfg,
+    /// The delay line's seeded-loss count (kept past `stop_delay`).
+    seeded_drops: Arc<AtomicU64>,
 }
 
 /// Run a whitespace-separated command line inside `ns`; it must succeed.
@@ -183,13 +192,19 @@ impl Bottleneck {
             ),
         );
         let ms = |x: f64| Duration::from_nanos((x * 1e6).round() as u64);
-        let delay = DelayLine::start(
+        let seeded = cfg
+            .loss_seed
+            .filter(|_| cfg.loss > 0.0)
+            .map(|seed| SeededLoss { p: cfg.loss, seed });
+        let delay = DelayLine::start_lossy(
             tr,
             td,
             ms(cfg.delay_ms),
             ms(cfg.rev_delay_ms.unwrap_or(cfg.delay_ms)),
+            seeded,
         );
         let b = Bottleneck {
+            seeded_drops: delay.loss_drops(),
             delay: Some(delay),
             sender: s,
             router: r,
@@ -198,7 +213,9 @@ impl Bottleneck {
             sender_ip: Ipv4Addr::new(10, 77, 1, 1),
             cfg,
         };
-        b.set_random_loss(b.cfg.loss);
+        if seeded.is_none() {
+            b.set_random_loss(b.cfg.loss);
+        }
         b
     }
 
@@ -236,8 +253,13 @@ impl Bottleneck {
         self.queue().drops as u64
     }
 
-    /// Packets the iptables loss rule dropped so far.
+    /// Packets the random loss dropped so far (the iptables rule's, and
+    /// the delay line's seeded loss).
     pub fn random_drops(&self) -> u64 {
+        self.iptables_drops() + self.seeded_drops.load(Ordering::Relaxed)
+    }
+
+    fn iptables_drops(&self) -> u64 {
         let o = self
             .router
             .exec("iptables", &["-L", "FORWARD", "-v", "-x", "-n"]);

@@ -185,3 +185,76 @@ fn random_loss_matches_its_probability() {
     );
     assert_eq!(link.queue_drops(), 0);
 }
+
+/// `loss_seed`: the delay line draws the loss, the n-th forward packet lost
+/// by the n-th draw of the seed, so a second link on the same seed loses
+/// the same datagrams, another seed others; none goes through iptables.
+#[test]
+fn seeded_loss_loses_the_same_packets_for_the_same_seed() {
+    let _g = privileged!();
+    let lost_with = |seed: u64, port: u16| -> (Vec<u32>, u64) {
+        let link = Bottleneck::new(LinkCfg {
+            rate_mbit: 50.0,
+            buffer_pkts: 1000,
+            loss: 0.05,
+            loss_seed: Some(seed),
+            delay_ms: 1.0,
+            ..Default::default()
+        });
+        let rules = link.router.exec("iptables", &["-S", "FORWARD"]);
+        assert!(
+            !String::from_utf8_lossy(&rules.stdout).contains("statistic"),
+            "no iptables loss rule with a seed"
+        );
+        let (tx, rx, dst) = udp_pair(&link, port);
+        let n = 4_000u32;
+        let counter = std::thread::spawn(move || {
+            rx.set_read_timeout(Some(Duration::from_millis(500)))
+                .unwrap();
+            let mut b = [0u8; 256];
+            let mut seen = vec![false; n as usize];
+            while let Ok((len, _)) = rx.recv_from(&mut b) {
+                assert_eq!(len, 200);
+                seen[u32::from_le_bytes(b[..4].try_into().unwrap()) as usize] = true;
+            }
+            seen
+        });
+        for i in 0..n {
+            let mut d = [0u8; 200];
+            d[..4].copy_from_slice(&i.to_le_bytes());
+            tx.send_to(&d, dst).unwrap();
+            if i % 10 == 9 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        let seen = counter.join().unwrap();
+        let lost: Vec<u32> = (0..n).filter(|&i| !seen[i as usize]).collect();
+        assert_eq!(link.queue_drops(), 0);
+        (lost, link.random_drops())
+    };
+    let (a, drops) = lost_with(11, 7003);
+    eprintln!(
+        "seed 11: {} of 4000 lost, first {:?}",
+        a.len(),
+        &a[..5.min(a.len())]
+    );
+    assert_eq!(
+        drops,
+        a.len() as u64,
+        "every loss is counted as a random drop"
+    );
+    // mean 200, sd 13.8
+    assert!(
+        (140..=260).contains(&a.len()),
+        "{} losses at p = 0.05",
+        a.len()
+    );
+    let (b, _) = lost_with(11, 7004);
+    assert_eq!(a, b, "the same seed loses the same datagrams");
+    let (c, _) = lost_with(12, 7005);
+    let common = a.iter().filter(|i| c.contains(i)).count();
+    assert!(
+        common < a.len() / 4,
+        "seeds 11 and 12 share {common} losses"
+    );
+}
