@@ -38,9 +38,7 @@ pub fn run_case(
     tick: &mut dyn FnMut(f64),
 ) -> anyhow::Result<RunResult> {
     let mut cfg = case.link.clone();
-    if sc.grid.paired_loss {
-        cfg.loss_seed = Some(crate::scenario::loss_seed(&case.label, rep));
-    }
+    cfg.loss_seed = sc.loss_seed_for(&case.label, rep);
     let mut link = Bottleneck::new(cfg);
     let (cc_name, _) = parse_cc(cc);
     let mut flows = Vec::new();

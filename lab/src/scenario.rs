@@ -65,6 +65,12 @@ pub struct Cell {
     /// written before the field existed keeps its runs' identity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repetitions: Option<u32>,
+    /// The repetition number this cell's first run stands for in the
+    /// seeded loss ([`Scenario::loss_seed_for`]): a confirmation's runs are
+    /// repetitions 1.. of the grid's case, so they draw new losses rather
+    /// than the failing run's again.  Set by `lab check`, never in a file.
+    #[serde(skip)]
+    pub rep_base: u32,
 }
 
 /// One acceptance threshold: for every case matching the filters, the mean
@@ -471,6 +477,18 @@ impl Scenario {
             .unwrap_or(self.repetitions)
     }
 
+    /// The seed of the paired loss of run `rep` of `case` (None without
+    /// `paired_loss`): its cell's `rep_base` added, so a confirmation's
+    /// first run is the case's repetition 1, not 0 again.
+    pub fn loss_seed_for(&self, case: &str, rep: u32) -> Option<u64> {
+        let base = self
+            .cells
+            .iter()
+            .find(|c| c.case == case)
+            .map_or(0, |c| c.rep_base);
+        self.grid.paired_loss.then(|| loss_seed(case, base + rep))
+    }
+
     /// Does the (case, cc) pair run?  All pairs unless `cells` lists some.
     pub fn wants(&self, case: &str, cc: &str) -> bool {
         self.cells.is_empty()
@@ -478,6 +496,43 @@ impl Scenario {
                 .cells
                 .iter()
                 .any(|c| c.case == case && c.ccs.iter().any(|x| x == cc))
+    }
+
+    /// The runs some `[[checks]]` threshold reads, as cells: every (case,
+    /// cc) the scenario runs where a check applies to the case and names
+    /// the cc as its controller or its reference.  `lab check` measures only
+    /// these: the acceptance grid's bbr column and the cubic and ccpd runs
+    /// of cells no ccpd or hetcp threshold covers are read by no threshold
+    /// (217 of its 378 runs are), so measuring them changes no verdict.  A
+    /// cell keeps the scenario's duration and repetitions for its case.
+    pub fn judged_cells(&self) -> Vec<Cell> {
+        let mut out = Vec::new();
+        for case in self.cases() {
+            let ccs: Vec<String> = self
+                .ccs
+                .iter()
+                .filter(|cc| self.wants(&case.label, cc))
+                .filter(|cc| {
+                    self.checks.iter().any(|c| {
+                        in_filter(&case, &c.rate_mbit, &c.rtt_ms, &c.buffer_bdp, &c.loss)
+                            && (&c.cc == *cc || c.against.as_ref() == Some(*cc))
+                    })
+                })
+                .cloned()
+                .collect();
+            if ccs.is_empty() {
+                continue;
+            }
+            let given = self.cells.iter().find(|c| c.case == case.label);
+            out.push(Cell {
+                case: case.label.clone(),
+                ccs,
+                duration_s: given.and_then(|c| c.duration_s),
+                repetitions: given.and_then(|c| c.repetitions),
+                rep_base: 0,
+            });
+        }
+        out
     }
 
     /// Evaluate `checks` on finished runs (mean over repetitions per case
@@ -491,15 +546,10 @@ impl Scenario {
                 .collect();
             (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
         };
-        let within =
-            |set: &[f64], v: f64| set.is_empty() || set.iter().any(|x| (x - v).abs() < 1e-9);
         let mut out = Vec::new();
         for case in self.cases() {
             let here = |rate: &[f64], rtt: &[f64], bdp: &[f64], loss: &[f64]| {
-                within(rate, case.link.rate_mbit)
-                    && within(rtt, case.rtt_ms)
-                    && within(bdp, case.buffer_bdp)
-                    && within(loss, case.link.loss)
+                in_filter(&case, rate, rtt, bdp, loss)
             };
             for c in &self.checks {
                 if !here(&c.rate_mbit, &c.rtt_ms, &c.buffer_bdp, &c.loss) {
@@ -637,6 +687,15 @@ pub struct Case {
     pub rtt_ms: f64,
 }
 
+/// Is `case` within a check's filters (an empty list is every value)?
+fn in_filter(case: &Case, rate: &[f64], rtt: &[f64], bdp: &[f64], loss: &[f64]) -> bool {
+    let within = |set: &[f64], v: f64| set.is_empty() || set.iter().any(|x| (x - v).abs() < 1e-9);
+    within(rate, case.link.rate_mbit)
+        && within(rtt, case.rtt_ms)
+        && within(bdp, case.buffer_bdp)
+        && within(loss, case.link.loss)
+}
+
 /// `name:key=value,...` -> (name, [(key, value)]).
 pub fn parse_cc(spec: &str) -> (String, Vec<(String, String)>) {
     match spec.split_once(':') {
@@ -684,6 +743,73 @@ mod tests {
             }
         }
         assert!(n >= 4, "four papers' scenarios at least, found {n}");
+    }
+
+    /// `judged_cells` keeps the pairs a threshold reads, and only those: on
+    /// the shipped acceptance grid every outcome is the same whether every
+    /// (case, cc) ran or only the judged ones, and a skipped pair is read by
+    /// no check (the verdict cannot depend on it).
+    #[test]
+    fn a_check_measures_only_the_runs_its_thresholds_read() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/lab");
+        let s = Scenario::load(&dir.join("acceptance.toml")).unwrap();
+        let judged = s.judged_cells();
+        let n: usize = judged.iter().map(|c| c.ccs.len()).sum();
+        let all = s.cases().len() * s.ccs.len();
+        assert_eq!((all, n), (378, 217));
+        assert!(judged.iter().all(|c| !c.ccs.iter().any(|x| x == "bbr")));
+        // Every pair with its own made-up numbers (distinct per pair, so a
+        // mixed-up lookup shows).
+        let mut runs = Vec::new();
+        for (i, case) in s.cases().iter().enumerate() {
+            for (j, cc) in s.ccs.iter().enumerate() {
+                let x = (i * 7 + j * 3) as f64;
+                runs.push(RunSummary {
+                    case: case.label.clone(),
+                    cc: cc.clone(),
+                    goodput_mbit: 10.0 + x,
+                    utilisation: 0.5 + (x % 10.0) / 20.0,
+                    retransmits: (x * 11.0) as u32,
+                    retrans_per_seg: x / 1e4,
+                    retrans_warm: Some(x as u32),
+                    retrans_per_seg_warm: Some(x / 2e4),
+                    rtt_p95_ms: case.rtt_ms + x,
+                    rtt_base_ms: case.rtt_ms,
+                    recovery_share: (x % 5.0) / 10.0,
+                    ..Default::default()
+                });
+            }
+        }
+        let kept: Vec<RunSummary> = runs
+            .iter()
+            .filter(|r| {
+                judged
+                    .iter()
+                    .any(|c| c.case == r.case && c.ccs.contains(&r.cc))
+            })
+            .cloned()
+            .collect();
+        assert_eq!(kept.len(), 217);
+        let key = |o: &CheckOutcome| {
+            format!(
+                "{} {} {} {} {} {} {}",
+                o.case, o.cc, o.against, o.metric, o.value, o.reference, o.pass
+            )
+        };
+        let a: Vec<String> = s.evaluate(&runs).iter().map(key).collect();
+        let b: Vec<String> = s.evaluate(&kept).iter().map(key).collect();
+        assert!(!a.is_empty() && a.iter().any(|k| k.ends_with("false")));
+        assert_eq!(a, b);
+        // The quick variant's cells are all judged already.
+        let q = s.quick();
+        let qn: usize = q.judged_cells().iter().map(|c| c.ccs.len()).sum();
+        let qall: usize = q.cells.iter().map(|c| c.ccs.len()).sum();
+        assert_eq!(qn, qall);
+        // A cell keeps its own duration.
+        assert!(q
+            .judged_cells()
+            .iter()
+            .any(|c| c.case == "100M_190ms_1bdp_loss1e-4" && c.duration_s == Some(60.0)));
     }
 
     /// A scenario of `ccs` (a TOML array), one flow per run, 10-s runs
@@ -860,6 +986,24 @@ why = "absolute"
         assert_eq!(a, loss_seed("100M_190ms_1bdp_loss1e-4", 0));
         assert_ne!(a, loss_seed("100M_190ms_1bdp_loss1e-4", 1));
         assert_ne!(a, loss_seed("100M_190ms_0.5bdp_loss1e-4", 0));
+        // The runs' seeds: none without paired_loss; a confirming cell's
+        // first run (rep_base 1) is repetition 1, not the grid's 0 again.
+        let case = "100M_190ms_1bdp_loss1e-4";
+        assert_eq!(plain.loss_seed_for(case, 0), None);
+        assert_eq!(paired.loss_seed_for(case, 0), Some(a));
+        let mut confirming = paired.clone();
+        confirming.cells = vec![Cell {
+            case: case.into(),
+            ccs: vec!["ub_reno".into(), "reno".into()],
+            duration_s: None,
+            repetitions: Some(2),
+            rep_base: 1,
+        }];
+        assert_eq!(confirming.loss_seed_for(case, 0), Some(loss_seed(case, 1)));
+        assert_eq!(confirming.loss_seed_for(case, 1), Some(loss_seed(case, 2)));
+        // rep_base is the check's, never read from or written to a file
+        let text = toml::to_string(&confirming.cells[0]).unwrap();
+        assert!(!text.contains("rep_base"), "{text}");
     }
 
     #[test]

@@ -468,14 +468,36 @@ fn run_with(
 /// rest of an interrupted check into that directory (the full acceptance
 /// grid takes longer than one sitting).  A check stopped by Ctrl-C judges
 /// the runs it finished, says how many are missing, and fails: a partial
-/// grid is never a pass.
+/// grid is never a pass.  It measures only the runs a threshold reads
+/// ([`Scenario::judged_cells`]) unless `all_runs`.
 pub fn check(
     root: &Path,
     name: &str,
     quick: bool,
     out: Option<PathBuf>,
     resume: Option<PathBuf>,
+    all_runs: bool,
 ) -> Result<()> {
+    let only = if all_runs {
+        None
+    } else {
+        let full = Scenario::load(&scenario_path(root, name)?)?;
+        let sc = if quick { full.quick() } else { full };
+        let cells = sc.judged_cells();
+        let n: usize = cells.iter().map(|c| c.ccs.len()).sum();
+        let all: usize = sc
+            .cases()
+            .iter()
+            .map(|c| sc.ccs.iter().filter(|cc| sc.wants(&c.label, cc)).count())
+            .sum();
+        if n < all {
+            println!(
+                "{name}: measuring the {n} of {all} (case, cc) pairs a threshold reads \
+                 (--all-runs: every one)"
+            );
+        }
+        Some(cells)
+    };
     // Every run once: on a host whose scheduling is always late (a busy
     // VM) re-measuring everything only doubles the time.
     let Session {
@@ -484,7 +506,7 @@ pub fn check(
         mut runs,
         mut planned,
         mut interrupted,
-    } = run_with(root, name, quick, out, resume, 1, None)?;
+    } = run_with(root, name, quick, out, resume, 1, only)?;
     anyhow::ensure!(
         !sc.checks.is_empty(),
         "{name}: the scenario has no [[checks]]"
@@ -532,11 +554,14 @@ pub fn check(
     };
     if !confirm.is_empty() {
         let extra = confirm.iter().map(|(_, n)| *n).max().unwrap_or(0);
+        // The confirming runs are repetitions base.. of their case.
+        let base = runs.iter().map(|r| r.rep + 1).max().unwrap_or(0);
         // Each cell as many more times as its own check asks.
         let cells: Vec<crate::scenario::Cell> = confirm
             .into_iter()
             .map(|(mut c, n)| {
                 c.repetitions = Some(n as u32);
+                c.rep_base = base;
                 c
             })
             .collect();
@@ -558,7 +583,6 @@ pub fn check(
         let more = run_with(root, name, quick, out, resume, MAX_ATTEMPTS, Some(cells))?;
         interrupted = more.interrupted;
         planned += more.planned;
-        let base = runs.iter().map(|r| r.rep + 1).max().unwrap_or(0);
         runs.extend(more.runs.into_iter().map(|mut r| {
             r.rep += base;
             r
@@ -731,6 +755,7 @@ fn add_pair(
                     .find(|c| c.case == o.case)
                     .and_then(|c| c.duration_s),
                 repetitions: None,
+                rep_base: 0,
             });
             cells.len() - 1
         }

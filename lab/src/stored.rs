@@ -130,7 +130,11 @@ pub fn load_finished(dir: &Path, w0: f64) -> Result<Vec<RunResult>> {
         }
     }
     let mut runs = attach_samples(dir, runs)?;
-    for r in runs.iter_mut().filter(|r| r.summary.retrans_warm.is_none()) {
+    // (not from no samples: that would read as nothing retransmitted)
+    for r in runs
+        .iter_mut()
+        .filter(|r| r.summary.retrans_warm.is_none() && !r.samples.is_empty())
+    {
         crate::summary::fill_warm(&mut r.summary, &r.samples, w0);
     }
     Ok(runs)
@@ -161,6 +165,17 @@ pub fn load(dir: &Path) -> Result<Stored> {
 }
 
 /// `runs` with their rows of samples.csv and queue.csv.
+/// [`csv_rows`], with a missing file read as no rows: a results directory
+/// carried to another machine as its summaries alone (scenario.toml and
+/// runs.jsonl, what a check judges) resumes without the runs' samples.
+fn csv_rows_if_any(path: &Path) -> Result<Vec<Vec<String>>> {
+    if path.exists() {
+        csv_rows(path)
+    } else {
+        Ok(Vec::new())
+    }
+}
+
 fn attach_samples(dir: &Path, runs: Vec<RunSummary>) -> Result<Vec<RunResult>> {
     type Key = (String, String, u32);
     let mut samples: BTreeMap<Key, Vec<FlowSample>> = BTreeMap::new();
@@ -168,7 +183,7 @@ fn attach_samples(dir: &Path, runs: Vec<RunSummary>) -> Result<Vec<RunResult>> {
         s.parse::<f64>()
             .with_context(|| format!("{}: bad {what} {s:?}", dir.display()))
     };
-    for r in csv_rows(&dir.join("samples.csv"))? {
+    for r in csv_rows_if_any(&dir.join("samples.csv"))? {
         if r.len() < 13 {
             bail!("{}/samples.csv: short row {r:?}", dir.display());
         }
@@ -190,7 +205,7 @@ fn attach_samples(dir: &Path, runs: Vec<RunSummary>) -> Result<Vec<RunResult>> {
             });
     }
     let mut queue: BTreeMap<Key, Vec<QueueSample>> = BTreeMap::new();
-    for r in csv_rows(&dir.join("queue.csv"))? {
+    for r in csv_rows_if_any(&dir.join("queue.csv"))? {
         if r.len() < 7 {
             bail!("{}/queue.csv: short row {r:?}", dir.display());
         }
@@ -536,6 +551,65 @@ mod warm_tests {
         let r = &back.unwrap()[0].summary;
         assert_eq!((r.retransmits, r.retrans_warm), (3_143, Some(3)));
         assert!((r.retrans_per_seg_warm.unwrap() - 1e-5).abs() < 1e-12);
+    }
+}
+
+/// A check carried to a fresh machine as its summaries alone (runs.jsonl,
+/// no samples.csv or queue.csv) resumes: its runs keep their summaries,
+/// judged counts included, with no samples.
+#[cfg(test)]
+mod carried_tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_of_summaries_alone_resumes() {
+        let dir = std::env::temp_dir().join(format!("ccload-carried-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let run = RunSummary {
+            case: "20M_80ms_1bdp_loss1e-4".into(),
+            cc: "ub_reno".into(),
+            retransmits: 40,
+            retrans_warm: Some(12),
+            retrans_per_seg_warm: Some(1e-4),
+            goodput_mbit: 18.5,
+            ..Default::default()
+        };
+        let line = serde_json::to_string(&run).unwrap();
+        std::fs::write(dir.join("runs.jsonl"), format!("{line}\n")).unwrap();
+        let back = load_finished(&dir, 5.0);
+        // a file that is there but broken is still an error
+        std::fs::write(dir.join("samples.csv"), format!("{SAMPLES_HEADER}\nx,y\n")).unwrap();
+        let broken = load_finished(&dir, 5.0);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let back = back.unwrap();
+        assert_eq!(back.len(), 1);
+        assert!(back[0].samples.is_empty() && back[0].queue.is_empty());
+        let r = &back[0].summary;
+        assert_eq!(
+            (r.retransmits, r.retrans_warm, r.goodput_mbit),
+            (40, Some(12), 18.5)
+        );
+        assert!(broken.is_err());
+    }
+
+    /// A run recorded before `retrans_warm` existed and carried without its
+    /// samples keeps it unknown (the check then fails it), not 0.
+    #[test]
+    fn an_old_run_without_samples_has_no_count_after_the_warmup() {
+        let dir = std::env::temp_dir().join(format!("ccload-carried-old-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut v = serde_json::to_value(RunSummary {
+            case: "c".into(),
+            cc: "reno".into(),
+            retransmits: 7,
+            ..Default::default()
+        })
+        .unwrap();
+        v.as_object_mut().unwrap().remove("retrans_warm");
+        std::fs::write(dir.join("runs.jsonl"), format!("{v}\n")).unwrap();
+        let back = load_finished(&dir, 5.0);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(back.unwrap()[0].summary.retrans_warm, None);
     }
 }
 

@@ -180,6 +180,10 @@ enum LabCmd {
         /// run and judges what it finished).
         #[arg(long, conflicts_with = "out")]
         resume: Option<PathBuf>,
+        /// Measure every (case, cc) of the scenario, not only the runs a
+        /// threshold reads (the acceptance grid: 378 runs instead of 217).
+        #[arg(long)]
+        all_runs: bool,
     },
 }
 
@@ -357,10 +361,11 @@ fn real_main() -> Result<()> {
                     quick,
                     out,
                     resume,
+                    all_runs,
                 },
         } => {
             build_ccload(&root)?;
-            if let Err(e) = lab::check(&root, &scenario, quick, out, resume) {
+            if let Err(e) = lab::check(&root, &scenario, quick, out, resume, all_runs) {
                 eprintln!("lab check: {e:#}");
                 std::process::exit(1);
             }
