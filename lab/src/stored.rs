@@ -513,16 +513,15 @@ mod csv_tests {
 mod warm_tests {
     use super::*;
 
-    /// A run recorded before `retrans_warm` existed (no such key in its
-    /// runs.jsonl line) is given it from its samples when a check resumes.
-    #[test]
-    fn an_old_run_gets_its_retransmissions_after_the_warmup() {
-        let dir = std::env::temp_dir().join(format!("ccload-warm-test-{}", std::process::id()));
+    /// A fresh directory holding one runs.jsonl line of a run recorded
+    /// before `retrans_warm` existed (no such keys).
+    fn dir_with_old_run(name: &str, case: &str, retransmits: u32) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("ccload-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let mut old = serde_json::to_value(RunSummary {
-            case: "100M_190ms_1bdp".into(),
+            case: case.into(),
             cc: "reno".into(),
-            retransmits: 3_143,
+            retransmits,
             ..Default::default()
         })
         .unwrap();
@@ -532,6 +531,14 @@ mod warm_tests {
         let line = serde_json::to_string(&old).unwrap();
         assert!(!line.contains("warm"));
         std::fs::write(dir.join("runs.jsonl"), format!("{line}\n")).unwrap();
+        dir
+    }
+
+    /// A run recorded before `retrans_warm` existed (no such key in its
+    /// runs.jsonl line) is given it from its samples when a check resumes.
+    #[test]
+    fn an_old_run_gets_its_retransmissions_after_the_warmup() {
+        let dir = dir_with_old_run("warm-test", "100M_190ms_1bdp", 3_143);
         let row = |t: f64, delivered: u32, retx: u32| {
             format!("100M_190ms_1bdp,reno,0,{t},0,10,190000,190000,{delivered},{retx},0,0,0\n")
         };
@@ -551,6 +558,15 @@ mod warm_tests {
         let r = &back.unwrap()[0].summary;
         assert_eq!((r.retransmits, r.retrans_warm), (3_143, Some(3)));
         assert!((r.retrans_per_seg_warm.unwrap() - 1e-5).abs() < 1e-12);
+    }
+    /// A run recorded before `retrans_warm` existed and carried without its
+    /// samples keeps it unknown (the check then fails it), not 0.
+    #[test]
+    fn an_old_run_without_samples_has_no_count_after_the_warmup() {
+        let dir = dir_with_old_run("carried-old", "c", 7);
+        let back = load_finished(&dir, 5.0);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(back.unwrap()[0].summary.retrans_warm, None);
     }
 }
 
@@ -590,26 +606,6 @@ mod carried_tests {
             (40, Some(12), 18.5)
         );
         assert!(broken.is_err());
-    }
-
-    /// A run recorded before `retrans_warm` existed and carried without its
-    /// samples keeps it unknown (the check then fails it), not 0.
-    #[test]
-    fn an_old_run_without_samples_has_no_count_after_the_warmup() {
-        let dir = std::env::temp_dir().join(format!("ccload-carried-old-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut v = serde_json::to_value(RunSummary {
-            case: "c".into(),
-            cc: "reno".into(),
-            retransmits: 7,
-            ..Default::default()
-        })
-        .unwrap();
-        v.as_object_mut().unwrap().remove("retrans_warm");
-        std::fs::write(dir.join("runs.jsonl"), format!("{v}\n")).unwrap();
-        let back = load_finished(&dir, 5.0);
-        std::fs::remove_dir_all(&dir).unwrap();
-        assert_eq!(back.unwrap()[0].summary.retrans_warm, None);
     }
 }
 
