@@ -251,6 +251,19 @@ CCL_CORE u32 ubl_round(struct ubl_win *w, u32 c_q16, u32 ssthresh,
 }
 
 /*
+ * The kernel set the window itself (PRR's end, an RTO, an undo, a restart
+ * after idle): Reno's window is the kernel's, with no extra window, a fresh
+ * count, and the next round not judged.
+ */
+CCL_CORE void ubl_sync(struct ubl_win *w, u32 cwnd)
+{
+	w->cwnd_r = cwnd;
+	w->extra = 0;
+	w->cwnd_cnt = 0;
+	w->settle = 1;
+}
+
+/*
  * Loss (fast retransmit): the cycle ends.  W_full^{i} becomes the next
  * cycle's target if a t* was found, else the previous one is kept; Reno
  * halves (cwnd_r, or cwnd_p with md_base).  Returns the new ssthresh.
@@ -268,6 +281,22 @@ CCL_CORE u32 ubl_loss(struct ubl_win *w, const struct ccl_ub_reno_params *p)
 	w->settle = 1;
 	w->phase = p->extra_enable && w->wfull_prev ? CCL_PHASE_RAMP : CCL_PHASE_ZERO;
 	return base / 2 > 2 ? base / 2 : 2;
+}
+
+/*
+ * ssthresh(): the loss with the kernel's window `cwnd` in hand.  When the
+ * kernel changed the window since the last ACK ub_reno saw (`last`, what
+ * ub_reno wrote), Reno's window is the kernel's before it halves: Recovery
+ * that ends on an ACK which also detects a new loss has PRR set cwnd to
+ * ssthresh and re-enters Recovery with no cong_avoid() between, and the
+ * stale Reno window (the one before the first loss) gave twice the
+ * kernel's Reno's ssthresh (tcp_reno_ssthresh halves the window it sees).
+ */
+CCL_CORE u32 ubl_loss_at(struct ubl_win *w, u32 cwnd, u32 last, const struct ccl_ub_reno_params *p)
+{
+	if (cwnd != last)
+		ubl_sync(w, cwnd);
+	return ubl_loss(w, p);
 }
 
 /* RTO: no extra for the rest of this cycle; W_full kept unless told. */

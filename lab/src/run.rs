@@ -16,7 +16,8 @@ use ccload_testbed::traffic::{connect, set_cc, socket_for};
 use crate::scenario::{parse_cc, Case, Scenario};
 use crate::summary::{summarise, FlowSample, QueueSample, RunResult, RunSummary};
 
-/// Set by Ctrl-C: runs stop early and the guards remove their namespaces.
+/// Set by Ctrl-C: runs stop early and the guards remove their namespaces;
+/// the session keeps no run that was in progress.
 pub static STOP: AtomicBool = AtomicBool::new(false);
 
 pub(crate) struct Flow {

@@ -267,7 +267,9 @@ fn run_with(
         std::fs::copy(&path, dir.join("scenario.toml"))?;
     }
     let _ = ctrlc::set_handler(|| {
-        eprintln!("\nlab: stopping after the current run (Ctrl-C)");
+        eprintln!(
+            "\nlab: stopping (Ctrl-C); the run in progress is not kept, --resume makes it again"
+        );
         STOP.store(true, Ordering::SeqCst);
     });
     let kstate = KernelState::prepare(&sc.ccs)?;
@@ -389,6 +391,12 @@ fn run_with(
                     remeasured += 1;
                 };
                 KernelState::untune(cc);
+                // A run that Ctrl-C cut short measured part of its duration
+                // (a 40-s run ended at 5.5 s read 19.1 Mbit/s and 68
+                // retransmissions, and was kept as finished): not kept.
+                if STOP.load(Ordering::Relaxed) {
+                    break 'outer;
+                }
                 crate::stored::write_rows(&mut samples, &mut queue, &r)?;
                 let s = &r.summary;
                 let line = format!(

@@ -1348,8 +1348,9 @@ const C_HIGH: u32 = 68000; // C = 1.04 > alpha
 
 /// With no extra window (ZERO: the extra window off, or on but no t* found
 /// yet) ub_reno is the kernel's Reno: tcp_reno_cong_avoid (tcp_slow_start,
-/// its leftover to tcp_cong_avoid_ai), ssthresh max(cwnd / 2, 2), PRR
-/// ending at ssthresh, slow start from 1 after an RTO.  The grid's ub_reno runs at 100 Mbit/s, 190 ms,
+/// its leftover to tcp_cong_avoid_ai), ssthresh max(cwnd / 2, 2) of the
+/// kernel's window (also when Recovery is re-entered on the ACK that ended
+/// it), PRR ending at ssthresh, slow start from 1 after an RTO.  The grid's ub_reno runs at 100 Mbit/s, 190 ms,
 /// 1e-4 (0.72-0.82x reno) had an extra window of 0 in every round.
 #[test]
 fn ubl_zero_is_the_kernels_reno() {
@@ -1391,24 +1392,34 @@ fn ubl_zero_is_the_kernels_reno() {
             cnt: 0,
             ssthresh: u32::MAX,
         };
-        let (mut since_round, mut rtos) = (0, 0);
+        let (mut since_round, mut rtos, mut reentries) = (0, 0, 0);
         for step in 0..400_000 {
             let event = r.range(0, 3000);
-            if event <= 1 {
+            if event <= 2 {
                 // fast retransmit, PRR ending at ssthresh; or an RTO
-                // (ssthresh, CA_EVENT_LOSS, cwnd 1): cong_avoid finds the
-                // kernel's window as an external change (cwnd_r, count and
-                // extra reset)
-                let th = unsafe { intf::ubl_loss(&mut w, &p) };
+                // (ssthresh, CA_EVENT_LOSS, cwnd 1); or a fast retransmit
+                // whose Recovery ends on an ACK that detects a new loss:
+                // PRR sets cwnd to ssthresh and ssthresh() runs again with
+                // no cong_avoid() between.  cong_avoid then finds the
+                // kernel's window as an external change.
+                let last = w.cwnd_r + w.extra; // what ub_reno last wrote
+                let th = unsafe { intf::ubl_loss_at(&mut w, reno.cwnd, last, &p) };
                 reno.ssthresh = (reno.cwnd / 2).max(2);
-                reno.cwnd = if event == 0 { reno.ssthresh } else { 1 };
+                reno.cwnd = if event == 1 { 1 } else { reno.ssthresh };
                 reno.cnt = 0;
                 assert_eq!(th, reno.ssthresh, "step {step}: ssthresh");
                 if event == 1 {
                     unsafe { intf::ubl_rto(&mut w, &p) };
                     rtos += 1;
                 }
-                (w.cwnd_r, w.cwnd_cnt, w.extra, w.settle) = (reno.cwnd, 0, 0, 1);
+                if event == 2 {
+                    let th = unsafe { intf::ubl_loss_at(&mut w, reno.cwnd, last, &p) };
+                    reno.ssthresh = (reno.cwnd / 2).max(2);
+                    reno.cwnd = reno.ssthresh;
+                    assert_eq!(th, reno.ssthresh, "step {step}: ssthresh on re-entry");
+                    reentries += 1;
+                }
+                unsafe { intf::ubl_sync(&mut w, reno.cwnd) };
                 continue;
             }
             let acked = r.range(1, 3) as u32;
@@ -1427,8 +1438,8 @@ fn ubl_zero_is_the_kernels_reno() {
             );
         }
         assert!(
-            w.cycle > 100 && rtos > 50,
-            "{} cycles, {rtos} RTOs",
+            w.cycle > 100 && rtos > 50 && reentries > 50,
+            "{} cycles, {rtos} RTOs, {reentries} re-entries",
             w.cycle
         );
     }

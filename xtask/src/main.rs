@@ -176,8 +176,8 @@ enum LabCmd {
         #[arg(long)]
         out: Option<PathBuf>,
         /// Finish an interrupted check in this results directory (its
-        /// finished runs are kept; Ctrl-C stops a check after the current
-        /// run and judges what it finished).
+        /// finished runs are kept; Ctrl-C stops a check, drops the run in
+        /// progress and judges what it finished).
         #[arg(long, conflicts_with = "out")]
         resume: Option<PathBuf>,
         /// Measure every (case, cc) of the scenario, not only the runs a
