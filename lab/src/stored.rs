@@ -607,6 +607,47 @@ mod carried_tests {
         );
         assert!(broken.is_err());
     }
+
+    /// The report's plots are drawn for carried runs, which have no
+    /// samples (empty time series, no RTT CDF), beside runs that have them.
+    #[test]
+    fn carried_runs_without_samples_are_plotted() {
+        let dir = std::env::temp_dir().join(format!("ccload-carried-plot-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("plots")).unwrap();
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let sc = Scenario::load(&root.join("configs/lab/acceptance.toml")).unwrap();
+        let case = sc.cases()[0].label.clone();
+        let run = |cc: &str, goodput_mbit| RunSummary {
+            case: case.clone(),
+            cc: cc.into(),
+            goodput_mbit,
+            utilisation: goodput_mbit / 20.0,
+            rtt_p95_ms: 13.8,
+            ..Default::default()
+        };
+        let lines: Vec<String> = [run("reno", 4.1), run("ub_reno", 4.0)]
+            .iter()
+            .map(|r| serde_json::to_string(r).unwrap())
+            .collect();
+        std::fs::write(dir.join("runs.jsonl"), lines.join("\n") + "\n").unwrap();
+        let results = load_finished(&dir, sc.warmup_s).unwrap();
+        let summaries: Vec<&RunSummary> = results.iter().map(|r| &r.summary).collect();
+        let agg = aggregate(&summaries);
+        let drawn = crate::plot::plots(&dir, &sc, &results, &agg);
+        let pngs = std::fs::read_dir(dir.join("plots"))
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == "png")
+            })
+            .count();
+        std::fs::remove_dir_all(&dir).unwrap();
+        drawn.unwrap();
+        assert!(pngs >= 2, "{pngs} PNG plots");
+    }
 }
 
 #[cfg(test)]
