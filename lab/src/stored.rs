@@ -446,6 +446,16 @@ impl Drop for Recorder {
     }
 }
 
+/// A fresh directory under the system's temp dir for one test (`name`
+/// and this process's id), created empty.
+#[cfg(test)]
+fn test_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ccload-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 #[cfg(test)]
 mod csv_tests {
     use super::*;
@@ -455,8 +465,7 @@ mod csv_tests {
     /// plot` failed with `bad rep "spread=1"`.
     #[test]
     fn a_cc_with_a_comma_is_stored_and_read_back() {
-        let dir = std::env::temp_dir().join(format!("ccload-csv-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = test_dir("csv-test");
         let names = ["ctcp_plus:plateau=0.9375,spread=1", "reno", "odd\"name,x"];
         let (mut samples, mut queue) = (
             format!("{SAMPLES_HEADER}\n").into_bytes(),
@@ -516,8 +525,7 @@ mod warm_tests {
     /// A fresh directory holding one runs.jsonl line of a run recorded
     /// before `retrans_warm` existed (no such keys).
     fn dir_with_old_run(name: &str, case: &str, retransmits: u32) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("ccload-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = test_dir(name);
         let mut old = serde_json::to_value(RunSummary {
             case: case.into(),
             cc: "reno".into(),
@@ -579,8 +587,7 @@ mod carried_tests {
 
     #[test]
     fn a_directory_of_summaries_alone_resumes() {
-        let dir = std::env::temp_dir().join(format!("ccload-carried-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = test_dir("carried-test");
         let run = RunSummary {
             case: "20M_80ms_1bdp_loss1e-4".into(),
             cc: "ub_reno".into(),
@@ -612,7 +619,7 @@ mod carried_tests {
     /// samples (empty time series, no RTT CDF), beside runs that have them.
     #[test]
     fn carried_runs_without_samples_are_plotted() {
-        let dir = std::env::temp_dir().join(format!("ccload-carried-plot-{}", std::process::id()));
+        let dir = test_dir("carried-plot");
         std::fs::create_dir_all(dir.join("plots")).unwrap();
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let sc = Scenario::load(&root.join("configs/lab/acceptance.toml")).unwrap();
