@@ -408,10 +408,23 @@ CCL_CORE u32 ccpd_cong_hold(struct ccpd *ca, const struct ccl_ccpd_params *p, u3
  * and 61 % of the time in Recovery.  The bound is loose by the pipe P (a full
  * pipe holds P of the packets in flight), so it never clips a real queue at
  * buffers up to 4 BDP even with C overestimated by the 1.25 cap.
+ *
+ * rtt_max takes a tighter, steady-state bound.  On a busy, ACK-clocked path
+ * a packet's n is the flight ahead of it, pipe and queue, so Little's law
+ * gives its RTT exactly: r = n / C.  So rtt_max only rises to
+ *   min(s, 17/16 n / fb, never below m)
+ * (fb = the delivery-rate max <= C; 1/16 of slack for its noise).  A stall
+ * that the loose bound lets through at short RTTs (a 20-ms stall is within
+ * m + n / C when m = 10 ms) is stopped here: the lab's 100 Mbit/s, 10 ms,
+ * 1 BDP run had rtt_max lifted from 14.5 to 20.8 ms by one, B from 36 to 90
+ * packets, and the standing queue from 14 to 40 for the rest of the flow.
+ * It is no bound for the smoothed RTT the law reads: after a burst into an
+ * empty pipe, or while fb still holds a rate the flow had before a
+ * competitor came, it clips a real queue; B then learns it a little later.
  */
 CCL_CORE void ccpd_rtt_sample(struct ccpd *ca, s32 rtt, u32 delivered_out)
 {
-	u32 r, c;
+	u32 r, c, s, fb;
 
 	if (rtt <= 0)
 		return;
@@ -429,8 +442,18 @@ CCL_CORE void ccpd_rtt_sample(struct ccpd *ca, s32 rtt, u32 delivered_out)
 		ca->rtts_q3 = r << 3;
 	else
 		ca->rtts_q3 += r - (ca->rtts_q3 >> 3);
-	if (ccpd_rtts(ca) > ca->rtt_max_us)
-		ca->rtt_max_us = ccpd_rtts(ca);
+	s = ccpd_rtts(ca);
+	fb = ccpd_fb(ca);
+	if (fb && delivered_out) {
+		/* Little: s <= (1 + 1/16) n / fb, never below m */
+		u64 little = (u64)delivered_out * 17000000 / 16 / fb;
+
+		little = ccl_max64(little, ca->rtt_min_us);
+		if (s > little)
+			s = (u32)little;
+	}
+	if (s > ca->rtt_max_us)
+		ca->rtt_max_us = s;
 }
 
 /* Packet-pair probe; adv = bytes acked beyond the pair's start. */
