@@ -70,16 +70,24 @@ static __always_inline bool before(u32 seq1, u32 seq2)
 }
 #define after(seq2, seq1) before(seq1, seq2)
 
-/* tcp_is_cwnd_limited() is a static inline in the kernel; same logic as
- * tools/testing/selftests/bpf/progs/bpf_cubic.c. */
+/* tcp_is_cwnd_limited() is a static inline in the kernel; this is its current
+ * form (include/net/tcp.h since "tcp: fix cwnd-limited bug for TSO deferral
+ * where we send nothing", 2022): is_cwnd_limited first, and only then slow
+ * start's "twice what was ACKed".  The older form, still the one in
+ * tools/testing/selftests/bpf/progs/bpf_cubic.c and ours until 2026-11-26,
+ * checks slow start first, and so stops a cwnd-limited slow start whenever
+ * cwnd >= 2 max_packets_out (TSO deferral, small windows after an RTO),
+ * where the kernel's own reno and cubic grow. */
 static __always_inline bool tcp_is_cwnd_limited(const struct sock *sk)
 {
 	const struct tcp_sock *tp = tcp_sk(sk);
 
+	if (BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited))
+		return true;
 	/* If in slow start, ensure cwnd grows to twice what was ACKed. */
 	if (tp->snd_cwnd < tp->snd_ssthresh)
 		return tp->snd_cwnd < 2 * tp->max_packets_out;
-	return !!BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited);
+	return false;
 }
 
 /* Fill the algorithm-independent part of a telemetry record. */
