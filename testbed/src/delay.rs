@@ -16,7 +16,7 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -215,7 +215,18 @@ pub struct DelayLine {
     stall_until: Arc<AtomicU64>,
     /// Packets the seeded loss dropped (forward direction).
     loss_drops: Arc<AtomicU64>,
+    /// The forward direction's seeded loss, replaceable while the line
+    /// runs ([`DelayLine::set_loss`]).
+    loss: Arc<LossCtl>,
     threads: Vec<JoinHandle<DirStats>>,
+}
+
+/// A seeded loss the reader picks up between two packets: `gen` changes
+/// with every [`DelayLine::set_loss`], and the reader then reads `cur` and
+/// restarts its draw index at 0.
+struct LossCtl {
+    gen: AtomicU64,
+    cur: Mutex<Option<SeededLoss>>,
 }
 
 impl DelayLine {
@@ -235,9 +246,16 @@ impl DelayLine {
         let stop = Arc::new(AtomicBool::new(false));
         let stall_until = Arc::new(AtomicU64::new(0));
         let loss_drops = Arc::new(AtomicU64::new(0));
+        let ctl = Arc::new(LossCtl {
+            gen: AtomicU64::new(0),
+            cur: Mutex::new(loss),
+        });
         let (a, b) = (Arc::new(a), Arc::new(b));
         let mut threads = Vec::new();
-        for (src, dst, d, l) in [(a.clone(), b.clone(), fwd, loss), (b, a, rev, None)] {
+        for (src, dst, d, l) in [
+            (a.clone(), b.clone(), fwd, Some(ctl.clone())),
+            (b, a, rev, None),
+        ] {
             let (tx, rx) = mpsc::sync_channel::<Pkt>(MAX_QUEUED);
             let (st, drops) = (stop.clone(), loss_drops.clone());
             threads.push(std::thread::spawn(move || reader(src, tx, d, st, l, drops)));
@@ -248,8 +266,19 @@ impl DelayLine {
             stop,
             stall_until,
             loss_drops,
+            loss: ctl,
             threads,
         }
+    }
+
+    /// Replace the forward direction's seeded loss from the next packet on
+    /// (`None`: no loss).  The draw index restarts at 0, so the n-th packet
+    /// after this call is lost as the n-th draw of `loss`: two runs that
+    /// switch the same loss on at their own moment lose the same packets
+    /// counted from that moment (a test's loss onset, common random numbers).
+    pub fn set_loss(&self, loss: Option<SeededLoss>) {
+        *self.loss.cur.lock().unwrap_or_else(|e| e.into_inner()) = loss;
+        self.loss.gen.fetch_add(1, Ordering::SeqCst);
     }
 
     /// The count of packets the seeded loss dropped, live (it outlives the
@@ -311,10 +340,15 @@ fn reader(
     tx: mpsc::SyncSender<Pkt>,
     d: Duration,
     stop: Arc<AtomicBool>,
-    loss: Option<SeededLoss>,
+    ctl: Option<Arc<LossCtl>>,
     loss_drops: Arc<AtomicU64>,
 ) -> DirStats {
     let mut idx = 0u64; // packets read: the index of the loss draws
+    let (mut gen, mut loss) = (0u64, None::<SeededLoss>);
+    if let Some(c) = &ctl {
+        gen = c.gen.load(Ordering::SeqCst);
+        loss = *c.cur.lock().unwrap_or_else(|e| e.into_inner());
+    }
     let mut st = DirStats::new();
     st.realtime = make_realtime();
     let d_ns = d.as_nanos() as u64;
@@ -336,6 +370,14 @@ fn reader(
             let len = unsafe { libc::read(src.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
             if len <= 0 {
                 break;
+            }
+            if let Some(c) = &ctl {
+                let g = c.gen.load(Ordering::Relaxed);
+                if g != gen {
+                    gen = g;
+                    loss = *c.cur.lock().unwrap_or_else(|e| e.into_inner());
+                    idx = 0;
+                }
             }
             idx += 1;
             if loss.is_some_and(|l| l.lost(idx - 1)) {

@@ -225,6 +225,19 @@ impl Bottleneck {
         self.delay.take().map(|d| d.stop())
     }
 
+    /// Seeded random loss of the data direction from now on, drawn by the
+    /// delay line ([`DelayLine::set_loss`]): the n-th data packet after
+    /// this call is lost by the n-th draw of `seed`, so runs that switch the
+    /// same loss on at their own onset lose the same packets counted from
+    /// it.  `p` = 0 ends the seeded loss.  The iptables rules
+    /// ([`Bottleneck::set_random_loss`]) are separate.  No-op once the
+    /// delay line is stopped.
+    pub fn set_seeded_loss(&self, p: f64, seed: u64) {
+        if let Some(dl) = &self.delay {
+            dl.set_loss((p > 0.0).then_some(SeededLoss { p, seed }));
+        }
+    }
+
     /// Stall the path for `d` (both directions; see [`DelayLine::stall`]).
     /// No-op once the delay line is stopped.
     pub fn stall(&self, d: Duration) {

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ccload_itests::delay::SeededLoss;
 use ccload_itests::link::{Bottleneck, LinkCfg, PFIFO};
 use ccload_itests::privileged;
 
@@ -257,4 +258,81 @@ fn seeded_loss_loses_the_same_packets_for_the_same_seed() {
         common < a.len() / 4,
         "seeds 11 and 12 share {common} losses"
     );
+}
+
+/// `set_seeded_loss` while the link runs (a test's loss onset): nothing is
+/// lost before it, the n-th datagram after it is lost exactly when the n-th
+/// draw of the seed says so, and nothing is lost after the loss is ended.
+#[test]
+fn seeded_loss_switched_on_mid_run_counts_its_draws_from_the_onset() {
+    let _g = privileged!();
+    let link = Bottleneck::new(LinkCfg {
+        rate_mbit: 50.0,
+        buffer_pkts: 1000,
+        delay_ms: 1.0,
+        ..Default::default()
+    });
+    let (tx, rx, dst) = udp_pair(&link, 7006);
+    // Three phases of datagrams, numbered 0.. within each phase in the
+    // first four bytes and the phase in the fifth.
+    let (n_before, n_on, n_after) = (500u32, 4_000u32, 500u32);
+    let send = |phase: u8, n: u32| {
+        for i in 0..n {
+            let mut d = [0u8; 200];
+            d[..4].copy_from_slice(&i.to_le_bytes());
+            d[4] = phase;
+            tx.send_to(&d, dst).unwrap();
+            if i % 10 == 9 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        // every datagram of the phase has crossed the line before the next
+        // phase's setting takes effect (1 ms delay, 50 Mbit/s)
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let counter = std::thread::spawn(move || {
+        rx.set_read_timeout(Some(Duration::from_millis(1_500)))
+            .unwrap();
+        let mut b = [0u8; 256];
+        let mut seen = vec![vec![false; 4_000]; 3];
+        while let Ok((len, _)) = rx.recv_from(&mut b) {
+            assert_eq!(len, 200);
+            let i = u32::from_le_bytes(b[..4].try_into().unwrap()) as usize;
+            seen[b[4] as usize][i] = true;
+        }
+        seen
+    });
+    send(0, n_before);
+    link.set_seeded_loss(0.05, 11);
+    send(1, n_on);
+    link.set_seeded_loss(0.0, 11);
+    send(2, n_after);
+    let seen = counter.join().unwrap();
+    let lost =
+        |ph: usize, n: u32| -> Vec<u32> { (0..n).filter(|&i| !seen[ph][i as usize]).collect() };
+    assert_eq!(
+        lost(0, n_before),
+        Vec::<u32>::new(),
+        "lost before the onset"
+    );
+    assert_eq!(
+        lost(2, n_after),
+        Vec::<u32>::new(),
+        "lost after the loss ended"
+    );
+    let want = SeededLoss { p: 0.05, seed: 11 };
+    let want: Vec<u32> = (0..n_on).filter(|&i| want.lost(i as u64)).collect();
+    let got = lost(1, n_on);
+    eprintln!(
+        "{} of {n_on} lost after the onset, first {:?}",
+        got.len(),
+        &got[..5.min(got.len())]
+    );
+    assert!(want.len() > 100, "the draws lose {} of {n_on}", want.len());
+    assert_eq!(
+        got, want,
+        "the datagrams the seed's draws name from the onset"
+    );
+    assert_eq!(link.random_drops(), want.len() as u64);
+    assert_eq!(link.queue_drops(), 0);
 }
