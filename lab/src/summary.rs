@@ -90,6 +90,42 @@ pub struct RunSummary {
     pub flows: Vec<FlowSummary>,
 }
 
+/// The shortest delay-line hold-up that counts as a path stall, us (see
+/// [`RunSummary::stalled`]).
+pub const STALL_MIN_US: u64 = 2_000;
+
+impl RunSummary {
+    /// The delay line released some packet later than an eighth of the base
+    /// RTT (at least [`STALL_MIN_US`]): for that long the emulated path
+    /// stood still, and the ACKs held meanwhile left as one burst into the
+    /// bottleneck.  On a drop-tail buffer shorter than the burst that is a
+    /// loss event the host made, not the controller (50 Mbit/s, 40 ms,
+    /// 21 packets: one 15-ms stall took reno from ~40 to 78 retransmissions
+    /// and 39 to 32 Mbit/s; ctcp_plus's three runs behind a failed CI check
+    /// held stalls of 8-20 ms, reno's of 1-3 ms).  Such runs stay valid
+    /// (their p99 is the host's usual one); a check measures again the ones
+    /// behind a failing threshold.
+    pub fn stalled(&self) -> bool {
+        let eighth = if self.rtt_base_ms.is_finite() && self.rtt_base_ms > 0.0 {
+            (self.rtt_base_ms * 1000.0 / 8.0) as u64
+        } else {
+            0
+        };
+        self.lateness_max_us > eighth.max(STALL_MIN_US)
+    }
+
+    /// Which of two measurements of one run a check keeps (smaller first):
+    /// a valid one, then one without a stall, then the less late.
+    pub fn lateness_rank(&self) -> (bool, bool, u64, u64) {
+        (
+            !self.valid,
+            self.stalled(),
+            self.lateness_max_us,
+            self.lateness_p99_us,
+        )
+    }
+}
+
 pub struct RunResult {
     pub summary: RunSummary,
     pub samples: Vec<FlowSample>,
