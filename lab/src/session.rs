@@ -678,6 +678,15 @@ fn sub_dir(dir: &Path, name: &str) -> (Option<PathBuf>, Option<PathBuf>) {
     }
 }
 
+/// " (mean of N)" after a value judged on the mean of N runs.
+fn mean_of(o: &crate::scenario::CheckOutcome) -> String {
+    if o.runs > 1 {
+        format!(" (mean of {})", o.runs)
+    } else {
+        String::new()
+    }
+}
+
 /// The thresholds' table (printed, appended to report.md, and checks.json),
 /// and the verdict: an error when one fails or, `interrupted` (then the
 /// command that finishes it), when runs are missing.
@@ -704,11 +713,7 @@ fn judge(
             o.against,
             o.metric,
             o.value,
-            if o.runs > 1 {
-                format!(" (mean of {})", o.runs)
-            } else {
-                String::new()
-            },
+            mean_of(o),
             o.bound,
             if o.pass { "ok" } else { "**FAIL**" }
         );
@@ -781,11 +786,7 @@ fn judge(
             },
             o.metric,
             o.value,
-            if o.runs > 1 {
-                format!(" (mean of {})", o.runs)
-            } else {
-                String::new()
-            },
+            mean_of(o),
             o.bound
         );
     }
