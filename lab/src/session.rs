@@ -191,10 +191,6 @@ struct Session {
     interrupted: bool,
 }
 
-/// The session behind `lab run` and `lab check`: `attempts` per run while
-/// its delay line is invalid (the least late attempt stands), and `only`,
-/// when given, in place of the scenario's cells (a re-measurement; each
-/// cell's `repetitions`, else the scenario's).
 /// When `run_with` measures a run again at once (up to [`MAX_ATTEMPTS`] in
 /// all; the best attempt by [`RunSummary::lateness_rank`], or by p99
 /// lateness alone without stalls, stands).
@@ -210,6 +206,10 @@ enum Remeasure {
     InvalidOrStalled,
 }
 
+/// The session behind `lab run` and `lab check`: each run measured again
+/// as `remeasure` says, and `only`, when given, in place of the scenario's
+/// cells (a re-measurement; each cell's `repetitions`, else the
+/// scenario's).
 fn run_with(
     root: &Path,
     name: &str,
@@ -388,6 +388,7 @@ fn run_with(
                         }
                     };
                     let late = r.summary.lateness_p99_us;
+                    let late_max = r.summary.lateness_max_us;
                     let valid = r.summary.valid;
                     // With redo_stalled (a check's confirming runs) a path
                     // stall is measured again too (RunSummary::stalled).
@@ -406,10 +407,7 @@ fn run_with(
                         break best.take().expect("one attempt");
                     }
                     let why = if valid {
-                        format!(
-                            "the path stalled {:.1} ms",
-                            best.as_ref().map_or(0, |b| b.summary.lateness_max_us) as f64 / 1e3
-                        )
+                        format!("the path stalled {:.1} ms", late_max as f64 / 1e3)
                     } else {
                         format!("delay line p99 lateness {late} us (invalid)")
                     };
@@ -562,8 +560,9 @@ pub fn check(
     // A failing threshold that rests on a run the delay line flagged
     // (invalid, or a path stall: RunSummary::stalled): those runs once more
     // (their own directory), and of the two measurements of each the valid,
-    // unstalled, less late one stands (RunSummary::lateness_rank).  Not in an interrupted check: its
-    // resumption re-measures them once the grid is whole.
+    // unstalled, less late one stands (RunSummary::lateness_rank).  Not in
+    // an interrupted check: its resumption re-measures them once the grid
+    // is whole.
     let again = if interrupted {
         Vec::new()
     } else {

@@ -344,11 +344,8 @@ fn reader(
     loss_drops: Arc<AtomicU64>,
 ) -> DirStats {
     let mut idx = 0u64; // packets read: the index of the loss draws
-    let (mut gen, mut loss) = (0u64, None::<SeededLoss>);
-    if let Some(c) = &ctl {
-        gen = c.gen.load(Ordering::SeqCst);
-        loss = *c.cur.lock().unwrap_or_else(|e| e.into_inner());
-    }
+                        // u64::MAX is no generation: the first packet reads the loss in force.
+    let (mut gen, mut loss) = (u64::MAX, None::<SeededLoss>);
     let mut st = DirStats::new();
     st.realtime = make_realtime();
     let d_ns = d.as_nanos() as u64;

@@ -158,7 +158,6 @@ fn ctcp_plus_keeps_the_pipe_on_random_losses() {
             h.join().expect("transfer thread")
         })
         .expect("transfer");
-        link.set_seeded_loss(0.0, seed);
         let (losses, random) = (loss_events() - l0, stat("loss_random") - r0);
         let drops = link.random_drops().saturating_sub(d0);
         // Goodput from a second after the onset to the end.
