@@ -597,7 +597,8 @@ pub fn check(
         outcomes = sc.evaluate(&runs);
     }
     // A comparison that fails on one run of each CC: confirmed on more
-    // (the check's confirm_reps), the mean of all of them judged.
+    // (the check's confirm_reps), judged by the paired test on all of
+    // them (scenario::Paired).
     let confirm = if interrupted {
         Vec::new()
     } else {
@@ -677,12 +678,16 @@ fn sub_dir(dir: &Path, name: &str) -> (Option<PathBuf>, Option<PathBuf>) {
     }
 }
 
-/// " (mean of N)" after a value judged on the mean of N runs.
+/// " (mean of N)" after a value judged on the mean of N runs, and the
+/// paired test's margin and bound when one judged it.
 fn mean_of(o: &crate::scenario::CheckOutcome) -> String {
-    if o.runs > 1 {
-        format!(" (mean of {})", o.runs)
-    } else {
-        String::new()
+    match (o.runs, o.paired) {
+        (0 | 1, _) => String::new(),
+        (n, None) => format!(" (mean of {n})"),
+        (n, Some(p)) => format!(
+            " (mean of {n}; paired margin {:+.4}, 95 % upper bound {:+.4})",
+            p.margin, p.upper
+        ),
     }
 }
 
@@ -734,7 +739,11 @@ fn judge(
             report,
             "\nComparisons that failed on one run of each CC were confirmed on more \
              (confirm/): the value marked \"mean of N\" is the mean of all N runs, the \
-             first included."
+             first included.  Such a comparison is judged per repetition run by both \
+             CCs: the margin by which the controller keeps within the bound (goodput: \
+             a - x b, retransmissions: x b + slack - a), and it fails only when the \
+             one-sided 95 % upper confidence bound of the mean margin (Student's t) is \
+             below 0, that is when the runs show it beyond the bound."
         );
     }
     if dir.join("again").exists() {
@@ -968,6 +977,7 @@ mod tests {
             why: String::new(),
             runs: 1,
             confirm_reps: 0,
+            paired: None,
         }
     }
 
