@@ -638,10 +638,13 @@ impl Scenario {
                 // A comparison's verdict: on one run of `cc`, the means
                 // against the bound; on repetitions of both, the paired test
                 // on `margin(a, b)` (>= 0: within) per shared repetition.
+                // `b` is the reference's mean, `other(f)`, which the caller
+                // has in hand.
                 let compare = |f: &dyn Fn(&RunSummary) -> f64,
+                               b: f64,
                                margin: &dyn Fn(f64, f64) -> f64|
                  -> (Option<f64>, Option<Paired>, bool) {
-                    let (Some(a), Some(b)) = (me(f), other(f)) else {
+                    let Some(a) = me(f) else {
                         return (None, None, false);
                     };
                     let margins: Vec<f64> = mine
@@ -651,7 +654,8 @@ impl Scenario {
                             Some(margin(f(x), f(y)))
                         })
                         .collect();
-                    let paired = (n_runs > 1).then(|| Paired::of(&margins)).flatten();
+                    // one run of `cc` pairs at most once: Paired::of is None
+                    let paired = Paired::of(&margins);
                     let pass = paired.map_or(margin(a, b) >= 0.0, |p| p.pass());
                     (Some(a), paired, pass)
                 };
@@ -695,12 +699,12 @@ impl Scenario {
                 };
                 let infl = |r: &RunSummary| (r.rtt_p95_ms - r.rtt_base_ms).max(0.0);
                 if let (Some(x), Some(o)) = (c.goodput_ratio_min, other(&good)) {
-                    let (v, p, pass) = compare(&good, &|a, b| a - x * b);
+                    let (v, p, pass) = compare(&good, o, &|a, b| a - x * b);
                     push("goodput_mbit", v, o, format!(">= {x} x {o:.2}"), p, pass);
                 }
                 if let (Some(x), Some(o)) = (c.retrans_ratio_max, other(&retx)) {
                     let s = c.retrans_slack;
-                    let (v, p, pass) = compare(&retx, &|a, b| x * b + s - a);
+                    let (v, p, pass) = compare(&retx, o, &|a, b| x * b + s - a);
                     push(retx_name, v, o, format!("<= {x} x {o:.0} + {s}"), p, pass);
                 }
                 let per_seg = |r: &RunSummary| {
@@ -712,7 +716,7 @@ impl Scenario {
                 };
                 if let (Some(x), Some(o)) = (c.retrans_per_seg_ratio_max, other(&per_seg)) {
                     let s = c.retrans_per_seg_slack;
-                    let (v, p, pass) = compare(&per_seg, &|a, b| x * b + s - a);
+                    let (v, p, pass) = compare(&per_seg, o, &|a, b| x * b + s - a);
                     push(
                         per_seg_name,
                         v,
@@ -724,7 +728,7 @@ impl Scenario {
                 }
                 if let (Some(x), Some(o)) = (c.rtt_inflation_ratio_max, other(&infl)) {
                     // a reference that adds no delay leaves 1 ms of room
-                    let (v, p, pass) = compare(&infl, &|a, b| (x * b).max(1.0) - a);
+                    let (v, p, pass) = compare(&infl, o, &|a, b| (x * b).max(1.0) - a);
                     push(
                         "rtt_p95_inflation_ms",
                         v,
