@@ -343,8 +343,9 @@ fn reader(
     ctl: Option<Arc<LossCtl>>,
     loss_drops: Arc<AtomicU64>,
 ) -> DirStats {
-    let mut idx = 0u64; // packets read: the index of the loss draws
-                        // u64::MAX is no generation: the first packet reads the loss in force.
+    // Packets read: the index of the loss draws.
+    let mut idx = 0u64;
+    // u64::MAX is no generation: the first packet reads the loss in force.
     let (mut gen, mut loss) = (u64::MAX, None::<SeededLoss>);
     let mut st = DirStats::new();
     st.realtime = make_realtime();
