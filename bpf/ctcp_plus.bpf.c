@@ -191,20 +191,8 @@ void BPF_PROG(ctcp_plus_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 	stat_inc(CCL_STAT_ACKS);
 
 	/* The kernel changed cwnd (PRR end, RTO, undo, idle restart). */
-	if (tp->snd_cwnd != ca->last_cwnd) {
-		u32 d = ca->dwnd_q10 >> 10;
-
-		if (ca->cwnd_l + d > tp->snd_cwnd) {
-			if (ca->cwnd_l > tp->snd_cwnd) {
-				ca->cwnd_l = tp->snd_cwnd;
-				ca->dwnd_q10 = 0;
-			} else {
-				ca->dwnd_q10 = (tp->snd_cwnd - ca->cwnd_l) << 10;
-			}
-		} else {
-			ca->cwnd_l = tp->snd_cwnd - d; /* undo raised it */
-		}
-	}
+	if (tp->snd_cwnd != ca->last_cwnd)
+		ctcp_resync(tp->snd_cwnd, &ca->cwnd_l, &ca->dwnd_q10);
 
 	/* Loss window: slow start, else +1/swnd per segment; (4) hold in EP. */
 	swnd = tp->snd_cwnd ? tp->snd_cwnd : 1;
@@ -298,6 +286,12 @@ __u32 BPF_PROG(ctcp_plus_ssthresh, struct sock *sk)
 	ccl_params(ccl_profile_of(sk), &p);
 	stat_inc(CCL_STAT_LOSS_EVENTS);
 	ca->losses++;
+	/* The kernel's window may be newer than the split (Recovery entered
+	 * again on the ACK that ended it, before cong_avoid): halve that one. */
+	if (tp->snd_cwnd != ca->last_cwnd) {
+		ctcp_resync(tp->snd_cwnd, &ca->cwnd_l, &ca->dwnd_q10);
+		ca->last_cwnd = tp->snd_cwnd;
+	}
 	floor = ctcp_loss_floor(tp->snd_cwnd, ca->last_rtt_us, ca->rtt_max_us, ca->base_rtt_us, &p);
 	if (floor) {
 		/*

@@ -233,13 +233,42 @@ CCL_CORE void ctcp_rtt_max_update(u32 *rtt_max_us, u32 *rate_max, u32 win, u32 r
 		*rtt_max_us = rtt_us;
 }
 
+/*
+ * The kernel set the send window itself (PRR's end, an RTO, an undo, an
+ * idle restart, Recovery entered again before cong_avoid ran): split the
+ * kernel's window `cwnd` into the loss and delay windows again, so that
+ *   cwnd_l + dwnd = cwnd
+ * A lower window takes the delay window first, then the loss window; a
+ * higher one (an undo) goes to the loss window.  Both cong_avoid and
+ * ssthresh call it: ssthresh on a stale split halved a loss window of
+ * 1,896,535,746 segments while the kernel's window was 11 (a run on the
+ * 2-packet buffer, docs/results.md 3r), and the kernel then set the window
+ * to that ssthresh at the end of Recovery.
+ */
+CCL_CORE void ctcp_resync(u32 cwnd, u32 *cwnd_l, u32 *dwnd_q10)
+{
+	u32 d = *dwnd_q10 >> 10;
+
+	if (*cwnd_l >= cwnd) {
+		*cwnd_l = cwnd;
+		*dwnd_q10 = 0;
+	} else if ((u64)*cwnd_l + d > cwnd) {
+		*dwnd_q10 = (cwnd - *cwnd_l) << 10; /* < d <= 2^22: fits */
+	} else {
+		*cwnd_l = cwnd - d;
+	}
+}
+
 /* On a dupack loss: cwnd_l = cwnd_l / 2 and
  *   dwnd = max(max(swnd (1 - beta), min(floor, swnd)) - cwnd_l / 2, 0)
  * so the total becomes swnd (1 - beta), or the floor (ctcp_loss_floor)
  * when that is higher.  Returns the new ssthresh. */
 CCL_CORE u32 ctcp_loss(u32 swnd, u32 beta_q10, u32 floor, u32 *cwnd_l, u32 *dwnd_q10)
 {
-	u32 half = *cwnd_l / 2 > 1 ? *cwnd_l / 2 : 1;
+	/* A loss window above the send window is stale (the caller re-splits
+	 * first, ctcp_resync): halving it gave an ssthresh above swnd. */
+	u32 cl = *cwnd_l < swnd ? *cwnd_l : swnd;
+	u32 half = cl / 2 > 1 ? cl / 2 : 1;
 	u64 d = (u64)swnd * (1024 - beta_q10) >> 10;
 
 	d = ccl_max64(d, ccl_min64(floor, swnd));

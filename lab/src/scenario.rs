@@ -761,6 +761,39 @@ impl Scenario {
                     );
                 }
             }
+            // Every checked controller, in every case a check reads it: no
+            // run's window beyond what any law could want (summary::
+            // window_bound).  The largest of its runs, not the mean: one
+            // wild window is a fault however the other runs went.
+            let storage = case.link.bdp_pkts() + case.link.buffer_pkts as f64;
+            let bound = crate::summary::window_bound(storage);
+            let mut seen: Vec<&str> = Vec::new();
+            for c in &self.checks {
+                if seen.contains(&c.cc.as_str())
+                    || !in_filter(&case, &c.rate_mbit, &c.rtt_ms, &c.buffer_bdp, &c.loss)
+                {
+                    continue;
+                }
+                seen.push(&c.cc);
+                let mine = of(&case.label, &c.cc);
+                let Some(w) = mine.iter().filter_map(|r| r.cwnd_max).max() else {
+                    continue;
+                };
+                out.push(CheckOutcome {
+                    case: case.label.clone(),
+                    cc: c.cc.clone(),
+                    against: String::new(),
+                    metric: "cwnd_max",
+                    value: w as f64,
+                    reference: 0.0,
+                    bound: format!("<= {bound} (16 x {storage:.0} stored, >= 1000)"),
+                    pass: w <= bound,
+                    why: "a sane window: no run beyond 16 times what the path stores".into(),
+                    runs: mine.len(),
+                    confirm_reps: 0,
+                    paired: None,
+                });
+            }
         }
         out
     }
@@ -1034,6 +1067,63 @@ why = "absolute"
         assert!(o[1].pass && (o[1].paired.unwrap().margin - 180.0).abs() < 1e-9);
         assert_eq!((t95(1), t95(8), t95(100)), (6.314, 1.860, 1.645));
         assert_eq!(t95(0), f64::INFINITY);
+    }
+
+    /// Every checked controller gets a window bound in every case a check
+    /// reads it, judged on the largest window of any of its runs: the run
+    /// that showed 1,896,535,746 segments fails however its goodput read.
+    #[test]
+    fn a_wild_window_fails_the_check() {
+        let s = scenario(
+            r#"["ctcp_plus", "reno"]"#,
+            1,
+            r#"[grid]
+rate_mbit = 20
+rtt_ms = [10]
+buffer_bdp = [0.125]
+[quick]
+[[checks]]
+cc = "ctcp_plus"
+against = "reno"
+goodput_ratio_min = 0.95
+why = "no harm"
+[[checks]]
+cc = "ctcp_plus"
+utilisation_min = 0.1
+why = "absolute"
+"#,
+        );
+        let case = s.cases()[0].label.clone();
+        let run = |cc: &str, rep: u32, w: u32| RunSummary {
+            case: case.clone(),
+            cc: cc.into(),
+            rep,
+            goodput_mbit: 4.0,
+            utilisation: 0.2,
+            cwnd_max: Some(w),
+            ..Default::default()
+        };
+        // 20 Mbit/s, 10 ms: a BDP of 16.7 packets, a 2-packet buffer.
+        assert_eq!(crate::summary::window_bound(18.7), 1000);
+        assert_eq!(crate::summary::window_bound(3_333.0), 53_328);
+        let judge = |w: [u32; 2]| {
+            let runs = [
+                run("ctcp_plus", 0, w[0]),
+                run("ctcp_plus", 1, w[1]),
+                run("reno", 0, 20),
+            ];
+            let o = s.evaluate(&runs);
+            // one window row for ctcp_plus (two checks name it), none for reno
+            let rows: Vec<_> = o.into_iter().filter(|o| o.metric == "cwnd_max").collect();
+            assert_eq!(rows.len(), 1, "{rows:?}");
+            assert_eq!((rows[0].cc.as_str(), rows[0].runs), ("ctcp_plus", 2));
+            rows[0].clone()
+        };
+        let o = judge([21, 1_896_535_746]);
+        assert!(!o.pass && o.value == 1_896_535_746.0, "{o:?}");
+        assert_eq!(o.confirm_reps, 0, "a wild window is not measured away");
+        assert!(judge([21, 18]).pass);
+        assert!(judge([1000, 18]).pass && !judge([1001, 18]).pass);
     }
 
     /// With `retrans_after_warmup` the comparison reads the counts after

@@ -364,17 +364,28 @@ fn run_with(
                 // stands, marked INVALID if it is still over the limit.
                 let mut attempt = 0;
                 let mut best: Option<RunResult> = None;
+                // Each attempt records its own telemetry; the kept one's
+                // file takes the run's name.  (One file for all attempts
+                // held the last attempt's rounds beside the first
+                // attempt's TCP_INFO when the first was kept.)
+                let telemetry = (!KERNEL_CCS.contains(&cc_name.as_str())).then(|| {
+                    dir.join("telemetry").join(format!(
+                        "{}_{}_rep{rep}.jsonl",
+                        crate::plot::safe(&case.label),
+                        crate::plot::safe(cc)
+                    ))
+                });
+                let attempt_file = |n: u32| {
+                    telemetry
+                        .as_ref()
+                        .map(|f| f.with_extension(format!("attempt{n}.jsonl")))
+                };
+                let mut best_attempt = 0;
                 let r = loop {
                     attempt += 1;
-                    let recorder = if KERNEL_CCS.contains(&cc_name.as_str()) {
-                        None
-                    } else {
-                        let f = dir.join("telemetry").join(format!(
-                            "{}_{}_rep{rep}.jsonl",
-                            crate::plot::safe(&case.label),
-                            crate::plot::safe(cc)
-                        ));
-                        Some(crate::stored::Recorder::start(&cc_name, &f)?)
+                    let recorder = match attempt_file(attempt) {
+                        Some(f) => Some(crate::stored::Recorder::start(&cc_name, &f)?),
+                        None => None,
                     };
                     let r = run_case(&sc.for_case(&case.label), case, cc, rep, &mut |f| {
                         bar.set_position(base + (f * 1000.0) as u64)
@@ -402,6 +413,7 @@ fn run_with(
                     };
                     if best.as_ref().is_none_or(better) {
                         best = Some(r);
+                        best_attempt = attempt;
                     }
                     if (valid && !stalled) || attempt >= attempts || STOP.load(Ordering::Relaxed) {
                         break best.take().expect("one attempt");
@@ -423,6 +435,16 @@ fn run_with(
                     }
                     remeasured += 1;
                 };
+                if let Some(f) = &telemetry {
+                    for n in 1..=attempt {
+                        let a = attempt_file(n).expect("a telemetry file");
+                        if n == best_attempt {
+                            std::fs::rename(&a, f)?;
+                        } else {
+                            let _ = std::fs::remove_file(&a);
+                        }
+                    }
+                }
                 KernelState::untune(cc);
                 // A run that Ctrl-C cut short measured part of its duration
                 // (a 40-s run ended at 5.5 s read 19.1 Mbit/s and 68
@@ -894,7 +916,12 @@ fn suspect_cells(
     runs: &[RunSummary],
 ) -> Vec<crate::scenario::Cell> {
     let mut cells: Vec<crate::scenario::Cell> = Vec::new();
-    for o in outcomes.iter().filter(|o| !o.pass) {
+    // A wild window is the controller's, whatever the host did: never
+    // measured away.
+    for o in outcomes
+        .iter()
+        .filter(|o| !o.pass && o.metric != "cwnd_max")
+    {
         let pair = [o.cc.as_str(), o.against.as_str()];
         let late = runs.iter().any(|r| {
             r.case == o.case && pair.contains(&r.cc.as_str()) && (!r.valid || r.stalled())

@@ -110,8 +110,9 @@ pub fn write_rows(
 
 /// The finished runs of a directory an interrupted `lab run` left: those
 /// in runs.jsonl (written after each run), with their samples.  A run
-/// recorded before `retrans_warm` existed gets it from its samples (the
-/// scenario's warm-up `w0`), so a resumed check judges old and new runs alike.
+/// recorded before `retrans_warm` or `cwnd_max` existed gets them from its
+/// samples (the scenario's warm-up `w0`), so a resumed check judges old and
+/// new runs alike.
 pub fn load_finished(dir: &Path, w0: f64) -> Result<Vec<RunResult>> {
     let p = dir.join("runs.jsonl");
     let text = match std::fs::read_to_string(&p) {
@@ -131,10 +132,9 @@ pub fn load_finished(dir: &Path, w0: f64) -> Result<Vec<RunResult>> {
     }
     let mut runs = attach_samples(dir, runs)?;
     // (not from no samples: that would read as nothing retransmitted)
-    for r in runs
-        .iter_mut()
-        .filter(|r| r.summary.retrans_warm.is_none() && !r.samples.is_empty())
-    {
+    for r in runs.iter_mut().filter(|r| {
+        (r.summary.retrans_warm.is_none() || r.summary.cwnd_max.is_none()) && !r.samples.is_empty()
+    }) {
         crate::summary::fill_warm(&mut r.summary, &r.samples, w0);
     }
     Ok(runs)

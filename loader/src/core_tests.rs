@@ -1059,6 +1059,48 @@ fn ctcp_loss_keeps_swnd_times_one_minus_beta() {
     assert_eq!(ssth, 150);
 }
 
+/// The split re-made from the kernel's window always sums to it; a stale
+/// loss window (above the kernel's) never reaches ssthresh.  Before: a
+/// loss window of 1,896,535,746 with the kernel at 11 gave ssthresh
+/// 948,267,874, and the kernel set the window to it when Recovery ended.
+#[test]
+fn ctcp_resync_and_loss_follow_the_kernels_window() {
+    let resync = |cwnd: u32, cl: u32, dw: u32| {
+        let (mut cl, mut dw) = (cl, dw);
+        unsafe { intf::ctcp_resync(cwnd, &mut cl, &mut dw) };
+        (cl, dw)
+    };
+    // lower: the delay window goes first, then the loss window
+    assert_eq!(resync(90, 60, 40 << 10), (60, 30 << 10));
+    assert_eq!(resync(50, 60, 40 << 10), (50, 0));
+    assert_eq!(resync(11, 1_896_535_746, 3 << 10), (11, 0));
+    // higher (an undo): the loss window takes it
+    assert_eq!(resync(120, 60, 40 << 10), (80, 40 << 10));
+    // a split near u32::MAX cannot wrap past the kernel's window
+    assert_eq!(
+        resync(u32::MAX - 5, u32::MAX - 10, 100 << 10),
+        (u32::MAX - 10, 5 << 10)
+    );
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..10_000 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let cwnd = (seed % 5000) as u32 + 1;
+        let cl = ((seed >> 16) % 6000) as u32;
+        let dw = (((seed >> 32) % 3000) as u32) << 10;
+        let (cl2, dw2) = resync(cwnd, cl, dw);
+        assert_eq!(cl2 + (dw2 >> 10), cwnd, "{cwnd} {cl} {dw}");
+        // and the loss that follows never sets ssthresh above the window
+        let (mut a, mut b) = (cl, dw);
+        let ssth = unsafe { intf::ctcp_loss(cwnd, 512, 0, &mut a, &mut b) };
+        assert!(
+            ssth <= cwnd.max(2),
+            "stale cwnd_l {cl}: ssthresh {ssth} > cwnd {cwnd}"
+        );
+    }
+}
+
 /// rand_keep: a loss is random when the last round's queueing delay q was
 /// under a quarter of the largest seen, qmax, and qmax >= baseRTT / 4; the
 /// cut then keeps the pipe swnd baseRTT / RTT.  f64 model over random cases;
