@@ -705,6 +705,8 @@ fn sub_dir(dir: &Path, name: &str) -> (Option<PathBuf>, Option<PathBuf>) {
 fn mean_of(o: &crate::scenario::CheckOutcome) -> String {
     match (o.runs, o.paired) {
         (0 | 1, _) => String::new(),
+        // the window bound reads the largest of the runs (Scenario::evaluate)
+        (n, None) if o.metric == "cwnd_max" => format!(" (largest of {n})"),
         (n, None) => format!(" (mean of {n})"),
         (n, Some(p)) => format!(
             " (mean of {n}; paired margin {:+.4}, 95 % upper bound {:+.4})",
