@@ -98,6 +98,11 @@ pub fn run_case(
                     delivery_rate: ti.tcpi_delivery_rate,
                     rx_bytes: flows[i].rx.load(Ordering::Relaxed),
                     ca_state: ti.tcpi_ca_state,
+                    ssthresh: ti.tcpi_snd_ssthresh,
+                    unacked: ti.tcpi_unacked,
+                    sacked: ti.tcpi_sacked,
+                    lost: ti.tcpi_lost,
+                    retrans_out: ti.tcpi_retrans,
                 });
             }
         }

@@ -68,7 +68,7 @@ fn csv_split(line: &str) -> Vec<String> {
     out
 }
 
-pub const SAMPLES_HEADER: &str = "case,cc,rep,t,flow,cwnd,srtt_us,min_rtt_us,delivered,total_retrans,pacing_rate,delivery_rate,rx_bytes";
+pub const SAMPLES_HEADER: &str = "case,cc,rep,t,flow,cwnd,srtt_us,min_rtt_us,delivered,total_retrans,pacing_rate,delivery_rate,rx_bytes,ca_state,ssthresh,unacked,sacked,lost,retrans_out";
 pub const QUEUE_HEADER: &str = "case,cc,rep,t,qlen,backlog,drops";
 
 /// One run's rows of samples.csv and queue.csv.
@@ -85,7 +85,7 @@ pub fn write_rows(
     for s in &r.samples {
         writeln!(
             samples,
-            "{case},{cc},{rep},{:.3},{},{},{},{},{},{},{},{},{}",
+            "{case},{cc},{rep},{:.3},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             s.t,
             s.flow,
             s.cwnd,
@@ -95,7 +95,13 @@ pub fn write_rows(
             s.total_retrans,
             s.pacing_rate,
             s.delivery_rate,
-            s.rx_bytes
+            s.rx_bytes,
+            s.ca_state,
+            s.ssthresh,
+            s.unacked,
+            s.sacked,
+            s.lost,
+            s.retrans_out
         )?;
     }
     for q in &r.queue {
@@ -133,7 +139,10 @@ pub fn load_finished(dir: &Path, w0: f64) -> Result<Vec<RunResult>> {
     let mut runs = attach_samples(dir, runs)?;
     // (not from no samples: that would read as nothing retransmitted)
     for r in runs.iter_mut().filter(|r| {
-        (r.summary.retrans_warm.is_none() || r.summary.cwnd_max.is_none()) && !r.samples.is_empty()
+        (r.summary.retrans_warm.is_none()
+            || r.summary.cwnd_max.is_none()
+            || r.summary.cwnd_max_at.is_empty())
+            && !r.samples.is_empty()
     }) {
         crate::summary::fill_warm(&mut r.summary, &r.samples, w0);
     }
@@ -187,6 +196,10 @@ fn attach_samples(dir: &Path, runs: Vec<RunSummary>) -> Result<Vec<RunResult>> {
         if r.len() < 13 {
             bail!("{}/samples.csv: short row {r:?}", dir.display());
         }
+        // Rows stored before the kernel's accounting was (13 columns)
+        // read it as 0.
+        let extra =
+            |i: usize, what: &str| -> Result<f64> { r.get(i).map_or(Ok(0.0), |v| num(v, what)) };
         samples
             .entry((r[0].clone(), r[1].clone(), num(&r[2], "rep")? as u32))
             .or_default()
@@ -201,7 +214,12 @@ fn attach_samples(dir: &Path, runs: Vec<RunSummary>) -> Result<Vec<RunResult>> {
                 pacing_rate: num(&r[10], "pacing")? as u64,
                 delivery_rate: num(&r[11], "rate")? as u64,
                 rx_bytes: num(&r[12], "rx")? as u64,
-                ca_state: 0,
+                ca_state: extra(13, "ca_state")? as u8,
+                ssthresh: extra(14, "ssthresh")? as u32,
+                unacked: extra(15, "unacked")? as u32,
+                sacked: extra(16, "sacked")? as u32,
+                lost: extra(17, "lost")? as u32,
+                retrans_out: extra(18, "retrans_out")? as u32,
             });
     }
     let mut queue: BTreeMap<Key, Vec<QueueSample>> = BTreeMap::new();
@@ -491,7 +509,12 @@ mod csv_tests {
                     pacing_rate: 2,
                     delivery_rate: 3,
                     rx_bytes: 4,
-                    ca_state: 0,
+                    ca_state: 3,
+                    ssthresh: 2_167_469_465,
+                    unacked: 7,
+                    sacked: 2,
+                    lost: 1,
+                    retrans_out: 1,
                 }],
                 queue: vec![QueueSample {
                     t: 0.5,
@@ -512,6 +535,19 @@ mod csv_tests {
             assert_eq!(r.summary.cc, names[i]);
             assert_eq!(r.samples.len(), 1, "{}", names[i]);
             assert_eq!(r.samples[0].cwnd, 77 + i as u32);
+            // the kernel's accounting travels too
+            let s = &r.samples[0];
+            assert_eq!(
+                (
+                    s.ca_state,
+                    s.ssthresh,
+                    s.unacked,
+                    s.sacked,
+                    s.lost,
+                    s.retrans_out
+                ),
+                (3, 2_167_469_465, 7, 2, 1, 1)
+            );
             assert_eq!(r.queue[0].qlen, 3 + i as u32);
         }
         assert_eq!(csv_split("a,\"b,c\",d"), ["a", "b,c", "d"]);

@@ -11,7 +11,7 @@ use crate::run::Flow;
 use crate::scenario::{Case, Scenario};
 
 /// One 10-ms sample of one flow.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 pub struct FlowSample {
     pub t: f64,
     pub flow: usize,
@@ -25,6 +25,16 @@ pub struct FlowSample {
     pub rx_bytes: u64,
     /// TCP_INFO tcpi_ca_state (3 = Recovery, 4 = Loss)
     pub ca_state: u8,
+    /// The kernel's loss accounting, TCP_INFO's snd_ssthresh, unacked
+    /// (packets_out), sacked, lost and retrans (retrans_out): with cwnd
+    /// they are what the kernel's PRR computes the window from.  Recorded
+    /// to find where a wild window comes from (docs/results.md 3r); 0 in
+    /// samples stored before they were.
+    pub ssthresh: u32,
+    pub unacked: u32,
+    pub sacked: u32,
+    pub lost: u32,
+    pub retrans_out: u32,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -86,6 +96,11 @@ pub struct RunSummary {
     /// recorded before the field existed until its samples fill it in.
     #[serde(default)]
     pub cwnd_max: Option<u32>,
+    /// The sample with that window and its flow's sample before it: the
+    /// kernel's accounting around the largest window, kept in runs.jsonl
+    /// (which travels with a grid; samples.csv does not).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cwnd_max_at: Vec<FlowSample>,
     pub lateness_p50_us: u64,
     pub lateness_p99_us: u64,
     pub lateness_max_us: u64,
@@ -332,12 +347,21 @@ pub fn after_warmup(samples: &[FlowSample], w0: f64) -> (u32, u64) {
     (retx, delivered)
 }
 
-/// Fill `r`'s after-warm-up retransmissions from its samples.
+/// Fill `r`'s after-warm-up retransmissions, its largest window and the
+/// samples around that window from its samples.
 pub fn fill_warm(r: &mut RunSummary, samples: &[FlowSample], w0: f64) {
     let (retx, delivered) = after_warmup(samples, w0);
     r.retrans_warm = Some(retx);
     r.retrans_per_seg_warm = Some(retx as f64 / delivered.max(1) as f64);
     r.cwnd_max = samples.iter().map(|s| s.cwnd).max();
+    r.cwnd_max_at.clear();
+    if let Some(i) = (0..samples.len()).max_by_key(|&i| (samples[i].cwnd, std::cmp::Reverse(i))) {
+        let flow = samples[i].flow;
+        if let Some(j) = (0..i).rev().find(|&j| samples[j].flow == flow) {
+            r.cwnd_max_at.push(samples[j].clone());
+        }
+        r.cwnd_max_at.push(samples[i].clone());
+    }
 }
 
 /// Mean / min / max of a metric over repetitions, per (case, cc).
@@ -416,15 +440,45 @@ mod tests {
             t,
             flow,
             cwnd: 10,
-            srtt_us: 0,
-            min_rtt_us: 0,
             delivered,
             total_retrans,
-            pacing_rate: 0,
-            delivery_rate: 0,
-            rx_bytes: 0,
-            ca_state: 0,
+            ..Default::default()
         }
+    }
+
+    /// The largest window of any flow, the sample that showed it and that
+    /// flow's sample before it (not another flow's).
+    #[test]
+    fn the_largest_window_is_kept_with_the_sample_before_it() {
+        let s = |flow: usize, t: f64, cwnd: u32, ssthresh: u32| FlowSample {
+            t,
+            flow,
+            cwnd,
+            ssthresh,
+            ..Default::default()
+        };
+        let v = [
+            s(0, 0.0, 10, 7),
+            s(1, 0.0, 12, 7),
+            s(0, 0.01, 6, 3),
+            s(1, 0.01, 11, 7),
+            s(0, 0.02, 309_638_495, 3),
+            s(1, 0.02, 12, 7),
+        ];
+        let mut r = RunSummary::default();
+        fill_warm(&mut r, &v, 0.0);
+        assert_eq!(r.cwnd_max, Some(309_638_495));
+        let at: Vec<(usize, f64, u32)> = r
+            .cwnd_max_at
+            .iter()
+            .map(|s| (s.flow, s.t, s.cwnd))
+            .collect();
+        assert_eq!(at, [(0, 0.01, 6), (0, 0.02, 309_638_495)]);
+        // a first sample has nothing before it
+        fill_warm(&mut r, &v[..1], 0.0);
+        assert_eq!(r.cwnd_max_at.len(), 1);
+        fill_warm(&mut r, &[], 0.0);
+        assert_eq!((r.cwnd_max, r.cwnd_max_at.len()), (None, 0));
     }
 
     /// Slow start's overshoot (3,000 retransmissions by 3 s) is left out;
