@@ -765,12 +765,13 @@ impl Scenario {
             // run's window beyond what any law could want (summary::
             // window_bound).  The largest of its runs, not the mean: one
             // wild window is a fault however the other runs went.
+            use crate::summary::{window_bound, WINDOW_BOUND_MIN, WINDOW_BOUND_X, WINDOW_METRIC};
             let storage = case.link.bdp_pkts() + case.link.buffer_pkts as f64;
-            let bound = crate::summary::window_bound(storage);
+            let bound = window_bound(storage);
             let mut seen: Vec<&str> = Vec::new();
             for c in &self.checks {
                 if seen.contains(&c.cc.as_str())
-                    || !in_filter(&case, &c.rate_mbit, &c.rtt_ms, &c.buffer_bdp, &c.loss)
+                    || !here(&c.rate_mbit, &c.rtt_ms, &c.buffer_bdp, &c.loss)
                 {
                     continue;
                 }
@@ -783,12 +784,16 @@ impl Scenario {
                     case: case.label.clone(),
                     cc: c.cc.clone(),
                     against: String::new(),
-                    metric: "cwnd_max",
+                    metric: WINDOW_METRIC,
                     value: w as f64,
                     reference: 0.0,
-                    bound: format!("<= {bound} (16 x {storage:.0} stored, >= 1000)"),
+                    bound: format!(
+                        "<= {bound} ({WINDOW_BOUND_X} x {storage:.0} stored, >= {WINDOW_BOUND_MIN})"
+                    ),
                     pass: w <= bound,
-                    why: "a sane window: no run beyond 16 times what the path stores".into(),
+                    why: format!(
+                        "a sane window: no run beyond {WINDOW_BOUND_X} times what the path stores"
+                    ),
                     runs: mine.len(),
                     confirm_reps: 0,
                     paired: None,

@@ -706,7 +706,7 @@ fn mean_of(o: &crate::scenario::CheckOutcome) -> String {
     match (o.runs, o.paired) {
         (0 | 1, _) => String::new(),
         // the window bound reads the largest of the runs (Scenario::evaluate)
-        (n, None) if o.metric == "cwnd_max" => format!(" (largest of {n})"),
+        (n, None) if o.metric == crate::summary::WINDOW_METRIC => format!(" (largest of {n})"),
         (n, None) => format!(" (mean of {n})"),
         (n, Some(p)) => format!(
             " (mean of {n}; paired margin {:+.4}, 95 % upper bound {:+.4})",
@@ -922,7 +922,7 @@ fn suspect_cells(
     // measured away.
     for o in outcomes
         .iter()
-        .filter(|o| !o.pass && o.metric != "cwnd_max")
+        .filter(|o| !o.pass && o.metric != crate::summary::WINDOW_METRIC)
     {
         let pair = [o.cc.as_str(), o.against.as_str()];
         let late = runs.iter().any(|r| {

@@ -144,7 +144,7 @@ pub fn load_finished(dir: &Path, w0: f64) -> Result<Vec<RunResult>> {
             || r.summary.cwnd_max_at.is_empty())
             && !r.samples.is_empty()
     }) {
-        crate::summary::fill_warm(&mut r.summary, &r.samples, w0);
+        crate::summary::fill_from_samples(&mut r.summary, &r.samples, w0);
     }
     Ok(runs)
 }

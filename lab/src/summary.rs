@@ -313,7 +313,7 @@ pub(crate) fn summarise(
         flows: per_flow,
         ..Default::default()
     };
-    fill_warm(&mut r, samples, w0);
+    fill_from_samples(&mut r, samples, w0);
     r
 }
 
@@ -325,8 +325,16 @@ pub(crate) fn summarise(
 /// Mbit/s, 10 ms: storage 19) showed 1,896,535,746 segments in one run
 /// (docs/results.md 3r) and retransmitted 0.37 segments per delivered one.
 pub fn window_bound(storage_pkts: f64) -> u32 {
-    (16.0 * storage_pkts).max(1000.0).min(u32::MAX as f64) as u32
+    (WINDOW_BOUND_X * storage_pkts)
+        .max(WINDOW_BOUND_MIN as f64)
+        .min(u32::MAX as f64) as u32
 }
+
+/// [`window_bound`]'s multiple of the path's storage and its floor, and the
+/// metric name of the threshold it makes (`Scenario::evaluate`).
+pub const WINDOW_BOUND_X: f64 = 16.0;
+pub const WINDOW_BOUND_MIN: u32 = 1000;
+pub const WINDOW_METRIC: &str = "cwnd_max";
 
 /// Retransmitted and delivered segments after the warm-up `w0`, summed over
 /// the flows, each flow from its first sample at or after max(w0, its own
@@ -347,20 +355,22 @@ pub fn after_warmup(samples: &[FlowSample], w0: f64) -> (u32, u64) {
     (retx, delivered)
 }
 
-/// Fill `r`'s after-warm-up retransmissions, its largest window and the
-/// samples around that window from its samples.
-pub fn fill_warm(r: &mut RunSummary, samples: &[FlowSample], w0: f64) {
+/// Fill what `r` derives from its samples: the retransmissions after the
+/// warm-up `w0`, the largest window and the samples around it.
+pub fn fill_from_samples(r: &mut RunSummary, samples: &[FlowSample], w0: f64) {
     let (retx, delivered) = after_warmup(samples, w0);
     r.retrans_warm = Some(retx);
     r.retrans_per_seg_warm = Some(retx as f64 / delivered.max(1) as f64);
-    r.cwnd_max = samples.iter().map(|s| s.cwnd).max();
+    r.cwnd_max = None;
     r.cwnd_max_at.clear();
+    // the first sample with the largest window
     if let Some(i) = (0..samples.len()).max_by_key(|&i| (samples[i].cwnd, std::cmp::Reverse(i))) {
         let flow = samples[i].flow;
         if let Some(j) = (0..i).rev().find(|&j| samples[j].flow == flow) {
             r.cwnd_max_at.push(samples[j].clone());
         }
         r.cwnd_max_at.push(samples[i].clone());
+        r.cwnd_max = Some(samples[i].cwnd);
     }
 }
 
@@ -466,7 +476,7 @@ mod tests {
             s(1, 0.02, 12, 7),
         ];
         let mut r = RunSummary::default();
-        fill_warm(&mut r, &v, 0.0);
+        fill_from_samples(&mut r, &v, 0.0);
         assert_eq!(r.cwnd_max, Some(309_638_495));
         let at: Vec<(usize, f64, u32)> = r
             .cwnd_max_at
@@ -475,9 +485,9 @@ mod tests {
             .collect();
         assert_eq!(at, [(0, 0.01, 6), (0, 0.02, 309_638_495)]);
         // a first sample has nothing before it
-        fill_warm(&mut r, &v[..1], 0.0);
+        fill_from_samples(&mut r, &v[..1], 0.0);
         assert_eq!(r.cwnd_max_at.len(), 1);
-        fill_warm(&mut r, &[], 0.0);
+        fill_from_samples(&mut r, &[], 0.0);
         assert_eq!((r.cwnd_max, r.cwnd_max_at.len()), (None, 0));
     }
 
@@ -496,7 +506,7 @@ mod tests {
         ];
         assert_eq!(after_warmup(&v, 5.0), (8 + 50, 100_000 + 50_000));
         let mut r = RunSummary::default();
-        fill_warm(&mut r, &v, 5.0);
+        fill_from_samples(&mut r, &v, 5.0);
         assert_eq!(r.retrans_warm, Some(58));
         assert!((r.retrans_per_seg_warm.unwrap() - 58.0 / 150_000.0).abs() < 1e-15);
         // no samples: nothing retransmitted, nothing delivered
