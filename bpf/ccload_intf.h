@@ -83,6 +83,8 @@ enum ccl_stat_idx {
 	CCL_STAT_LOSS_RANDOM,	  /* ccpd, ctcp_plus rand_keep: loss events classified random */
 	CCL_STAT_WFULL_FOUND,	  /* ub_reno: rounds that found (or lowered) W_full */
 	CCL_STAT_LSRTT_SHIFTS,	  /* ub_reno: LSRTT level shifts detected */
+	CCL_STAT_SSTH_REPAIRED,	  /* kernel's ssthresh was not what ssthresh() returned: repaired */
+	CCL_STAT_CWND_REPAIRED,	  /* kernel's cwnd above 2^31 - 1: repaired */
 	CCL_NR_STATS,
 };
 
@@ -186,7 +188,8 @@ enum ccl_phase {
 	X(ls_dev_min_us, "ls_dev_min", 1, 50, 1, 10000, "us", "deviation floor")                \
 	X(ls_warm, "ls_warm", 1, 8, 1, 64, "samples", "plain-mean warm-up")                     \
 	X(trace_every, "trace_every", 1, 1, 0, 1000, "rounds", "telemetry every N rounds; 0 = off") \
-	X(trace_ms, "trace_ms", 1, 0, 0, 60000, "ms", "at most one record per flow per N ms; 0 = no time limit")
+	X(trace_ms, "trace_ms", 1, 0, 0, 60000, "ms", "at most one record per flow per N ms; 0 = no time limit") \
+	X(fault_skip, "fault_skip", 1, 0, 0, 1000, "", "test: 1 in N ssthresh() calls returns what one the kernel skipped returns; 0 = off")
 /* clang-format on */
 
 #define CCL_PARAM_FIELD(field, name, scale, def, lo, hi, unit, help) u32 field;

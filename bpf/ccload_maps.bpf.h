@@ -139,6 +139,109 @@ static __always_inline void ccl_event_submit(struct ccl_event *ev)
 	stat_inc(CCL_STAT_EVENTS);
 }
 
+/*
+ * The guard (ccl_guard_ssth() and ccl_guard_cwnd() in core/ccl_core.h say
+ * why): per socket, what our hooks last saw of a reduction and of the
+ * window.  Every ssthresh() returns through ccl_ssth_mark(); set_state()
+ * into a reduction, and any hook that writes snd_ssthresh in one, marks
+ * too; cong_avoid()/cong_control() record the window they leave.
+ * pkts_acked() (every ACK, before the kernel's loss recovery and PRR read
+ * ssthresh) calls ccl_guard().  A repair is counted (ssth_repaired,
+ * cwnd_repaired), never silent.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct ccl_guard_st);
+} guard_sk SEC(".maps");
+
+static __always_inline struct ccl_guard_st *ccl_guard_of(struct sock *sk)
+{
+	return bpf_sk_storage_get(&guard_sk, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+}
+
+static __always_inline u32 ccl_ssth_mark(struct sock *sk, u32 ssth)
+{
+	struct ccl_guard_st *g = ccl_guard_of(sk);
+
+	if (g)
+		ccl_guard_mark(g, tcp_sk(sk)->snd_nxt, ssth);
+	return ssth;
+}
+
+/* The end of every cong_avoid()/cong_control(): the window it left. */
+static __always_inline void ccl_guard_wrote_cwnd(struct sock *sk)
+{
+	struct ccl_guard_st *g = ccl_guard_of(sk);
+
+	if (g)
+		ccl_guard_wrote(g, tcp_sk(sk)->snd_cwnd);
+}
+
+/* Every write of snd_ssthresh by a controller goes through here. */
+static __always_inline void ccl_set_ssthresh(struct sock *sk, u32 ssth)
+{
+	tcp_sk(sk)->snd_ssthresh = ssth;
+	ccl_ssth_mark(sk, ssth);
+}
+
+/* set_state(): a reduction starts with the kernel's ssthresh in place. */
+static __always_inline void ccl_guard_state(struct sock *sk, u8 new_state)
+{
+	struct ccl_guard_st *g;
+
+	if (new_state < TCP_CA_CWR || new_state == ccl_ca_state(sk))
+		return;
+	g = ccl_guard_of(sk);
+	if (!g)
+		return;
+	if (g->fault) {
+		g->fault = 0; /* skipped with the ssthresh() before it */
+		return;
+	}
+	ccl_guard_mark(g, tcp_sk(sk)->snd_nxt, tcp_sk(sk)->snd_ssthresh);
+}
+
+/*
+ * Fault injection for the guard's tests (a controller's fault_skip
+ * tunable): with probability 1/n this ssthresh() returns what a skipped
+ * one returns and leaves no mark, nor does the set_state() that follows.
+ */
+static __always_inline bool ccl_fault_skip(struct sock *sk, u32 n)
+{
+	struct ccl_guard_st *g;
+
+	if (!n || bpf_get_prandom_u32() % n)
+		return false;
+	g = ccl_guard_of(sk);
+	if (!g)
+		return false;
+	g->fault = 1;
+	return true;
+}
+
+static __always_inline void ccl_guard(struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct ccl_guard_st *g = ccl_guard_of(sk);
+	u32 fix;
+
+	if (!g)
+		return;
+	fix = ccl_guard_ssth(g, ccl_ca_state(sk), tp->high_seq, tp->snd_ssthresh, tp->prior_cwnd);
+	if (fix) {
+		tp->snd_ssthresh = fix;
+		stat_inc(CCL_STAT_SSTH_REPAIRED);
+	}
+	fix = ccl_guard_cwnd(g, tp->snd_cwnd, tp->prior_cwnd, tp->snd_ssthresh,
+			     tcp_packets_in_flight(tp));
+	if (fix) {
+		tp->snd_cwnd = fix;
+		stat_inc(CCL_STAT_CWND_REPAIRED);
+	}
+}
+
 /* Every controller's init() starts with this: count the flow in. */
 static __always_inline void ccl_flow_init(struct sock *sk)
 {

@@ -182,6 +182,7 @@ void BPF_PROG(ccpd_cong_control, struct sock *sk, u32 ack, int flag, const struc
 		tcp_cong_avoid_ai(tp, tp->snd_cwnd, a.acked);
 	else
 		tp->snd_cwnd = o.snd_cwnd;
+	ccl_guard_wrote_cwnd(sk);
 	if (o.ev & CCPD_EV_ROUND)
 		stat_inc(CCL_STAT_ROUNDS);
 	if (o.ev & CCPD_EV_PAIR_OK)
@@ -207,6 +208,7 @@ void BPF_PROG(ccpd_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 	u32 mss = tp->mss_cache ? tp->mss_cache : 1;
 	u32 state = ccl_ca_state(sk);
 
+	ccl_guard(sk);
 	ccl_agg_ack(sk);
 	ccl_params(ccl_profile_of(sk), &p);
 	if (state == CCL_CA_RECOVERY) {
@@ -233,7 +235,7 @@ __u32 BPF_PROG(ccpd_ssthresh, struct sock *sk)
 	hold = ccpd_on_ssthresh(ca, &p, tp->snd_cwnd, tp->snd_cwnd_clamp, (u32)tp->tcp_mstamp);
 	stat_inc(ca->last_loss == CCPD_LOSS_RANDOM ? CCL_STAT_LOSS_RANDOM :
 						     CCL_STAT_LOSS_CONGESTIVE);
-	return hold;
+	return ccl_ssth_mark(sk, hold);
 }
 
 SEC("struct_ops")
@@ -254,6 +256,7 @@ void BPF_PROG(ccpd_set_state, struct sock *sk, __u8 new_state)
 	struct ccl_ccpd_params p;
 	u32 target;
 
+	ccl_guard_state(sk, new_state);
 	ccl_agg_set_state(sk, new_state);
 	ccl_params(ccl_profile_of(sk), &p);
 	/* set_state runs before icsk_ca_state is overwritten. */
@@ -261,7 +264,7 @@ void BPF_PROG(ccpd_set_state, struct sock *sk, __u8 new_state)
 				   (u32)tp->tcp_mstamp);
 	if (target) {
 		stat_inc(CCL_STAT_RTO);
-		tp->snd_ssthresh = target;
+		ccl_set_ssthresh(sk, target);
 	}
 }
 

@@ -133,6 +133,7 @@ void BPF_PROG(ctcp_plus_pkts_acked, struct sock *sk, const struct ack_sample *sa
 	struct ctcp_plus *ca = inet_csk_ca(sk);
 	u32 v;
 
+	ccl_guard(sk);
 	ccl_agg_ack(sk);
 	if (!ca->enabled || sample->rtt_us <= 0)
 		return;
@@ -252,7 +253,7 @@ void BPF_PROG(ctcp_plus_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 			 * (cwnd 327 -> 212 -> 318 every two rounds).
 			 */
 			if (r.rule & (CCL_CTCP_CUT2 | CCL_CTCP_DEC3))
-				tp->snd_ssthresh = ca->cwnd_l > 2 ? ca->cwnd_l : 2;
+				ccl_set_ssthresh(sk, ca->cwnd_l > 2 ? ca->cwnd_l : 2);
 			if (r.rule & CCL_CTCP_CUT2) {
 				ca->n_cut2++;
 				stat_inc(CCL_STAT_EARLY_CUTS);
@@ -272,6 +273,7 @@ void BPF_PROG(ctcp_plus_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 	if (cw < 2)
 		cw = 2;
 	tp->snd_cwnd = cw < tp->snd_cwnd_clamp ? cw : tp->snd_cwnd_clamp;
+	ccl_guard_wrote_cwnd(sk);
 	ca->last_cwnd = tp->snd_cwnd;
 }
 
@@ -318,7 +320,7 @@ __u32 BPF_PROG(ctcp_plus_ssthresh, struct sock *sk)
 	ca->ep = 0;
 	ca->cwnd_cnt = 0;
 	ca->grow_q10 = 0;
-	return ssth;
+	return ccl_ssth_mark(sk, ssth);
 }
 
 SEC("struct_ops")
@@ -344,6 +346,7 @@ void BPF_PROG(ctcp_plus_set_state, struct sock *sk, __u8 new_state)
 	struct ctcp_plus *ca = inet_csk_ca(sk);
 	u8 en = new_state == TCP_CA_Open;
 
+	ccl_guard_state(sk, new_state);
 	ccl_agg_set_state(sk, new_state);
 	if (en && !ca->enabled)
 		ctcp_plus_rearm(tp, ca);

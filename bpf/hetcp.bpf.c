@@ -105,6 +105,7 @@ void BPF_PROG(hetcp_pkts_acked, struct sock *sk, const struct ack_sample *sample
 {
 	struct hetcp *ca = inet_csk_ca(sk);
 
+	ccl_guard(sk);
 	ccl_agg_ack(sk);
 	if (sample->rtt_us <= 0)
 		return;
@@ -160,7 +161,7 @@ void BPF_PROG(hetcp_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 	 * (cong_avoid counts no ACKs during it: CurBW would read a fraction).
 	 */
 	if (ca->flags & F_PENDING_CA) {
-		tp->snd_ssthresh = hetcp_after_loss_ssth(p.loss_bw, ca->gtsw_ssth, p.ssth_floor);
+		ccl_set_ssthresh(sk, hetcp_after_loss_ssth(p.loss_bw, ca->gtsw_ssth, p.ssth_floor));
 		if (p.loss_bw == HETCP_LOSS_KEEP) {
 			ca->pre_time_us = now;
 			ca->ack_cnt = 0;
@@ -171,6 +172,7 @@ void BPF_PROG(hetcp_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 	/* No RTT sample yet: plain Reno. */
 	if (ca->base_rtt_us == CCL_U32_MAX) {
 		tcp_reno_cong_avoid(sk, ack, acked);
+		ccl_guard_wrote_cwnd(sk);
 		return;
 	}
 
@@ -203,7 +205,7 @@ void BPF_PROG(hetcp_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 						     ca->base_rtt_us, tp->snd_cwnd, s.ssth,
 						     ca->ss_burst, p.ssth_floor);
 				if (ssth) {
-					tp->snd_ssthresh = ssth;
+					ccl_set_ssthresh(sk, ssth);
 					ca->flags |= F_SS_DONE;
 				}
 			} else {
@@ -216,7 +218,7 @@ void BPF_PROG(hetcp_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 				else if (ssth < p.ssth_floor)
 					ssth = p.ssth_floor;
 				if (ssth)
-					tp->snd_ssthresh = ssth;
+					ccl_set_ssthresh(sk, ssth);
 			}
 		}
 		ca->pre_bw_q8 = s.bw_q8;
@@ -235,6 +237,7 @@ void BPF_PROG(hetcp_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 		acked = tcp_slow_start(tp, acked);
 	if (acked)
 		tcp_cong_avoid_ai(tp, tp->snd_cwnd, acked);
+	ccl_guard_wrote_cwnd(sk);
 }
 
 SEC("struct_ops")
@@ -259,7 +262,7 @@ __u32 BPF_PROG(hetcp_ssthresh, struct sock *sk)
 	ca->flags |= F_FIRST_LOSS | F_PENDING_CA;
 	ca->losses++;
 	stat_inc(CCL_STAT_LOSS_EVENTS);
-	return tp->snd_cwnd >> 1 > 2 ? tp->snd_cwnd >> 1 : 2;
+	return ccl_ssth_mark(sk, tp->snd_cwnd >> 1 > 2 ? tp->snd_cwnd >> 1 : 2);
 }
 
 SEC("struct_ops")
@@ -293,6 +296,7 @@ __u32 BPF_PROG(hetcp_undo_cwnd, struct sock *sk)
 SEC("struct_ops")
 void BPF_PROG(hetcp_set_state, struct sock *sk, __u8 new_state)
 {
+	ccl_guard_state(sk, new_state);
 	ccl_agg_set_state(sk, new_state); /* aggregates only: the law needs no state hook */
 }
 

@@ -102,6 +102,7 @@ void BPF_PROG(ub_reno_pkts_acked, struct sock *sk, const struct ack_sample *samp
 	u16 up;
 	u32 r;
 
+	ccl_guard(sk);
 	ccl_agg_ack(sk);
 	if (sample->rtt_us <= 0 || ccl_ca_state(sk) > TCP_CA_Disorder)
 		return;
@@ -187,6 +188,7 @@ void BPF_PROG(ub_reno_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 		cwnd = tp->snd_cwnd_clamp;
 	tp->snd_cwnd = cwnd;
 	ca->last_cwnd = cwnd;
+	ccl_guard_wrote_cwnd(sk);
 }
 
 SEC("struct_ops")
@@ -195,12 +197,16 @@ __u32 BPF_PROG(ub_reno_ssthresh, struct sock *sk)
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct ub_reno *ca = inet_csk_ca(sk);
 	struct ccl_ub_reno_params p;
+	u32 ssth;
 
 	ccl_params(ccl_profile_of(sk), &p);
 	stat_inc(CCL_STAT_LOSS_EVENTS);
 	/* The kernel's window may be newer than ours (Recovery re-entered on
 	 * the ACK that ended it): halve that one, as tcp_reno_ssthresh does. */
-	return ubl_loss_at(&ca->w, tp->snd_cwnd, ca->last_cwnd, &p);
+	ssth = ubl_loss_at(&ca->w, tp->snd_cwnd, ca->last_cwnd, &p);
+	if (ccl_fault_skip(sk, p.fault_skip))
+		return CCL_SKIPPED_SSTH;
+	return ccl_ssth_mark(sk, ssth);
 }
 
 SEC("struct_ops")
@@ -227,6 +233,7 @@ __u32 BPF_PROG(ub_reno_undo_cwnd, struct sock *sk)
 SEC("struct_ops")
 void BPF_PROG(ub_reno_set_state, struct sock *sk, __u8 new_state)
 {
+	ccl_guard_state(sk, new_state);
 	ccl_agg_set_state(sk, new_state); /* aggregates only: the law needs no state hook */
 }
 

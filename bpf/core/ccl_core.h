@@ -202,4 +202,108 @@ CCL_CORE bool ccl_round_on_seq(struct ccl_round *r, u32 ack, u32 snd_nxt)
 	return ccl_round_start(r, ack - 1, snd_nxt);
 }
 
+/*
+ * The guard: repair what the kernel stored when it skipped one of our hooks
+ * (every controller; the BPF side is ccl_guard() in ccload_maps.bpf.h).
+ *
+ * The kernel this project runs on (6.18 "fc", a Firecracker guest) skips
+ * every BPF trampoline program while the current task's tgid is 1 and the
+ * program was not loaded by init: __bpf_prog_enter() returns 0 for them.
+ * A TCP ACK or timer processed in softirq on top of PID 1 (the VM's agent)
+ * then runs none of our hooks, and for the two that return a value,
+ * ssthresh() and undo_cwnd(), the trampoline returns its uninitialised
+ * return slot: stack garbage.  Seen twice (ctcp_plus, ub_reno):
+ * snd_ssthresh = 0x8130f570, the low half of read_tsc()'s address left
+ * there by an earlier retpolined clocksource read, after which PRR
+ * (cwnd = in_flight + ssthresh * prr_delivered / prior_cwnd - prr_out,
+ * when ssthresh - in_flight is negative as an int) set cwnd to ~1.9e9.
+ *
+ * So every hook that runs checks what the skipped ones may have left:
+ *   - a reduction (CWR, Recovery, Loss) began when the kernel set
+ *     high_seq = snd_nxt and stored ssthresh(); our ssthresh() and
+ *     set_state() record (snd_nxt, the kernel's ssthresh) when they run.
+ *     In a reduction whose high_seq is not the one recorded and whose
+ *     ssthresh is not the one recorded, no hook of ours saw the value the
+ *     kernel holds: replace it with Reno's, half the window at the
+ *     reduction's start (prior_cwnd), at least 2;
+ *   - no legitimate ssthresh exceeds TCP_INFINITE_SSTHRESH (2^31 - 1);
+ *   - between our hooks, the kernel moves the window only down, to
+ *     ssthresh plus what is in flight (PRR, Recovery's end), to in_flight + 1
+ *     (RTO), or back to max(cwnd, prior_cwnd) (an undo); every window our
+ *     cong_avoid()/cong_control() writes is recorded (ccl_guard_wrote).  A
+ *     window of 0, above 2^31 - 1, or above all of those by more than 16
+ *     came from a skipped hook (PRR fed a skipped ssthresh(), or a skipped
+ *     undo_cwnd()): restore max(the last window recorded, prior_cwnd).
+ */
+#define CCL_INFINITE_SSTHRESH 0x7fffffffU
+
+struct ccl_guard_st {
+	u32 seq;       /* snd_nxt when a hook of ours last saw a reduction begin */
+	u32 ssth;      /* the kernel's ssthresh then (what we returned or set) */
+	u32 cwnd_last; /* the window our hooks last saw or wrote */
+	u32 cwnd_hi;   /* the largest of those */
+	u32 fault;     /* fault_skip: this reduction's hooks act as skipped */
+};
+
+/* What the skipped ssthresh() returned in the two runs where it was seen. */
+#define CCL_SKIPPED_SSTH 0x8130f570U
+
+/* A reduction began (or a controller set ssthresh) and we saw it. */
+CCL_CORE void ccl_guard_mark(struct ccl_guard_st *g, u32 snd_nxt, u32 ssth)
+{
+	g->seq = snd_nxt;
+	g->ssth = ssth;
+}
+
+/* The ssthresh to write, or 0 when the kernel's is right. */
+CCL_CORE u32 ccl_guard_ssth(struct ccl_guard_st *g, u32 ca_state, u32 high_seq, u32 kern,
+			    u32 prior_cwnd)
+{
+	u32 half = prior_cwnd <= CCL_INFINITE_SSTHRESH ? prior_cwnd / 2 : 0;
+	bool unseen = ca_state >= CCL_CA_CWR && high_seq != g->seq && kern != g->ssth;
+
+	if (!unseen && kern <= CCL_INFINITE_SSTHRESH)
+		return 0;
+	half = half > 2 ? half : 2;
+	ccl_guard_mark(g, high_seq, half);
+	return half;
+}
+
+/* Our cong_avoid()/cong_control() wrote this window (or the guard saw it). */
+CCL_CORE void ccl_guard_wrote(struct ccl_guard_st *g, u32 cwnd)
+{
+	g->cwnd_last = cwnd;
+	if (cwnd > g->cwnd_hi)
+		g->cwnd_hi = cwnd;
+}
+
+/*
+ * The window to write, or 0 when the kernel's is right (then recorded).
+ * `ssth` is the kernel's ssthresh after ccl_guard_ssth(); TCP_INFINITE
+ * (slow start) adds nothing to the bound.
+ */
+CCL_CORE u32 ccl_guard_cwnd(struct ccl_guard_st *g, u32 cwnd, u32 prior_cwnd, u32 ssth,
+			    u32 in_flight)
+{
+	u64 last = g->cwnd_last, base, lim;
+	u32 fix;
+
+	if (!last) {
+		last = cwnd && cwnd <= CCL_INFINITE_SSTHRESH ? cwnd : 10; /* first sight */
+		ccl_guard_wrote(g, (u32)last);
+	}
+	/* a prior_cwnd far above any window seen is itself left by a skip */
+	base = prior_cwnd <= 2 * (u64)g->cwnd_hi + 16 ? ccl_max64(last, prior_cwnd) : last;
+	lim = ccl_max64(base, in_flight) + 16;
+	if (ssth < CCL_INFINITE_SSTHRESH)
+		lim = ccl_max64(lim, (u64)ssth + in_flight + 16);
+	if (cwnd && cwnd <= CCL_INFINITE_SSTHRESH && cwnd <= lim) {
+		ccl_guard_wrote(g, cwnd);
+		return 0;
+	}
+	fix = base > 2 ? (u32)base : 2;
+	ccl_guard_wrote(g, fix);
+	return fix;
+}
+
 #endif /* __CCL_CORE_H */

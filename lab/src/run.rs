@@ -60,6 +60,8 @@ pub fn run_case(
             });
         }
     }
+    let algo = cc_name.parse::<ccload::algos::Algo>().ok();
+    let repairs0 = algo.and_then(repair_counts);
     let t0 = Instant::now();
     let stop_all = Arc::new(AtomicBool::new(false));
     let mut socks: Vec<Option<Arc<TcpStream>>> = vec![None; flows.len()];
@@ -156,6 +158,9 @@ pub fn run_case(
         lateness_max_us: comb.lateness_us(1.0),
         realtime: comb.realtime,
         valid: rep_delay.valid(),
+        repairs: repairs0
+            .zip(algo.and_then(repair_counts))
+            .map(|(a, b)| [b[0].saturating_sub(a[0]), b[1].saturating_sub(a[1])]),
         ..summary
     };
     Ok(RunResult {
@@ -163,6 +168,12 @@ pub fn run_case(
         samples,
         queue,
     })
+}
+
+/// A ccload controller's guard counters (ssth_repaired, cwnd_repaired);
+/// None when it is not attached or its stats cannot be read.
+fn repair_counts(algo: ccload::algos::Algo) -> Option<[u64; 2]> {
+    ccload::bpf::guard_repairs(algo).ok()
 }
 
 type FlowThread = std::thread::JoinHandle<()>;

@@ -101,6 +101,13 @@ pub struct RunSummary {
     /// (which travels with a grid; samples.csv does not).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cwnd_max_at: Vec<FlowSample>,
+    /// For a ccload controller: how many times its guard repaired the
+    /// kernel's ssthresh and cwnd during the run (the controller's counters
+    /// `ssth_repaired` and `cwnd_repaired`, read before and after; see
+    /// ccl_guard() in bpf/ccload_maps.bpf.h).  None for a kernel CC and in
+    /// runs recorded before the guard.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repairs: Option<[u64; 2]>,
     pub lateness_p50_us: u64,
     pub lateness_p99_us: u64,
     pub lateness_max_us: u64,

@@ -700,6 +700,17 @@ pub fn read_stats(algo: Algo) -> Result<Vec<u64>> {
     Ok(out)
 }
 
+/// The guard's counters of an attached controller: (ssth_repaired,
+/// cwnd_repaired), times it repaired the kernel's ssthresh and cwnd (see
+/// ccl_guard() in bpf/ccload_maps.bpf.h).
+pub fn guard_repairs(algo: Algo) -> Result<[u64; 2]> {
+    let s = read_stats(algo)?;
+    Ok([
+        s[intf::CCL_STAT_SSTH_REPAIRED as usize],
+        s[intf::CCL_STAT_CWND_REPAIRED as usize],
+    ])
+}
+
 /// Sum of a per-CPU u64 counter's values; a value shorter than 8 bytes (a
 /// foreign map pinned under our name) is an error, not a panic.
 pub(crate) fn sum_percpu_u64(per_cpu: &[Vec<u8>]) -> Result<u64> {

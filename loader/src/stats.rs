@@ -90,6 +90,16 @@ pub const STATS: &[(u32, &str, &str)] = &[
         "lsrtt_shifts",
         "ub_reno: RTT level shifts the LSRTT estimator detected",
     ),
+    (
+        intf::CCL_STAT_SSTH_REPAIRED,
+        "ssth_repaired",
+        "kernel ssthresh values repaired: not what ssthresh() returned, or above 2^31 - 1",
+    ),
+    (
+        intf::CCL_STAT_CWND_REPAIRED,
+        "cwnd_repaired",
+        "kernel cwnd values above 2^31 - 1 repaired",
+    ),
 ];
 
 pub fn name(idx: usize) -> &'static str {

@@ -82,10 +82,10 @@ fn pair_once(k: f64, bytes: u64, skip: f64) -> ((f64, Vec<serde_json::Value>), u
 
 /// The window at which the RTT has risen in each cycle while the flow runs
 /// as plain Reno (ZERO phase, no extra window), observed independently of
-/// the extra-window logic: the window of the `c_rounds`-th round in a row
-/// with C(t) > alpha (the controller's own test of congestion: one round
-/// over alpha is an ACK burst as often as a queue).
-fn reno_onsets(sender: &[serde_json::Value]) -> Vec<i64> {
+/// the extra-window logic: (cycle, the window of the `c_rounds`-th round in
+/// a row with C(t) > alpha) -- the controller's own test of congestion: one
+/// round over alpha is an ACK burst as often as a queue.  One flow's records.
+fn reno_onsets(sender: &[serde_json::Value]) -> Vec<(i64, i64)> {
     // The defaults from the kernel layout's table; alpha as stored (Q16,
     // the unit of c_q16).
     let d = ccload::algos::Algo::UbReno.defaults();
@@ -110,11 +110,24 @@ fn reno_onsets(sender: &[serde_json::Value]) -> Vec<i64> {
             0
         };
         if !seen && run >= need {
-            out.push(i(r, "cwnd_r"));
+            out.push((cycle, i(r, "cwnd_r")));
             seen = true;
         }
     }
     out
+}
+
+/// ub_reno's records split by flow (local address and port), in order.
+fn by_flow(recs: &[serde_json::Value]) -> Vec<Vec<serde_json::Value>> {
+    let mut out: Vec<(String, Vec<serde_json::Value>)> = Vec::new();
+    for r in recs {
+        let key = r["local"].as_str().unwrap_or_default().to_string();
+        match out.iter_mut().find(|f| f.0 == key) {
+            Some(f) => f.1.push(r.clone()),
+            None => out.push((key, vec![r.clone()])),
+        }
+    }
+    out.into_iter().map(|f| f.1).collect()
 }
 
 fn median(v: &mut [i64]) -> i64 {
@@ -150,14 +163,19 @@ fn ub_reno_learns_w_full_from_the_path_and_does_no_harm() {
         .map(|r| (i(r, "cycle"), i(r, "wfull_prev")))
         .collect();
     per_cycle.dedup_by_key(|c| c.0);
-    let mut onsets = reno_onsets(&sender);
+    let flows = by_flow(&sender);
+    let mut onsets: Vec<i64> = flows
+        .iter()
+        .flat_map(|f| reno_onsets(f))
+        .map(|o| o.1)
+        .collect();
     assert!(
         per_cycle.len() >= 4 && onsets.len() >= 4,
         "cycles {per_cycle:?}, onsets {onsets:?}"
     );
     let onset = median(&mut onsets);
     let mut wf: Vec<i64> = per_cycle.iter().map(|c| c.1).collect();
-    let med = median(&mut wf.clone());
+    let med = median(&mut wf);
     eprintln!(
         "ub_reno: {extra_rounds} extra-window rounds of {}; RTT-rise onset (Reno's own C > alpha) \
          median {onset} of BDP {bdp}; W_full per cycle {:?} median {med}",
@@ -177,13 +195,35 @@ fn ub_reno_learns_w_full_from_the_path_and_does_no_harm() {
         med * 100 >= onset * 75 && med * 100 <= onset * 105,
         "W_full {med} against an RTT-rise onset of {onset}"
     );
-    // ... and re-learned every cycle, not only ever lowered (the drift of
-    // the first v2, 0.68 BDP after a minute): the later half of the cycles
-    // holds what the first half had.
-    let half = wf.len() / 2;
-    let (first, later) = wf.split_at_mut(half);
-    let (m1, m2) = (median(first), median(later));
-    assert!(m2 * 100 >= m1 * 85, "W_full drifted down: {m1} -> {m2}");
+    // ... and re-learned every cycle from the path, not only ever lowered
+    // (the drift of the first v2, 0.68 BDP after a minute): in each flow,
+    // the W_full a cycle carries is beta (0.97) times the window where
+    // plain Reno's RTT rose in the cycle before.  Judged against the same
+    // flow's own onsets, cycle by cycle, because the emulated path is not
+    // constant on this host: a stretch of host noise lowers the onset for a
+    // few cycles and a W_full that follows it is right (seen: 117 carried
+    // for four cycles of the second transfer, whose medians the first
+    // version of this check compared with the first transfer's).
+    let mut ratios: Vec<i64> = Vec::new();
+    for f in &flows {
+        let carried: std::collections::HashMap<i64, i64> = f
+            .iter()
+            .filter(|r| i(r, "wfull_prev") > 0 && r["phase"] == "RAMP")
+            .map(|r| (i(r, "cycle"), i(r, "wfull_prev")))
+            .collect();
+        for (cycle, o) in reno_onsets(f) {
+            if let Some(w) = carried.get(&(cycle + 1)) {
+                ratios.push(w * 1000 / o);
+            }
+        }
+    }
+    eprintln!("ub_reno: carried W_full / previous onset (x1000) {ratios:?}");
+    assert!(ratios.len() >= 3, "{} cycle pairs", ratios.len());
+    let r = median(&mut ratios);
+    assert!(
+        (900..=1000).contains(&r),
+        "W_full carried is {r}/1000 of the onset before it (beta = 970)"
+    );
     // No harm against Reno (measured 0.92-1.11 here over runs of 4
     // alternated transfers: the gain is within the run-to-run spread of
     // this link; the lab measures it with repetitions).
@@ -197,4 +237,83 @@ fn ub_reno_learns_w_full_from_the_path_and_does_no_harm() {
         (0.97..=1.03).contains(&big),
         "ub_reno/reno = {big:.3} at 1 BDP"
     );
+}
+
+/// One of ub_reno's counters (`ccload status`).
+fn stat(name: &str) -> i64 {
+    let st = status_json();
+    let a = st["attached"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["algo"] == "ub_reno")
+        .expect("ub_reno attached")
+        .clone();
+    i(&a["stats"], name)
+}
+
+/// The guard (ccl_guard() in bpf/ccload_maps.bpf.h).  This VM's kernel
+/// skips every hook of ours that runs on top of PID 1, and a skipped
+/// ssthresh() leaves the trampoline's uninitialised return slot in
+/// snd_ssthresh: seen twice as 0x8130f570, after which PRR set the window
+/// to ~1.9e9.  With fault_skip = 1 every ssthresh() returns that value and
+/// leaves no mark, as a skipped one does (the set_state() after it marks
+/// nothing either); the guard must repair every such reduction on the next
+/// ACK, so that no window the telemetry shows leaves the path's scale (the
+/// lab's bound: 16 x (BDP + buffer), at least 1,000 segments; without the
+/// guard Recovery ends at cwnd = 0x8130f570).
+#[test]
+fn the_guard_repairs_what_a_skipped_ssthresh_leaves() {
+    let _s = privileged!();
+    let _g = Attached::new("ub_reno", &["--set", "fault_skip=1"]);
+    let cfg = LinkCfg {
+        rate_mbit: 20.0,
+        delay_ms: 5.0,
+        buffer_pkts: 4,
+        loss: 0.002,
+        ..Default::default()
+    };
+    let storage = cfg.bdp_pkts() as i64 + 4;
+    let l = Bottleneck::new(cfg);
+    let (loss0, fixed0, cw0) = (
+        stat("loss_events"),
+        stat("ssth_repaired"),
+        stat("cwnd_repaired"),
+    );
+    let retrans0 = l.sender_tcp("RetransSegs");
+    let w = Watch::start(&["--algo", "ub_reno"]);
+    let t = l.transfer("ub_reno", 8 * MB).expect("transfer");
+    let mut recs = Vec::new();
+    while let Ok(rec) = w.rx.recv_timeout(Duration::from_millis(300)) {
+        recs.push(rec);
+    }
+    w.stop();
+    let retrans = l.sender_tcp("RetransSegs") - retrans0;
+    let losses = stat("loss_events") - loss0;
+    let fixed = stat("ssth_repaired") - fixed0;
+    let cw_fixed = stat("cwnd_repaired") - cw0;
+    let cwnd_max = recs.iter().map(|r| i(r, "cwnd")).max().unwrap_or(0);
+    let segs = t.bytes / 1448;
+    eprintln!(
+        "fault_skip = 1: {losses} loss events, ssthresh repaired {fixed}, cwnd repaired \
+         {cw_fixed}; largest window in {} rounds {cwnd_max} (storage {storage}); \
+         {retrans} retransmissions for {segs} segments; {:.2} Mbit/s",
+        recs.len(),
+        t.mbps()
+    );
+    assert!(losses >= 5, "{losses} loss events");
+    // Every reduction began with the fault; RTOs while in Loss call no
+    // ssthresh() and the last one may end with the transfer.
+    assert!(
+        fixed * 2 >= losses,
+        "{fixed} repairs for {losses} loss events"
+    );
+    assert!(recs.len() >= 20, "{} telemetry rounds", recs.len());
+    let bound = (16 * storage).max(1000);
+    assert!(cwnd_max <= bound, "window {cwnd_max} above {bound}");
+    // What the guard cannot prevent: the ACK a fault hits runs PRR on the
+    // garbage before any hook of ours runs again, and the sender bursts its
+    // send buffer (measured: ~180 retransmissions per fault on this 4-packet
+    // buffer; one fault per loss here, a few in 300 lab runs for real).
+    // The window and every repair are checked above; the cost is printed.
 }
