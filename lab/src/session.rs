@@ -918,8 +918,9 @@ fn suspect_cells(
     runs: &[RunSummary],
 ) -> Vec<crate::scenario::Cell> {
     let mut cells: Vec<crate::scenario::Cell> = Vec::new();
-    // A wild window is the controller's, whatever the host did: never
-    // measured away.
+    // A wild window means the controller's guard against skipped hooks
+    // failed (README, Known issues), whatever the host did: never measured
+    // away.
     for o in outcomes
         .iter()
         .filter(|o| !o.pass && o.metric != crate::summary::WINDOW_METRIC)

@@ -92,6 +92,24 @@ pub fn status_json() -> serde_json::Value {
     serde_json::from_str(&ccload_ok(&["status", "--json"])).expect("status --json parses")
 }
 
+/// Counter `name` of attached controller `algo` in a `status --json`
+/// document.
+pub fn stat_in(st: &serde_json::Value, algo: &str, name: &str) -> u64 {
+    st["attached"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["algo"] == algo)
+        .unwrap_or_else(|| panic!("{algo} not in status: {st}"))["stats"][name]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no counter {name} for {algo}"))
+}
+
+/// Counter `name` of attached controller `algo`, now.
+pub fn stat_of(algo: &str, name: &str) -> u64 {
+    stat_in(&status_json(), algo, name)
+}
+
 /// Detaches `algo` on drop (also when the test panics).
 pub struct Attached(pub &'static str);
 

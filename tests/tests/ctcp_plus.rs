@@ -10,19 +10,8 @@ use ccload_itests::*;
 use ccload_lab::run::run_case;
 use ccload_lab::scenario::Scenario;
 
-fn stat(name: &str) -> u64 {
-    let st = status_json();
-    let a = st["attached"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["algo"] == "ctcp_plus")
-        .expect("ctcp_plus attached");
-    a["stats"][name].as_u64().unwrap()
-}
-
 fn loss_events() -> u64 {
-    stat("loss_events")
+    stat_of("ctcp_plus", "loss_events")
 }
 
 #[test]
@@ -150,7 +139,11 @@ fn ctcp_plus_keeps_the_pipe_on_random_losses() {
             &format!("rand_keep={keep}"),
         ]);
         link.set_seeded_loss(0.0, seed);
-        let (l0, r0, d0) = (loss_events(), stat("loss_random"), link.random_drops());
+        let (l0, r0, d0) = (
+            loss_events(),
+            stat_of("ctcp_plus", "loss_random"),
+            link.random_drops(),
+        );
         let t = std::thread::scope(|sc| {
             let h = sc.spawn(|| link.transfer("ctcp_plus", 150 << 20));
             std::thread::sleep(Duration::from_secs_f64(ONSET_S));
@@ -158,7 +151,7 @@ fn ctcp_plus_keeps_the_pipe_on_random_losses() {
             h.join().expect("transfer thread")
         })
         .expect("transfer");
-        let (losses, random) = (loss_events() - l0, stat("loss_random") - r0);
+        let (losses, random) = (loss_events() - l0, stat_of("ctcp_plus", "loss_random") - r0);
         let drops = link.random_drops().saturating_sub(d0);
         // Goodput from a second after the onset to the end.
         let at = |s: f64| t.timeline.iter().find(|p| p.0 >= s).map_or(0, |p| p.1);

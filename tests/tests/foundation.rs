@@ -7,17 +7,6 @@ use ccload_itests::*;
 
 const MB: u64 = 1 << 20;
 
-fn stat(st: &serde_json::Value, algo: &str, name: &str) -> u64 {
-    st["attached"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["algo"] == algo)
-        .unwrap_or_else(|| panic!("{algo} not in status: {st}"))["stats"][name]
-        .as_u64()
-        .unwrap()
-}
-
 /// The struct_ops map id of an attached algorithm (for the leak check).
 fn struct_ops_id(algo: &str) -> u64 {
     let st = status_json();
@@ -69,7 +58,7 @@ fn ccpd_attach_transfer_detach() {
     );
     // Registration outlives the attaching process: ccload has exited here.
     let before = status_json();
-    assert_eq!(stat(&before, "ccpd", "flows_init"), 0);
+    assert_eq!(stat_in(&before, "ccpd", "flows_init"), 0);
 
     let ns = NetNs::new();
     let t = ns
@@ -85,14 +74,14 @@ fn ccpd_attach_transfer_detach() {
 
     let after = status_json();
     assert!(
-        stat(&after, "ccpd", "flows_init") >= 2,
+        stat_in(&after, "ccpd", "flows_init") >= 2,
         "both ends ran init: {after}"
     );
     // Loopback carries 64 KB segments: ~1 ACK per 100-300 KB here.
     let (acks, rounds, events) = (
-        stat(&after, "ccpd", "acks"),
-        stat(&after, "ccpd", "rounds"),
-        stat(&after, "ccpd", "events"),
+        stat_in(&after, "ccpd", "acks"),
+        stat_in(&after, "ccpd", "rounds"),
+        stat_in(&after, "ccpd", "events"),
     );
     assert!(acks >= 50, "cong_control ran per ACK: {acks}");
     assert!(

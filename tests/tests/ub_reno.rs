@@ -239,19 +239,6 @@ fn ub_reno_learns_w_full_from_the_path_and_does_no_harm() {
     );
 }
 
-/// One of ub_reno's counters (`ccload status`).
-fn stat(name: &str) -> i64 {
-    let st = status_json();
-    let a = st["attached"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["algo"] == "ub_reno")
-        .expect("ub_reno attached")
-        .clone();
-    i(&a["stats"], name)
-}
-
 /// The guard (ccl_guard() in bpf/ccload_maps.bpf.h).  This VM's kernel
 /// skips every hook of ours that runs on top of PID 1, and a skipped
 /// ssthresh() leaves the trampoline's uninitialised return slot in
@@ -273,12 +260,12 @@ fn the_guard_repairs_what_a_skipped_ssthresh_leaves() {
         loss: 0.002,
         ..Default::default()
     };
-    let storage = cfg.bdp_pkts() as i64 + 4;
+    let storage = cfg.bdp_pkts() as u64 + 4;
     let l = Bottleneck::new(cfg);
     let (loss0, fixed0, cw0) = (
-        stat("loss_events"),
-        stat("ssth_repaired"),
-        stat("cwnd_repaired"),
+        stat_of("ub_reno", "loss_events"),
+        stat_of("ub_reno", "ssth_repaired"),
+        stat_of("ub_reno", "cwnd_repaired"),
     );
     let retrans0 = l.sender_tcp("RetransSegs");
     let w = Watch::start(&["--algo", "ub_reno"]);
@@ -289,10 +276,10 @@ fn the_guard_repairs_what_a_skipped_ssthresh_leaves() {
     }
     w.stop();
     let retrans = l.sender_tcp("RetransSegs") - retrans0;
-    let losses = stat("loss_events") - loss0;
-    let fixed = stat("ssth_repaired") - fixed0;
-    let cw_fixed = stat("cwnd_repaired") - cw0;
-    let cwnd_max = recs.iter().map(|r| i(r, "cwnd")).max().unwrap_or(0);
+    let losses = stat_of("ub_reno", "loss_events") - loss0;
+    let fixed = stat_of("ub_reno", "ssth_repaired") - fixed0;
+    let cw_fixed = stat_of("ub_reno", "cwnd_repaired") - cw0;
+    let cwnd_max = recs.iter().map(|r| i(r, "cwnd") as u64).max().unwrap_or(0);
     let segs = t.bytes / 1448;
     eprintln!(
         "fault_skip = 1: {losses} loss events, ssthresh repaired {fixed}, cwnd repaired \
