@@ -311,7 +311,10 @@ fn counter(e: &serde_json::Value, name: &str) -> u64 {
 /// One sending connection from cgroup `cg` to a server outside bound
 /// cgroups; (client CC, the client's final data segments sent,
 /// retransmissions, bytes acked from its TCP_INFO).
-fn sender_flow(link: &Bottleneck, cg: &str, bytes: u64) -> (String, u64, u64, u64) {
+/// A transfer of `bytes` from cgroup `cg`: (CC, TCP_INFO's data segments
+/// out, retransmissions, bytes acked, retransmissions before the connection
+/// was established -- a SYN lost to the link's random loss).
+fn sender_flow(link: &Bottleneck, cg: &str, bytes: u64) -> (String, u64, u64, u64, u64) {
     let srv = Helper::spawn(&["-", &link.receiver.name, "listen", "10.77.2.2"]);
     let port = srv.get("PORT");
     let cli = Helper::spawn(&[
@@ -328,7 +331,7 @@ fn sender_flow(link: &Bottleneck, cg: &str, bytes: u64) -> (String, u64, u64, u6
         .split(' ')
         .map(|v| v.parse().unwrap())
         .collect();
-    (cc, ti[0], ti[1], ti[2])
+    (cc, ti[0], ti[1], ti[2], ti[3])
 }
 
 /// The aggregates are exact: per cgroup (a bound one on ccpd, a watched
@@ -354,8 +357,8 @@ fn aggregates_match_each_sockets_own_counters() {
     });
     let is_ccpd0 = |e: &serde_json::Value| e["algo"] == "ccpd" && e["profile"] == 0;
     let p0 = stats_of(is_ccpd0, "algos");
-    let (cca, segs_a, retr_a, acked_a) = sender_flow(&link, a.path(), 4 * MB);
-    let (ccb, segs_b, retr_b, acked_b) = sender_flow(&link, b.path(), 4 * MB);
+    let (cca, segs_a, retr_a, acked_a, syn_a) = sender_flow(&link, a.path(), 4 * MB);
+    let (ccb, segs_b, retr_b, acked_b, syn_b) = sender_flow(&link, b.path(), 4 * MB);
     assert_eq!(cca, "ccpd");
     assert_ne!(ccb, "ccpd", "a watched cgroup's CC was changed");
     eprintln!("A: {segs_a} segs, {retr_a} retrans; B ({ccb}): {segs_b} segs, {retr_b} retrans");
@@ -368,9 +371,11 @@ fn aggregates_match_each_sockets_own_counters() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let p1 = stats_of(is_ccpd0, "algos");
+    // The cgroup program counts from establishment: a SYN the 1 % loss
+    // dropped is retransmitted before it (seen once: 29 against 30).
     for (path, segs, retr, acked) in [
-        (a.path(), segs_a, retr_a, acked_a),
-        (b.path(), segs_b, retr_b, acked_b),
+        (a.path(), segs_a, retr_a - syn_a, acked_a),
+        (b.path(), segs_b, retr_b - syn_b, acked_b),
     ] {
         let e = stats_of(|e| e["cgroup"] == path, "cgroups");
         eprintln!("{path}: {}", e["summary"]);

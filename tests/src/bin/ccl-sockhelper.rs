@@ -53,6 +53,10 @@ fn main() {
         "connect" => {
             let addr: SocketAddr = a[4].parse().unwrap();
             let mut s = TcpStream::connect(addr).unwrap();
+            // Retransmissions before the connection was established (a
+            // lost SYN): TCP_INFO counts them, a sock_ops aggregate that
+            // starts at establishment does not.
+            let syn = ccload_itests::tcpinfo::tcp_info(s.as_raw_fd()).unwrap();
             println!("CC {}", ccload_itests::get_cc(s.as_raw_fd()));
             out.lock().flush().unwrap();
             let n: u64 = a[5].parse().unwrap();
@@ -69,8 +73,11 @@ fn main() {
             // The peer closed after our FIN: the counters are final.
             let ti = ccload_itests::tcpinfo::tcp_info(s.as_raw_fd()).unwrap();
             println!(
-                "TCPINFO {} {} {}",
-                ti.tcpi_data_segs_out, ti.tcpi_total_retrans, ti.tcpi_bytes_acked
+                "TCPINFO {} {} {} {}",
+                ti.tcpi_data_segs_out,
+                ti.tcpi_total_retrans,
+                ti.tcpi_bytes_acked,
+                syn.tcpi_total_retrans
             );
             out.lock().flush().unwrap();
         }
