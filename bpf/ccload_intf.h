@@ -83,8 +83,8 @@ enum ccl_stat_idx {
 	CCL_STAT_LOSS_RANDOM,	  /* ccpd, ctcp_plus rand_keep: loss events classified random */
 	CCL_STAT_WFULL_FOUND,	  /* ub_reno: rounds that found (or lowered) W_full */
 	CCL_STAT_LSRTT_SHIFTS,	  /* ub_reno: LSRTT level shifts detected */
-	CCL_STAT_SSTH_REPAIRED,	  /* kernel's ssthresh was not what ssthresh() returned: repaired */
-	CCL_STAT_CWND_REPAIRED,	  /* kernel's cwnd above 2^31 - 1: repaired */
+	CCL_STAT_SSTH_REPAIRED,	  /* guard: ssthresh no hook of ours saw (a skipped ssthresh()) */
+	CCL_STAT_CWND_REPAIRED,	  /* guard: a window the kernel cannot produce between our hooks */
 	CCL_NR_STATS,
 };
 

@@ -218,7 +218,8 @@ CCL_CORE bool ccl_round_on_seq(struct ccl_round *r, u32 ack, u32 snd_nxt)
  * (cwnd = in_flight + ssthresh * prr_delivered / prior_cwnd - prr_out,
  * when ssthresh - in_flight is negative as an int) set cwnd to ~1.9e9.
  *
- * So every hook that runs checks what the skipped ones may have left:
+ * So pkts_acked(), on every ACK that runs our hooks, checks what the
+ * skipped ones may have left:
  *   - a reduction (CWR, Recovery, Loss) began when the kernel set
  *     high_seq = snd_nxt and stored ssthresh(); our ssthresh() and
  *     set_state() record (snd_nxt, the kernel's ssthresh) when they run.

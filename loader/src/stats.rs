@@ -93,12 +93,12 @@ pub const STATS: &[(u32, &str, &str)] = &[
     (
         intf::CCL_STAT_SSTH_REPAIRED,
         "ssth_repaired",
-        "kernel ssthresh values repaired: not what ssthresh() returned, or above 2^31 - 1",
+        "guard: a reduction's ssthresh that no hook of ours saw (a skipped ssthresh()), or one above 2^31 - 1, replaced",
     ),
     (
         intf::CCL_STAT_CWND_REPAIRED,
         "cwnd_repaired",
-        "kernel cwnd values above 2^31 - 1 repaired",
+        "guard: a window the kernel cannot produce between our hooks (0, above 2^31 - 1, or above ssthresh + in flight, the last window and prior_cwnd by more than 16), restored",
     ),
 ];
 
