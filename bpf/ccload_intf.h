@@ -32,7 +32,11 @@ enum ccl_consts {
 	CCL_NAME_MAX = 16,	     /* TCP_CA_NAME_MAX including the NUL */
 	CCL_NR_PROFILES = 16,	     /* params map entries; 0 = the algorithm's defaults */
 	CCL_RINGBUF_BYTES = 1 << 22, /* per algorithm; ~30000 telemetry records */
-	CCL_CA_PRIV_SIZE = 104,	     /* ICSK_CA_PRIV_SIZE: per-flow controller state */
+	/* Telemetry wakes its reader only once this much is waiting; readers
+	 * drain the ring every CCL_RB_DRAIN_MS as well (ccl_event_submit()). */
+	CCL_RB_WAKE_BYTES = 1 << 18,
+	CCL_RB_DRAIN_MS = 100,
+	CCL_CA_PRIV_SIZE = 104, /* ICSK_CA_PRIV_SIZE: per-flow controller state */
 	CCL_Q10 = 1024,
 	CCL_Q16 = 65536,
 };

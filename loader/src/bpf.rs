@@ -665,6 +665,16 @@ pub fn c_name(bytes: &[std::os::raw::c_char]) -> String {
 // ---------------------------------------------------------------------------
 // Pinned map access.
 
+/// Bytes one telemetry record takes in a controller's ring, its 8-byte
+/// ring header included.
+pub const RB_RECORD_BYTES: usize = (crate::telemetry::EVENT_SIZE + 8 + 7) & !7;
+/// Bytes of records waiting in a controller's ring that make the next
+/// record wake its reader (ccl_event_submit()); fewer wake nobody, and
+/// readers drain the ring every [`RB_DRAIN_MS`] instead.
+pub const RB_WAKE_BYTES: usize = intf::CCL_RB_WAKE_BYTES as usize;
+/// How often readers drain a controller's ring, ms.
+pub const RB_DRAIN_MS: u64 = intf::CCL_RB_DRAIN_MS as u64;
+
 pub fn open_map(algo: Algo, name: &str) -> Result<MapHandle> {
     if !is_attached(algo) {
         bail!(CclError::NotAttached { algo: algo.name() });

@@ -256,34 +256,37 @@ pub fn run(o: WatchOpts) -> Result<()> {
         let mut hup = signal(SignalKind::hangup())?;
         let mut stop = false;
         loop {
-            let tick = tokio::time::sleep(Duration::from_millis(200));
+            // Controllers wake a reader only once a batch is waiting
+            // (ccl_event_submit()), so the ring is also drained on a timer.
+            let tick = tokio::time::sleep(Duration::from_millis(crate::bpf::RB_DRAIN_MS));
             tokio::select! {
                 _ = &mut ctrl_c => break,
                 _ = term.recv() => break,
                 _ = hup.recv() => break,
-                r = afd.readable() => {
-                    // Readiness is cleared first and the ring drained until a
-                    // pass finds nothing: the kernel wakes a reader only when
-                    // a record lands in an empty ring, so a reader that
-                    // stopped short of empty (or cleared readiness after
-                    // new records came) would sleep until the next tick
-                    // while the ring fills and refuses records.
-                    r?.clear_ready();
-                    loop {
-                        let n = rb.consume_raw();
-                        if n < 0 {
-                            bail!("reading the ring buffer: {}", std::io::Error::from_raw_os_error(-n));
-                        }
-                        if fast.is_some() && pr.write_fast(&mut out.borrow_mut(), o)? {
-                            stop = true;
-                            break;
-                        }
-                        if n == 0 {
-                            break;
-                        }
-                    }
-                }
+                r = afd.readable() => r?.clear_ready(),
                 _ = tick => {}
+            }
+            // Readiness is cleared first and the ring drained until a pass
+            // finds nothing: the kernel wakes a reader only when a record
+            // lands in an empty ring (or a batch is waiting), so a reader
+            // that stopped short of empty (or cleared readiness after new
+            // records came) would sleep until the next tick while the ring
+            // fills and refuses records.
+            loop {
+                let n = rb.consume_raw();
+                if n < 0 {
+                    bail!(
+                        "reading the ring buffer: {}",
+                        std::io::Error::from_raw_os_error(-n)
+                    );
+                }
+                if fast.is_some() && pr.write_fast(&mut out.borrow_mut(), o)? {
+                    stop = true;
+                    break;
+                }
+                if n == 0 {
+                    break;
+                }
             }
             if stop {
                 break;
@@ -311,6 +314,12 @@ pub fn run(o: WatchOpts) -> Result<()> {
         // What the kernel wrote before the stop is still shown.
         rb.consume()?;
         pr.write_fast(&mut out.borrow_mut(), o)?;
+    } else if fast.is_none() && !pr.stopped && o.args.count.is_none_or(|c| pr.seen < c) {
+        // The same: records written since the last drain (up to
+        // CCL_RB_DRAIN_MS of them, no wakeup came for them).
+        rb.consume()?;
+        let batch: Vec<Event> = std::mem::take(&mut *queue.borrow_mut());
+        pr.push_all(batch, o, &drops_at_start)?;
     }
     pr.finish(o, &drops_at_start)?;
     let seen = pr.seen;

@@ -427,3 +427,102 @@ fn under_64_flows_drops_are_counted_and_aggregates_stay_exact() {
         "{acked}"
     );
 }
+
+/// Telemetry wakes its reader per batch, not per record
+/// (ccl_event_submit()).  A reader of the ring that waits 50 ms at a time
+/// and then drains it receives a flow's records without being woken for
+/// them; a reader that stops draining is woken once `RB_WAKE_BYTES` of
+/// records wait.  The ring's default (a wakeup for every record that lands
+/// in an empty ring) wakes this reader for nearly every record and fails
+/// both halves.
+#[test]
+fn telemetry_wakes_its_reader_per_batch_not_per_record() {
+    use ccload::bpf::{RB_RECORD_BYTES, RB_WAKE_BYTES};
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let _s = privileged!();
+    let _g = Attached::new("ccpd", &[]);
+    let map = ccload::bpf::open_map(ccload::algos::Algo::Ccpd, "events").expect("events map");
+    let records = std::rc::Rc::new(std::cell::Cell::new(0u64));
+    let mut b = libbpf_rs::RingBufferBuilder::new();
+    let seen = records.clone();
+    b.add(&map, move |_: &[u8]| {
+        seen.set(seen.get() + 1);
+        0
+    })
+    .expect("ring buffer");
+    let rb = b.build().expect("ring buffer");
+    let epfd = rb.epoll_fd();
+    // Was the reader woken within `ms`?  (The ring's epoll entry becomes
+    // ready only through a wakeup; records that came without one are
+    // found by consume() alone.)
+    let woken = |ms: i32| {
+        let mut ev = libc::epoll_event { events: 0, u64: 0 };
+        // SAFETY: one event into a local, on libbpf's epoll fd.
+        unsafe { libc::epoll_wait(epfd, &mut ev, 1, ms) > 0 }
+    };
+
+    // 1: a transfer of a few seconds (~5-ms rounds), drained every 50 ms.
+    let link = Bottleneck::new(LinkCfg {
+        rate_mbit: 50.0,
+        buffer_pkts: 40,
+        delay_ms: 2.5,
+        ..Default::default()
+    });
+    let done = AtomicBool::new(false);
+    let mut wakeups = 0u64;
+    std::thread::scope(|sc| {
+        let t = sc.spawn(|| {
+            let t = link.transfer("ccpd", 20 * MB);
+            done.store(true, Ordering::Relaxed);
+            t
+        });
+        while !done.load(Ordering::Relaxed) {
+            if woken(50) {
+                wakeups += 1;
+            }
+            rb.consume().expect("consume");
+        }
+        assert_eq!(t.join().unwrap().expect("transfer").bytes, 20 * MB);
+    });
+    rb.consume().expect("consume");
+    let n = records.get();
+    assert!(n >= 100, "only {n} records for a 20 MB transfer at 5 ms");
+    assert!(
+        wakeups * 10 <= n,
+        "{wakeups} wakeups for {n} records: the reader is woken per record"
+    );
+
+    // 2: nobody drains; loopback transfers write records until the reader
+    // is woken, which must be once a batch waits, not at the first record.
+    let ns = NetNs::new();
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    records.set(0);
+    let got = std::thread::scope(|sc| {
+        let writer = sc.spawn(|| {
+            ns.run(move || {
+                while !stop2.load(Ordering::Relaxed) {
+                    transfer("ccpd", 64 * MB, "127.0.0.1:0".parse().unwrap()).expect("transfer");
+                }
+            })
+        });
+        let got = woken(30_000);
+        // What was waiting when the wakeup came (give or take the records
+        // of the microseconds since).
+        rb.consume().expect("consume");
+        stop.store(true, Ordering::Relaxed);
+        writer.join().unwrap();
+        got
+    });
+    let n = records.get();
+    let bytes = n as usize * RB_RECORD_BYTES;
+    assert!(
+        got,
+        "no wakeup in 30 s of loopback transfers ({n} records waiting)"
+    );
+    assert!(
+        bytes >= RB_WAKE_BYTES,
+        "woken with {n} records ({bytes} bytes) waiting, below the batch of {RB_WAKE_BYTES}"
+    );
+}

@@ -506,14 +506,9 @@ async fn main_loop(path: PathBuf, st: Rc<State>, verbose: bool) -> Result<Exit> 
                 _ = retry => break false,
                 r = readable => {
                     match r {
-                        Ok(Some(mut g)) => {
-                            if let Some(rb) = &rings.rb {
-                                if let Err(e) = rb.consume() {
-                                    log(4, format!("ring buffer: {e}"));
-                                }
-                            }
-                            g.clear_ready();
-                        }
+                        // Cleared before the drain below, so a record
+                        // that lands meanwhile wakes the next poll.
+                        Ok(Some(mut g)) => g.clear_ready(),
                         Ok(None) => {}
                         Err(e) => log(4, format!("ring buffer poll: {e}")),
                     }
@@ -530,7 +525,14 @@ async fn main_loop(path: PathBuf, st: Rc<State>, verbose: bool) -> Result<Exit> 
                         unix_backoff = (unix_backoff * 2).min(Duration::from_secs(1));
                     }
                 },
-                _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                _ = tokio::time::sleep(Duration::from_millis(crate::bpf::RB_DRAIN_MS)) => {}
+            }
+            // Controllers wake a reader only once a batch is waiting
+            // (ccl_event_submit()): whatever woke this loop, drain the ring.
+            if let Some(rb) = &rings.rb {
+                if let Err(e) = rb.consume() {
+                    log(4, format!("ring buffer: {e}"));
+                }
             }
             let batch = std::mem::take(&mut *q.borrow_mut());
             if !batch.is_empty() {
