@@ -268,10 +268,10 @@ pub fn run(o: WatchOpts) -> Result<()> {
             }
             // Readiness is cleared first and the ring drained until a pass
             // finds nothing: the kernel wakes a reader only when a record
-            // lands in an empty ring (or a batch is waiting), so a reader
-            // that stopped short of empty (or cleared readiness after new
-            // records came) would sleep until the next tick while the ring
-            // fills and refuses records.
+            // finds a batch waiting (ours) or lands in an empty ring (the
+            // ring's default), so a reader that stopped short of empty (or
+            // cleared readiness after new records came) would wait for the
+            // next tick while records pile up.
             loop {
                 let n = rb.consume_raw();
                 if n < 0 {
@@ -310,16 +310,16 @@ pub fn run(o: WatchOpts) -> Result<()> {
         Ok(())
     });
     result?;
-    if fast.is_some() && !pr.stopped {
-        // What the kernel wrote before the stop is still shown.
+    if !pr.stopped {
+        // What the kernel wrote before the stop is still shown: up to
+        // RB_DRAIN_MS of records came since the last drain, with no wakeup.
         rb.consume()?;
-        pr.write_fast(&mut out.borrow_mut(), o)?;
-    } else if fast.is_none() && !pr.stopped && o.args.count.is_none_or(|c| pr.seen < c) {
-        // The same: records written since the last drain (up to
-        // CCL_RB_DRAIN_MS of them, no wakeup came for them).
-        rb.consume()?;
-        let batch: Vec<Event> = std::mem::take(&mut *queue.borrow_mut());
-        pr.push_all(batch, o, &drops_at_start)?;
+        if fast.is_some() {
+            pr.write_fast(&mut out.borrow_mut(), o)?;
+        } else if o.args.count.is_none_or(|c| pr.seen < c) {
+            let batch: Vec<Event> = std::mem::take(&mut *queue.borrow_mut());
+            pr.push_all(batch, o, &drops_at_start)?;
+        }
     }
     pr.finish(o, &drops_at_start)?;
     let seen = pr.seen;

@@ -308,12 +308,11 @@ fn counter(e: &serde_json::Value, name: &str) -> u64 {
     e["counters"][name].as_u64().unwrap()
 }
 
-/// One sending connection from cgroup `cg` to a server outside bound
-/// cgroups; (client CC, the client's final data segments sent,
-/// retransmissions, bytes acked from its TCP_INFO).
-/// A transfer of `bytes` from cgroup `cg`: (CC, TCP_INFO's data segments
-/// out, retransmissions, bytes acked, retransmissions before the connection
-/// was established -- a SYN lost to the link's random loss).
+/// One sending connection of `bytes` from cgroup `cg` to a server outside
+/// bound cgroups: (client CC, and from the client's final TCP_INFO its data
+/// segments sent, retransmissions, bytes acked, and the retransmissions
+/// before the connection was established -- a SYN lost to the link's
+/// random loss).
 fn sender_flow(link: &Bottleneck, cg: &str, bytes: u64) -> (String, u64, u64, u64, u64) {
     let srv = Helper::spawn(&["-", &link.receiver.name, "listen", "10.77.2.2"]);
     let port = srv.get("PORT");
