@@ -406,6 +406,13 @@ fn read(id: u64) -> Result<Agg> {
         .context("reading a cgroup's aggregates (was its binding removed?)")
 }
 
+/// How many whole intervals `--for` holds (at least one: a rollout with
+/// `--for` shorter than `--interval` is refused before it starts).
+fn intervals_in(duration: Duration, interval: Duration) -> u32 {
+    let n = duration.as_nanos() / interval.as_nanos().max(1);
+    u32::try_from(n).unwrap_or(u32::MAX).max(1)
+}
+
 /// Run the intervals; `report` gets each interval; `stop` is polled for
 /// SIGINT/SIGTERM.
 pub fn run(
@@ -415,23 +422,30 @@ pub fn run(
     stop: &dyn Fn() -> bool,
 ) -> Result<End> {
     let ctl_id = CgroupDir::open(&o.control)?.id;
+    // The intervals end on a fixed grid (start + n * interval), so `--for`
+    // always yields floor(for / interval) of them: time spent reading the
+    // aggregates and reporting is not added to each interval, where it
+    // used to accumulate until a loaded machine lost the last interval.
+    let count = intervals_in(o.duration, o.interval);
     let start = Instant::now();
-    let mut n = 0u32;
     let mut failing = 0u32;
     let (mut c0, mut k0) = (read(st.canary_id)?, read(ctl_id)?);
-    while start.elapsed() + o.interval <= o.duration + Duration::from_millis(50) {
-        let t = Instant::now();
-        while t.elapsed() < o.interval {
+    for n in 1..=count {
+        let end = start + o.interval * n;
+        loop {
             if stop() {
                 rollback(st)?;
                 return Ok(End::Aborted);
             }
-            std::thread::sleep(Duration::from_millis(50).min(o.interval));
+            let now = Instant::now();
+            if now >= end {
+                break;
+            }
+            std::thread::sleep((end - now).min(Duration::from_millis(50)));
         }
         let (c1, k1) = (read(st.canary_id)?, read(ctl_id)?);
         let (c, k) = (Side::of(&c1.since(&c0)), Side::of(&k1.since(&k0)));
         (c0, k0) = (c1, k1);
-        n += 1;
         let (verdict, checks) = judge(&o.guards, &c, &k, o.min_segments);
         match verdict.as_str() {
             "fail" => failing += 1,
@@ -477,6 +491,16 @@ mod tests {
             srtt_ms_p95: Some(p95),
             rate_mbps_p50: Some(rate),
         }
+    }
+
+    #[test]
+    fn for_holds_a_fixed_number_of_intervals() {
+        let s = Duration::from_secs;
+        assert_eq!(intervals_in(s(6), s(2)), 3);
+        assert_eq!(intervals_in(s(7), s(2)), 3);
+        assert_eq!(intervals_in(s(30), s(2)), 15);
+        assert_eq!(intervals_in(Duration::from_millis(1999), s(2)), 1);
+        assert_eq!(intervals_in(s(1), Duration::ZERO), 1_000_000_000);
     }
 
     #[test]
