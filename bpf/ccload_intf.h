@@ -135,6 +135,8 @@ enum ccl_phase {
 	X(bmax_on_loss, "bmax_on_loss", 1, 1, 0, 2, "", "on a loss in CA set rtt_max to rtts: 0 never, 1 congestive losses, 2 every loss") \
 	X(q_rtt, "q_rtt", 1, 0, 0, 1, "", "RTT the L1 law reads the queue from: 0 smoothed (paper), 1 the round's minimum") \
 	X(ss_exit, "ss_exit", 1, 1, 0, 1, "", "1 = slow start ends when the RTT shows a queue; 0 = at the first loss (paper)") \
+	X(share, "share", 1, 1, 0, 1, "", "1 = share a bottleneck (C from pairs, synchronised drains, competitive mode); 0 = one flow's law") \
+	X(drain_ms, "drain_ms", 1, 5000, 500, 60000, "ms", "share: period of the synchronised queue drains") \
 	X(trace_every, "trace_every", 1, 1, 0, 1000, "rounds", "telemetry every N rounds; 0 = off") \
 	X(trace_ms, "trace_ms", 1, 0, 0, 60000, "ms", "at most one record per flow per N ms; 0 = no time limit")
 
@@ -245,7 +247,7 @@ struct ccl_param_desc {
 	X(s32, delta_q10, "seg/1024", "L1 window change before gamma")         \
 	X(u32, w_q10, "seg/1024", "CCPD window")                               \
 	X(u32, cwnd_hold, "seg", "window held in recovery")                    \
-	X(u32, mode, "", "law in force (0 = L0, 1 = L1)")                      \
+	X(u32, mode, "", "law in force: 0 = L0, 1 = L1, 2 = draining, 3 = competing")                      \
 	X(u32, cwnd_max, "seg", "clamp P + B - margin (0 = no estimate)")      \
 	X(u32, loss_class, "", "last loss: 1 = congestive, 2 = random")
 

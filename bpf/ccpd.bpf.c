@@ -121,8 +121,11 @@ static __always_inline void ccpd_emit(struct sock *sk, struct ccpd *ca,
 	t->cap_sps = ca->cap_sps;
 	t->fb_sps = ccpd_fb(ca);
 	t->c_sps = o->c_sps;
-	t->pair_c_sps = ca->best_dsum_us != CCL_U32_MAX ? ca->best_c_sps : 0;
-	t->pair_dsum_us = ca->best_dsum_us != CCL_U32_MAX ? ca->best_dsum_us : 0;
+	/* with share the pair fields hold the drain's bookkeeping */
+	if (!(ca->sh & CCPD_SH_ON) && ca->best_dsum_us != CCL_U32_MAX) {
+		t->pair_c_sps = ca->best_c_sps;
+		t->pair_dsum_us = ca->best_dsum_us;
+	}
 	t->rtt_min_us = ca->rtt_min_us != CCL_U32_MAX ? ca->rtt_min_us : 0;
 	t->rtt_max_us = ca->rtt_max_us;
 	t->rtts_us = ccpd_rtts(ca);
@@ -137,7 +140,7 @@ static __always_inline void ccpd_emit(struct sock *sk, struct ccpd *ca,
 	t->delta_q10 = o->controlled ? l->delta_q10 : 0;
 	t->w_q10 = ca->w_q10;
 	t->cwnd_hold = ca->cwnd_hold;
-	t->mode = p->mode;
+	t->mode = o->law;
 	t->cwnd_max = o->controlled ? l->cwnd_max : 0;
 	t->loss_class = ca->last_loss;
 	ccl_event_submit(ev);

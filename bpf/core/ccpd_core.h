@@ -168,6 +168,24 @@ enum ccpd_ev { CCPD_EV_PAIR_OK = 1, CCPD_EV_PAIR_REJECT = 2, CCPD_EV_ROUND = 4 }
 #define CCPD_CAP_EXPIRY_EPOCHS 4  /* a pair sample older than this expires */
 #define CCPD_CAP_OVER_FB_Q10 1280 /* C <= 1.25 x max delivery rate */
 
+/* Sharing a bottleneck (share = 1; docs/ccpd.md, "Sharing a bottleneck"). */
+enum ccpd_share_bits {
+	CCPD_SH_ON = 1,	      /* the state is laid out for share = 1 (unions) */
+	CCPD_SH_SLOT = 2,     /* drain_slot holds a slot */
+	CCPD_SH_DRAINING = 4, /* in a drain */
+	CCPD_SH_COMP = 8,     /* competing with a flow that keeps the queue full */
+};
+
+#define CCPD_DRAIN_MIN_US 200000   /* a drain lasts max(this, 2 smoothed RTTs) */
+#define CCPD_COMP_ENTER_US 500	   /* a drain's queue above max(qmax/4, this): competing */
+#define CCPD_COMP_EXIT_US 250	   /* ... at most max(qmax/8, this): not competing */
+#define CCPD_COMP_BETA_Q10 717	   /* competing: a congestive loss holds 0.7 W */
+#define CCPD_COMP_GROW_US 20000 /* competing: grow s / 20 ms segments per round (>= 1) */
+#define CCPD_MED_SHIFT 4	   /* pair median moves 1/16 per sample */
+
+/* Laws in force, as telemetry reports them (`mode`). */
+enum ccpd_law_in_force { CCPD_LAW_L0 = 0, CCPD_LAW_L1 = 1, CCPD_LAW_DRAIN = 2, CCPD_LAW_COMP = 3 };
+
 /* Per-flow state: exactly the 104 bytes of icsk_ca_priv. */
 struct ccpd {
 	u64 pair_t1_ns;		/* ns time of the ACK covering the first pair unit */
@@ -183,21 +201,36 @@ struct ccpd {
 	s32 e_prev_q10;		/* last error (derivative memory), segments x 1024 */
 	s32 d_q10;		/* derivative term in force, segments x 1024 */
 	u32 cwnd_hold;		/* window held in recovery, segments */
-	u32 ss_target;		/* slow-start target after RTO, segments */
+	union {
+		u32 ss_target; /* SS_RTO: slow-start target after RTO, segments */
+		u32 w_saved;   /* share, draining: the window before the drain */
+	};
 	union {
 		u32 pair_seq;	  /* snd_nxt when the pair was armed */
 		u32 recov_losses; /* in Recovery (no pair armed): losses since entry */
 	};
 	u32 pair_rtt1_us;   /* RTT sample of the first unit's ACK, us */
 	u32 round_min_us;   /* smallest RTT sample of the current round, us */
-	u32 best_dsum_us;   /* CapProbe filter: min RTT sum this epoch, us */
-	u32 best_c_sps;	    /* ... and its capacity sample, segments/s */
+	union {
+		struct {
+			u32 best_dsum_us; /* CapProbe filter: min RTT sum this epoch, us */
+			u32 best_c_sps;	  /* ... and its capacity sample, segments/s */
+		};
+		struct {
+			u32 drain_min_us; /* share: smallest RTT sample of the drain */
+			u32 drain_end_us; /* share: (u32) time the drain ends */
+		};
+	};
 	u32 last_ack_us;    /* (u32) time of the last ACK in Open (ACK-train check) */
 	u32 recov_exit_us;  /* (u32) time Recovery/Loss was last left; 0 = never */
-	u16 pair_round;	    /* low 16 bits of round_cnt at the last pair attempt */
+	u8 pair_round;	    /* low 8 bits of round_cnt at the last pair attempt */
+	u8 sh;		    /* enum ccpd_share_bits */
 	u16 round_gap;	    /* ACK gaps over CCPD_TRAIN_GAP_US this round, 32-us units */
 	u8 fb_epoch_round;  /* low 8 bits of round_cnt at the fb epoch start */
-	u8 cap_epoch_round; /* ... at the CapProbe epoch start (epochs <= 64 rounds) */
+	union {
+		u8 cap_epoch_round; /* ... at the CapProbe epoch start (<= 64 rounds) */
+		u8 drain_slot;	    /* share: low 8 bits of the last drain's slot */
+	};
 	u8 pair_state;	    /* enum ccpd_pair_state */
 	u8 phase;	    /* CCL_PHASE_SS / _CA / _SS_RTO */
 	u8 e_valid;	    /* e_prev_q10 is from the previous round */
@@ -238,6 +271,7 @@ struct ccpd_out {
 	u32 g_q10;	/* derivative gain of this round */
 	u32 ev;		/* enum ccpd_ev bits */
 	s32 losses;	/* packets lost while holding (for the stats) */
+	u32 law;	/* enum ccpd_law_in_force */
 	struct ccpd_law l;
 };
 
@@ -273,7 +307,17 @@ CCL_CORE u32 ccpd_capacity(const struct ccpd *ca)
 	u32 fb = ccpd_fb(ca);
 	u64 c = ca->cap_sps > fb ? ca->cap_sps : fb;
 
-	if (fb)
+	/*
+	 * Sharing: fb is the flow's own share of the link, not the link, and a
+	 * cap at 1.25 fb made every estimate (P, B, x, the clamp P + B - margin)
+	 * proportional to the flow's own rate.  The law then has no restoring
+	 * force between flows, and the clamp of a flow below 8 segments sits
+	 * under its own window: a second flow's clamp went 107, 53, 33, 13, 5
+	 * while its pairs read the link.  With share, C is the pairs' running
+	 * median (taken in CA only, so no idle-start token-bucket burst), never
+	 * below fb.
+	 */
+	if (fb && !(ca->sh & CCPD_SH_ON))
 		c = ccl_min64(c, (u64)fb * CCPD_CAP_OVER_FB_Q10 >> 10);
 	return (u32)c;
 }
@@ -456,6 +500,31 @@ CCL_CORE void ccpd_rtt_sample(struct ccpd *ca, s32 rtt, u32 delivered_out)
 		ca->rtt_max_us = s;
 }
 
+/*
+ * share: the capacity is the running median of the pair samples (frugal
+ * streaming: 1/16 of the estimate toward each sample).  Pairs through a busy
+ * FIFO read the link, but one in a few reads a compressed ACK pair (2x) or a
+ * pair split by another flow's packets (0.6x); a median ignores both, where
+ * CapProbe's minimum-RTT-sum rule picks the pair that saw no queue, which on
+ * a token bucket is the burst.  It starts from the first sample, within
+ * [fb, 2 fb].
+ */
+CCL_CORE u32 ccpd_median_step(u32 med, u32 c, u32 fb)
+{
+	u32 step;
+
+	if (!med) {
+		if (fb && c > 2 * (u64)fb)
+			return (u32)ccl_min64(2 * (u64)fb, CCL_U32_MAX);
+		return c > fb ? c : fb;
+	}
+	step = med >> CCPD_MED_SHIFT;
+	step = step ? step : 1;
+	if (c > med)
+		return c - med < step ? c : med + step;
+	return med - c < step ? c : med - step;
+}
+
 /* Packet-pair probe; adv = bytes acked beyond the pair's start. */
 CCL_CORE u32 ccpd_pair_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 			   const struct ccpd_ack *a)
@@ -465,7 +534,7 @@ CCL_CORE u32 ccpd_pair_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 
 	if (ca->pair_state == CCPD_PAIR_IDLE)
 		return 0;
-	if ((u16)(ca->round.cnt - ca->pair_round) > 2) {
+	if ((u8)(ca->round.cnt - ca->pair_round) > 2) {
 		ca->pair_state = CCPD_PAIR_IDLE;
 	} else if (ca->pair_state == CCPD_PAIR_ARMED) {
 		if (adv >= (s32)(2 * u)) {
@@ -487,7 +556,12 @@ CCL_CORE u32 ccpd_pair_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 						     ~0ULL;
 			u32 dsum = ca->pair_rtt1_us + (u32)a->rtt_us;
 
-			if (c <= cmax) {
+			if (c <= cmax && (ca->sh & CCPD_SH_ON)) {
+				ev = CCPD_EV_PAIR_OK;
+				if (ca->phase == CCL_PHASE_CA)
+					ca->cap_sps = ccpd_median_step(ca->cap_sps, ccl_sat32(c),
+								       ccpd_fb(ca));
+			} else if (c <= cmax) {
 				ev = CCPD_EV_PAIR_OK;
 				/* CapProbe: keep the sample whose RTT sum is minimal. */
 				if (dsum < ca->best_dsum_us) {
@@ -514,6 +588,8 @@ CCL_CORE void ccpd_epochs(struct ccpd *ca, const struct ccl_ccpd_params *p)
 		ca->fb_cur = 0;
 		ca->fb_epoch_round = (u8)ca->round.cnt;
 	}
+	if (ca->sh & CCPD_SH_ON)
+		return;
 	if ((u8)(ca->round.cnt - ca->cap_epoch_round) >= p->cap_epoch) {
 		if (ca->best_dsum_us != CCL_U32_MAX) {
 			ca->cap_sps = ca->best_c_sps;
@@ -592,6 +668,8 @@ CCL_CORE void ccpd_on_rtt(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 
 	if (ca_state == CCL_CA_RECOVERY || ca_state == CCL_CA_LOSS)
 		return;
 	ccpd_rtt_sample(ca, rtt_us, delivered_out);
+	if ((ca->sh & CCPD_SH_DRAINING) && rtt_us > 0 && (u32)rtt_us < ca->drain_min_us)
+		ca->drain_min_us = (u32)rtt_us;
 	gap = now_us - ca->last_ack_us;
 	if (gap > CCPD_TRAIN_GAP_US) {
 		/* rounded up, saturating: a gap never counts as train time */
@@ -639,13 +717,96 @@ CCL_CORE void ccpd_on_recovery_ack(struct ccpd *ca, const struct ccl_ccpd_params
 
 	if (ca->last_loss != CCPD_LOSS_RANDOM || ca->recov_losses < CCPD_BURST_LOSSES)
 		return;
-	h = ccpd_cong_hold(ca, p, ccpd_capacity(ca), ca->cwnd_hold, cwnd_clamp);
+	if (p->share && (ca->sh & CCPD_SH_COMP) && ca->phase == CCL_PHASE_CA)
+		h = (u32)((u64)ca->cwnd_hold * CCPD_COMP_BETA_Q10 >> 10);
+	else
+		h = ccpd_cong_hold(ca, p, ccpd_capacity(ca), ca->cwnd_hold, cwnd_clamp);
 	ca->cwnd_hold = ccpd_hold_floor(p, h);
 	ca->w_q10 = ca->cwnd_hold << 10;
 	ca->last_loss = CCPD_LOSS_CONGESTIVE;
 	/* a slow-start overshoot the delay test missed: slow start ends here */
 	if (ca->phase == CCL_PHASE_SS)
 		ca->phase = CCL_PHASE_CA;
+}
+
+/*
+ * The state's share layout follows the tunable: the unions hold CapProbe's
+ * epoch or the drain's bookkeeping, so a change of `share` starts both from
+ * nothing.
+ */
+CCL_CORE void ccpd_share_sync(struct ccpd *ca, const struct ccl_ccpd_params *p)
+{
+	if (!!(ca->sh & CCPD_SH_ON) == !!p->share)
+		return;
+	if (ca->sh & CCPD_SH_DRAINING)
+		ca->w_q10 = (u32)ccl_min64((u64)ca->w_saved << 10, CCL_U32_MAX);
+	ca->sh = p->share ? CCPD_SH_ON : 0;
+	ca->cap_sps = 0;
+	ca->cap_age = 0;
+	ca->best_dsum_us = CCL_U32_MAX;
+	ca->best_c_sps = 0;
+	ca->cap_epoch_round = (u8)ca->round.cnt;
+}
+
+/*
+ * share: a synchronised drain.  Every flow's clock is the host's, so every
+ * ccpd flow on the host starts one at the first ACK of each drain_ms slot.
+ * For max(200 ms, 2 s) the window is the flow's pipe share w m / s: the flow
+ * keeps its rate (w m / s over m is w / s) and takes its packets out of the
+ * queue.  With every flow at its pipe share the queue empties, so
+ *   - a flow that came to a standing queue learns the path's rtt_min (its
+ *     own minimum included the earlier flows' queue, so it read its own
+ *     queue d = w (s - m) / s too small and took more than its share);
+ *   - a queue that stays is another sender's, one that does not back off from
+ *     delay (cubic, reno): the flow competes (below) until a drain sees the
+ *     queue empty again.
+ * Returns the window to hold (segments) while draining, or 0.
+ */
+CCL_CORE u32 ccpd_drain(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 now_us,
+			u32 ca_state)
+{
+	u32 slot = now_us / (p->drain_ms * 1000), m = ca->rtt_min_us, s = ccpd_rtts(ca);
+	u32 w = ca->w_q10 >> 10, qmax, dq, enter, leave;
+
+	if (!(ca->sh & CCPD_SH_SLOT)) {
+		ca->drain_slot = (u8)slot;
+		ca->sh |= CCPD_SH_SLOT;
+		return 0;
+	}
+	if (!(ca->sh & CCPD_SH_DRAINING)) {
+		if ((u8)slot == ca->drain_slot || ca_state != CCL_CA_OPEN || m == CCL_U32_MAX)
+			return 0;
+		ca->drain_slot = (u8)slot;
+		ca->sh |= CCPD_SH_DRAINING;
+		ca->w_saved = w;
+		ca->drain_min_us = CCL_U32_MAX;
+		ca->drain_end_us = now_us + (u32)ccl_max64(CCPD_DRAIN_MIN_US, 2 * (u64)s);
+		w = s > m ? (u32)((u64)w * m / s) : w;
+		w = w > p->cwnd_min ? w : p->cwnd_min;
+		ca->w_q10 = w << 10;
+		return w;
+	}
+	if ((s32)(now_us - ca->drain_end_us) < 0)
+		return w > p->cwnd_min ? w : p->cwnd_min;
+	/* The drain ends: did the queue empty? */
+	ca->sh &= ~CCPD_SH_DRAINING;
+	qmax = ca->rtt_max_us > m ? ca->rtt_max_us - m : 0;
+	if (ca->drain_min_us != CCL_U32_MAX) {
+		dq = ca->drain_min_us > m ? ca->drain_min_us - m : 0;
+		enter = qmax / 4 > CCPD_COMP_ENTER_US ? qmax / 4 : CCPD_COMP_ENTER_US;
+		leave = qmax / 8 > CCPD_COMP_EXIT_US ? qmax / 8 : CCPD_COMP_EXIT_US;
+		if (dq > enter)
+			ca->sh |= CCPD_SH_COMP;
+		else if (dq <= leave)
+			ca->sh &= ~CCPD_SH_COMP;
+	}
+	/* Competing, the window before the drain comes back (AIMD would take
+	 * many rounds to regrow it); otherwise the law regrows it from the pipe
+	 * share, gamma Kp B a round into the emptied queue. */
+	if (ca->sh & CCPD_SH_COMP)
+		ca->w_q10 = (u32)ccl_min64((u64)ccl_max64(ca->w_saved, w) << 10, CCL_U32_MAX);
+	ca->e_valid = 0;
+	return 0;
 }
 
 /* cong_control: every ACK. */
@@ -657,6 +818,8 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 
 	__builtin_memset(o, 0, sizeof(*o));
 	o->snd_cwnd = a->snd_cwnd;
+	o->law = p->mode ? CCPD_LAW_L1 : CCPD_LAW_L0;
+	ccpd_share_sync(ca, p);
 
 	/* Round tracker, by delivered count (ccl_core.h). */
 	if (a->has_prior &&
@@ -744,6 +907,34 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		/* CA before any capacity estimate: Reno AI (by the caller). */
 		o->reno_ai = a->cwnd_limited;
 		ca->w_q10 = (u32)ccl_min64((u64)o->snd_cwnd << 10, CCL_U32_MAX);
+	} else if (p->share && p->mode != 0 && (cw = ccpd_drain(ca, p, a->now_us, a->ca_state))) {
+		o->law = CCPD_LAW_DRAIN;
+		o->controlled = 1;
+		l->cwnd_max = ccpd_cwnd_max(&l->est, p->cwnd_min, a->cwnd_clamp);
+		o->snd_cwnd = cw;
+	} else if (p->share && p->mode != 0 && (ca->sh & CCPD_SH_COMP)) {
+		/*
+		 * Competing: the queue stays when every ccpd flow drains, so a
+		 * loss-based flow keeps it, and a delay law would hand it the link.
+		 * AIMD: w grows by max(1, s / 20 ms) segments a round, additive so
+		 * that competing ccpd flows still converge, and about cubic's own
+		 * pace (1.35 segments a round measured at 100 Mbit/s, 40 ms; about
+		 * 10 at 190 ms); a congestive loss holds 0.7 W, cubic's beta
+		 * (ccpd_on_ssthresh).
+		 */
+		o->law = CCPD_LAW_COMP;
+		o->controlled = 1;
+		l->cwnd_max = ccpd_cwnd_max(&l->est, p->cwnd_min, a->cwnd_clamp);
+		if (o->round_start && a->cwnd_limited) {
+			u64 w = ca->w_q10, inc = ((u64)l->rtts_us << 10) / CCPD_COMP_GROW_US;
+
+			w += inc > CCL_Q10 ? inc : CCL_Q10;
+			ca->w_q10 = ccpd_clamp_w_q10((s64)ccl_min64(w, CCL_U32_MAX), p->cwnd_min,
+						     l->cwnd_max);
+		}
+		o->snd_cwnd = ca->w_q10 >> 10;
+		if (o->snd_cwnd < p->cwnd_min)
+			o->snd_cwnd = p->cwnd_min;
 	} else {
 		o->controlled = 1;
 		l->cwnd_max = ccpd_cwnd_max(&l->est, p->cwnd_min, a->cwnd_clamp);
@@ -781,10 +972,10 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 	/* Arm a packet pair when the window frees >= 2 units now; the
 	 * kernel sends the freed quota back to back right after this hook. */
 	if (ca->pair_state == CCPD_PAIR_IDLE &&
-	    (u16)(ca->round.cnt - ca->pair_round) >= p->probe_every && !a->app_limited &&
+	    (u8)(ca->round.cnt - ca->pair_round) >= p->probe_every && !a->app_limited &&
 	    o->snd_cwnd > a->in_flight && o->snd_cwnd - a->in_flight >= 2 * p->probe_segs) {
 		ca->pair_seq = a->snd_nxt;
-		ca->pair_round = (u16)ca->round.cnt;
+		ca->pair_round = (u8)ca->round.cnt;
 		ca->pair_state = CCPD_PAIR_ARMED;
 	}
 }
@@ -817,6 +1008,11 @@ CCL_CORE u32 ccpd_on_ssthresh(struct ccpd *ca, const struct ccl_ccpd_params *p, 
 
 	ca->pair_state = CCPD_PAIR_IDLE;
 	ca->recov_losses = 0;
+	if (ca->sh & CCPD_SH_DRAINING) {
+		/* a loss in a drain: judge the window the flow had before it */
+		hold = snd_cwnd = snd_cwnd > ca->w_saved ? snd_cwnd : ca->w_saved;
+		ca->sh &= ~CCPD_SH_DRAINING;
+	}
 	if (m == CCL_U32_MAX || !c) {
 		/* No estimate yet: Reno's halving is the only safe choice. */
 		hold = snd_cwnd / 2;
@@ -838,7 +1034,9 @@ CCL_CORE u32 ccpd_on_ssthresh(struct ccpd *ca, const struct ccl_ccpd_params *p, 
 			if ((u64)snd_cwnd + ccl_max64(2, (st.b_q10 >> 10) / 8) >= cmax)
 				cong = true;
 		}
-		if (cong)
+		if (cong && p->share && (ca->sh & CCPD_SH_COMP) && ca->phase == CCL_PHASE_CA)
+			hold = (u32)((u64)snd_cwnd * CCPD_COMP_BETA_Q10 >> 10);
+		else if (cong)
 			hold = ccpd_cong_hold(ca, p, c, snd_cwnd, cwnd_clamp);
 		else if (ca->phase == CCL_PHASE_CA && p->bmax_on_loss == 2)
 			ca->rtt_max_us = s > m ? s : m;
@@ -864,8 +1062,10 @@ CCL_CORE u32 ccpd_on_set_state(struct ccpd *ca, const struct ccl_ccpd_params *p,
 {
 	u32 w = ca->w_q10 >> 10;
 
-	if (new_state == CCL_CA_RECOVERY || new_state == CCL_CA_LOSS)
+	if (new_state == CCL_CA_RECOVERY || new_state == CCL_CA_LOSS) {
 		ca->pair_state = CCPD_PAIR_IDLE;
+		ca->sh &= ~CCPD_SH_DRAINING; /* the loss decides the window now */
+	}
 	if (new_state == CCL_CA_LOSS && old_state != CCL_CA_LOSS) {
 		/* RTO: slow start from 1 back to the last CCPD window. */
 		ca->ss_target = w > p->cwnd_min ? w : p->cwnd_min;

@@ -43,7 +43,7 @@ pub fn run_case(
     let mut link = Bottleneck::new(cfg);
     let (cc_name, _) = parse_cc(cc);
     let mut flows = Vec::new();
-    for f in &sc.flows {
+    for f in &case.flows {
         let copies = if f.cc == "$cc" { case.n_flows } else { 1 };
         for _ in 0..copies {
             flows.push(Flow {

@@ -31,6 +31,12 @@ pub struct Scenario {
     pub ccs: Vec<String>,
     /// Flows of every run; `cc = "$cc"` means the control under test.
     pub flows: Vec<FlowSpec>,
+    /// Several flow sets, each a grid dimension of its own (cases are
+    /// labelled `..._<name>`); when given, they replace `flows`.  Absent
+    /// from the serialised scenario when empty, so a scenario written before
+    /// the field existed keeps its runs' identity.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mixes: Vec<Mix>,
     /// Seconds per run (timed flows stop here at the latest).
     pub duration_s: f64,
     /// Measurement starts after this many seconds (skip slow start / the
@@ -118,6 +124,22 @@ pub struct Check {
     pub rtt_inflation_ratio_max: Option<f64>,
     /// absolute: utilisation(cc) >= x
     pub utilisation_min: Option<f64>,
+    /// Only these `[[mixes]]` (empty = every case).
+    #[serde(default)]
+    pub mix: Vec<String>,
+    /// absolute: the mean Jain index over 1-s bins after the warm-up in
+    /// which every flow was active >= x
+    pub jain_min: Option<f64>,
+    /// absolute: the goodput of the run's flows of `cc` over the link's
+    /// payload capacity >= x
+    pub share_min: Option<f64>,
+    /// share(cc) >= x * share(against) in the same case, where `against` is
+    /// the control under test of the reference run (e.g. what reno keeps
+    /// against cubic, in the mix `$cc` + cubic)
+    pub share_ratio_min: Option<f64>,
+    /// retransmitted segments of the run's flows of `cc` <= x * those of
+    /// its other flows (the competitor in the same run) + retrans_slack
+    pub peer_retrans_ratio_max: Option<f64>,
     /// absolute: share of TCP_INFO samples in Recovery or Loss <= x
     pub recovery_share_max: Option<f64>,
     /// `lab check`: a comparison with `against` that fails on one run per
@@ -302,6 +324,14 @@ pub struct FlowSpec {
     pub bytes: Option<u64>,
 }
 
+/// A named set of flows sharing the bottleneck (`[[mixes]]`).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mix {
+    pub name: String,
+    pub flows: Vec<FlowSpec>,
+}
+
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Quick {
@@ -317,6 +347,7 @@ pub struct Quick {
     pub n_flows: Option<Vec<u32>>,
     pub ccs: Option<Vec<String>>,
     pub flows: Option<Vec<FlowSpec>>,
+    pub mixes: Option<Vec<Mix>>,
     pub cells: Option<Vec<Cell>>,
 }
 
@@ -414,11 +445,32 @@ impl Scenario {
             self.duration_s > self.warmup_s && self.repetitions >= 1,
             "duration_s > warmup_s, repetitions >= 1"
         );
-        for f in &self.flows {
+        for f in self.flows.iter().chain(self.mixes.iter().flat_map(|m| &m.flows)) {
             anyhow::ensure!(
                 f.start_s < self.duration_s,
                 "flow starts after the run ends"
             );
+        }
+        for m in &self.mixes {
+            anyhow::ensure!(
+                !m.flows.is_empty() && !m.name.is_empty() && !m.name.contains(char::is_whitespace),
+                "mix {:?}: a name without spaces and at least one flow",
+                m.name
+            );
+            anyhow::ensure!(
+                m.flows.iter().any(|f| f.cc == "$cc"),
+                "mix {}: no flow of the control under test ($cc)",
+                m.name
+            );
+        }
+        for c in &self.checks {
+            for m in &c.mix {
+                anyhow::ensure!(
+                    self.mixes.iter().any(|x| &x.name == m),
+                    "check on {}: no mix named {m}",
+                    c.cc
+                );
+            }
         }
         Ok(())
     }
@@ -444,6 +496,7 @@ impl Scenario {
         ov!(s.grid.n_flows, q.n_flows);
         ov!(s.ccs, q.ccs);
         ov!(s.flows, q.flows);
+        ov!(s.mixes, q.mixes);
         ov!(s.cells, q.cells);
         if let Some(v) = q.buffer_bdp.clone() {
             s.grid.buffer_bdp = v;
@@ -479,9 +532,18 @@ impl Scenario {
                         .map(|&k| (format!("{k}bdp"), (k * bdp).round().max(2.0), k))
                         .collect()
                 };
+                let mixes: Vec<(String, Vec<FlowSpec>)> = if self.mixes.is_empty() {
+                    vec![(String::new(), self.flows.clone())]
+                } else {
+                    self.mixes
+                        .iter()
+                        .map(|m| (m.name.clone(), m.flows.clone()))
+                        .collect()
+                };
                 for (blabel, bpkts, k) in &bufs {
                     for &loss in &g.loss {
                         for &n in &g.n_flows {
+                          for (mix, flows) in &mixes {
                             let mut label = if g.rates_mbit.is_empty() {
                                 String::new()
                             } else {
@@ -493,6 +555,9 @@ impl Scenario {
                             }
                             if g.n_flows.len() > 1 || n > 1 {
                                 label += &format!("_n{n}");
+                            }
+                            if !mix.is_empty() {
+                                label += &format!("_{mix}");
                             }
                             out.push(Case {
                                 label,
@@ -508,7 +573,10 @@ impl Scenario {
                                 n_flows: n,
                                 buffer_bdp: *k,
                                 rtt_ms: rtt,
+                                mix: mix.clone(),
+                                flows: flows.clone(),
                             });
+                          }
                         }
                     }
                 }
@@ -577,7 +645,7 @@ impl Scenario {
                 .filter(|cc| self.wants(&case.label, cc))
                 .filter(|cc| {
                     self.checks.iter().any(|c| {
-                        in_filter(&case, &c.rate_mbit, &c.rtt_ms, &c.buffer_bdp, &c.loss)
+                        applies(&case, c)
                             && (&c.cc == *cc || c.against.as_ref() == Some(*cc))
                     })
                 })
@@ -617,7 +685,7 @@ impl Scenario {
                 in_filter(&case, rate, rtt, bdp, loss)
             };
             for c in &self.checks {
-                if !here(&c.rate_mbit, &c.rtt_ms, &c.buffer_bdp, &c.loss) {
+                if !applies(&case, c) {
                     continue;
                 }
                 let confirm_reps = c
@@ -749,6 +817,56 @@ impl Scenario {
                         v.is_some_and(|v| v >= x),
                     );
                 }
+                if let Some(x) = c.jain_min {
+                    let v = me(&|r| r.jain_bins);
+                    push(
+                        "jain_bins",
+                        v,
+                        0.0,
+                        format!(">= {x}"),
+                        None,
+                        v.is_some_and(|v| v >= x),
+                    );
+                }
+                let share = |r: &RunSummary| r.share_of(&parse_cc(&r.cc).0);
+                if let Some(x) = c.share_min {
+                    let v = me(&share);
+                    push(
+                        "share",
+                        v,
+                        0.0,
+                        format!(">= {x}"),
+                        None,
+                        v.is_some_and(|v| v >= x),
+                    );
+                }
+                if let Some(x) = c.peer_retrans_ratio_max {
+                    let s = c.retrans_slack;
+                    let split = |r: &RunSummary| {
+                        let name = parse_cc(&r.cc).0;
+                        r.flows.iter().fold((0.0, 0.0), |(m, o), f| {
+                            if f.cc == name {
+                                (m + f.retransmits as f64, o)
+                            } else {
+                                (m, o + f.retransmits as f64)
+                            }
+                        })
+                    };
+                    let v = me(&|r| split(r).0);
+                    let o = me(&|r| split(r).1).unwrap_or(0.0);
+                    push(
+                        "retransmits_vs_peers",
+                        v,
+                        o,
+                        format!("<= {x} x {o:.0} + {s}"),
+                        None,
+                        v.is_some_and(|v| v <= x * o + s),
+                    );
+                }
+                if let (Some(x), Some(o)) = (c.share_ratio_min, other(&share)) {
+                    let (v, p, pass) = compare(&share, o, &|a, b| a - x * b);
+                    push("share", v, o, format!(">= {x} x {o:.3}"), p, pass);
+                }
                 if let Some(x) = c.recovery_share_max {
                     let v = me(&|r| r.recovery_share);
                     push(
@@ -771,7 +889,7 @@ impl Scenario {
             let mut seen: Vec<&str> = Vec::new();
             for c in &self.checks {
                 if seen.contains(&c.cc.as_str())
-                    || !here(&c.rate_mbit, &c.rtt_ms, &c.buffer_bdp, &c.loss)
+                    || !applies(&case, c)
                 {
                     continue;
                 }
@@ -812,9 +930,17 @@ pub struct Case {
     /// Buffer as a BDP fraction (0 when given in packets).
     pub buffer_bdp: f64,
     pub rtt_ms: f64,
+    /// The `[[mixes]]` name ("" without mixes) and the flows of its runs.
+    pub mix: String,
+    pub flows: Vec<FlowSpec>,
 }
 
 /// Is `case` within a check's filters (an empty list is every value)?
+fn applies(case: &Case, c: &Check) -> bool {
+    in_filter(case, &c.rate_mbit, &c.rtt_ms, &c.buffer_bdp, &c.loss)
+        && (c.mix.is_empty() || c.mix.contains(&case.mix))
+}
+
 fn in_filter(case: &Case, rate: &[f64], rtt: &[f64], bdp: &[f64], loss: &[f64]) -> bool {
     let within = |set: &[f64], v: f64| set.is_empty() || set.iter().any(|x| (x - v).abs() < 1e-9);
     within(rate, case.link.rate_mbit)
@@ -1179,6 +1305,73 @@ why = "absolute"
         let missing = [run("ub_reno", 3, None), run("reno", 2, Some(1))];
         let o = text(true).evaluate(&missing);
         assert!(o.iter().all(|o| !o.pass && o.value.is_nan()), "{o:?}");
+    }
+
+    /// `[[mixes]]`: each flow set is a case of its own (`..._<name>`) with its
+    /// flows; the sharing checks read the runs' per-flow goodput and
+    /// retransmissions: Jain over 1-s bins, one controller's share of the
+    /// link (absolute, or against the same mix's reference run), and its
+    /// retransmissions against its competitor's in the same run.
+    #[test]
+    fn mixes_are_cases_and_sharing_is_checked_per_run() {
+        use crate::summary::FlowSummary;
+        let s = scenario(
+            r#"["ccpd", "hetcp", "reno"]"#,
+            1,
+            "[grid]\nrate_mbit = 100\nrtt_ms = [40]\nbuffer_bdp = [1]\n[quick]\n\
+             [[mixes]]\nname = \"x2\"\nflows = [{ cc = \"$cc\" }, { cc = \"$cc\" }]\n\
+             [[mixes]]\nname = \"vs_cubic\"\nflows = [{ cc = \"$cc\" }, { cc = \"cubic\" }]\n\
+             [[checks]]\ncc = \"ccpd\"\nmix = [\"x2\"]\njain_min = 0.95\nwhy = \"fair\"\n\
+             [[checks]]\ncc = \"ccpd\"\nmix = [\"vs_cubic\"]\nshare_min = 0.4\n\
+             peer_retrans_ratio_max = 2.0\nretrans_slack = 50\nwhy = \"share\"\n\
+             [[checks]]\ncc = \"hetcp\"\nagainst = \"reno\"\nmix = [\"vs_cubic\"]\n\
+             share_ratio_min = 0.95\nwhy = \"as reno\"\n",
+        );
+        s.validate().unwrap();
+        let cases = s.cases();
+        let labels: Vec<&str> = cases.iter().map(|c| c.label.as_str()).collect();
+        assert_eq!(labels, ["40ms_1bdp_x2", "40ms_1bdp_vs_cubic"]);
+        assert_eq!(cases[1].flows[1].cc, "cubic");
+        let flow = |cc: &str, g: f64, retx: u32| FlowSummary {
+            cc: cc.into(),
+            goodput_mbit: g,
+            retransmits: retx,
+            ..Default::default()
+        };
+        let run = |case: &str, cc: &str, jain: f64, flows: Vec<FlowSummary>| RunSummary {
+            case: case.into(),
+            cc: cc.into(),
+            goodput_mbit: flows.iter().map(|f| f.goodput_mbit).sum(),
+            utilisation: flows.iter().map(|f| f.goodput_mbit).sum::<f64>() / 96.5,
+            jain_bins: jain,
+            flows,
+            ..Default::default()
+        };
+        let judge = |runs: &[RunSummary]| -> Vec<(&'static str, bool)> {
+            s.evaluate(runs).iter().map(|o| (o.metric, o.pass)).collect()
+        };
+        // the starving pair and the flow that yields to cubic fail ...
+        let bad = [
+            run("40ms_1bdp_x2", "ccpd", 0.51, vec![flow("ccpd", 94.7, 0), flow("ccpd", 1.4, 0)]),
+            run("40ms_1bdp_vs_cubic", "ccpd", 0.51, vec![flow("ccpd", 1.2, 300), flow("cubic", 94.9, 40)]),
+            run("40ms_1bdp_vs_cubic", "hetcp", 0.9, vec![flow("hetcp", 30.0, 0), flow("cubic", 66.0, 0)]),
+            run("40ms_1bdp_vs_cubic", "reno", 0.9, vec![flow("reno", 34.7, 0), flow("cubic", 61.5, 0)]),
+        ];
+        let o = judge(&bad);
+        assert!(o.contains(&("jain_bins", false)), "{o:?}");
+        assert!(o.contains(&("share", false)), "{o:?}");
+        assert!(o.contains(&("retransmits_vs_peers", false)), "{o:?}");
+        assert_eq!(o.iter().filter(|(m, _)| *m == "share").count(), 2, "{o:?}");
+        // ... a fair pair and a fair share pass
+        let good = [
+            run("40ms_1bdp_x2", "ccpd", 0.99, vec![flow("ccpd", 47.0, 0), flow("ccpd", 46.0, 0)]),
+            run("40ms_1bdp_vs_cubic", "ccpd", 0.99, vec![flow("ccpd", 44.9, 130), flow("cubic", 49.0, 41)]),
+            run("40ms_1bdp_vs_cubic", "hetcp", 0.9, vec![flow("hetcp", 34.0, 0), flow("cubic", 62.0, 0)]),
+            run("40ms_1bdp_vs_cubic", "reno", 0.9, vec![flow("reno", 34.7, 0), flow("cubic", 61.5, 0)]),
+        ];
+        let o = judge(&good);
+        assert!(o.iter().filter(|(m, _)| *m != "cwnd_max").all(|(_, p)| *p), "{o:?}");
+        assert!((good[1].share_of("ccpd") - 44.9 / 96.5).abs() < 1e-9);
     }
 
     /// paired_loss: one seed per (case, repetition), shared by the CCs;

@@ -45,7 +45,7 @@ pub struct QueueSample {
     pub drops: u32,
 }
 
-#[derive(Clone, Debug, Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 pub struct FlowSummary {
     pub flow: usize,
     pub cc: String,
@@ -122,6 +122,22 @@ pub struct RunSummary {
 pub const STALL_MIN_US: u64 = 2_000;
 
 impl RunSummary {
+    /// The goodput of the run's flows of `cc` (an algorithm name) over the
+    /// link's payload capacity: one controller's share of a shared link.
+    pub fn share_of(&self, cc: &str) -> f64 {
+        if !(self.utilisation > 0.0) {
+            return 0.0;
+        }
+        let capacity = self.goodput_mbit / self.utilisation;
+        let mine: f64 = self
+            .flows
+            .iter()
+            .filter(|f| f.cc == cc)
+            .map(|f| f.goodput_mbit)
+            .sum();
+        mine / capacity
+    }
+
     /// The delay line released some packet later than an eighth of the base
     /// RTT (at least [`STALL_MIN_US`]): for that long the emulated path
     /// stood still, and the ACKs held meanwhile left as one burst into the
