@@ -176,12 +176,12 @@ enum ccpd_share_bits {
 	CCPD_SH_COMP = 8,     /* competing with a flow that keeps the queue full */
 };
 
-#define CCPD_DRAIN_MIN_US 200000   /* a drain lasts max(this, 2 smoothed RTTs) */
-#define CCPD_COMP_ENTER_US 500	   /* a drain's queue above max(qmax/4, this): competing */
-#define CCPD_COMP_EXIT_US 250	   /* ... at most max(qmax/8, this): not competing */
-#define CCPD_COMP_BETA_Q10 717	   /* competing: a congestive loss holds 0.7 W */
-#define CCPD_COMP_GROW_US 20000 /* competing: grow s / 20 ms segments per round (>= 1) */
-#define CCPD_MED_SHIFT 4	   /* pair median moves 1/16 per sample */
+#define CCPD_DRAIN_MIN_US 200000 /* a drain lasts max(this, 2 smoothed RTTs) */
+#define CCPD_COMP_ENTER_US 500	 /* a drain's queue above max(qmax/4, this): competing */
+#define CCPD_COMP_EXIT_US 250	 /* ... at most max(qmax/8, this): not competing */
+#define CCPD_COMP_BETA_Q10 717	 /* competing: a congestive loss holds 0.7 W */
+#define CCPD_COMP_GROW_US 20000	 /* competing: grow s / 20 ms segments per round (>= 1) */
+#define CCPD_MED_SHIFT 4	 /* pair median moves 1/16 per sample */
 
 /* Laws in force, as telemetry reports them (`mode`). */
 enum ccpd_law_in_force { CCPD_LAW_L0 = 0, CCPD_LAW_L1 = 1, CCPD_LAW_DRAIN = 2, CCPD_LAW_COMP = 3 };
@@ -209,8 +209,8 @@ struct ccpd {
 		u32 pair_seq;	  /* snd_nxt when the pair was armed */
 		u32 recov_losses; /* in Recovery (no pair armed): losses since entry */
 	};
-	u32 pair_rtt1_us;   /* RTT sample of the first unit's ACK, us */
-	u32 round_min_us;   /* smallest RTT sample of the current round, us */
+	u32 pair_rtt1_us; /* RTT sample of the first unit's ACK, us */
+	u32 round_min_us; /* smallest RTT sample of the current round, us */
 	union {
 		struct {
 			u32 best_dsum_us; /* CapProbe filter: min RTT sum this epoch, us */
@@ -221,22 +221,22 @@ struct ccpd {
 			u32 drain_end_us; /* share: (u32) time the drain ends */
 		};
 	};
-	u32 last_ack_us;    /* (u32) time of the last ACK in Open (ACK-train check) */
-	u32 recov_exit_us;  /* (u32) time Recovery/Loss was last left; 0 = never */
-	u8 pair_round;	    /* low 8 bits of round_cnt at the last pair attempt */
-	u8 sh;		    /* enum ccpd_share_bits */
-	u16 round_gap;	    /* ACK gaps over CCPD_TRAIN_GAP_US this round, 32-us units */
-	u8 fb_epoch_round;  /* low 8 bits of round_cnt at the fb epoch start */
+	u32 last_ack_us;   /* (u32) time of the last ACK in Open (ACK-train check) */
+	u32 recov_exit_us; /* (u32) time Recovery/Loss was last left; 0 = never */
+	u8 pair_round;	   /* low 8 bits of round_cnt at the last pair attempt */
+	u8 sh;		   /* enum ccpd_share_bits */
+	u16 round_gap;	   /* ACK gaps over CCPD_TRAIN_GAP_US this round, 32-us units */
+	u8 fb_epoch_round; /* low 8 bits of round_cnt at the fb epoch start */
 	union {
 		u8 cap_epoch_round; /* ... at the CapProbe epoch start (<= 64 rounds) */
 		u8 drain_slot;	    /* share: low 8 bits of the last drain's slot */
 	};
-	u8 pair_state;	    /* enum ccpd_pair_state */
-	u8 phase;	    /* CCL_PHASE_SS / _CA / _SS_RTO */
-	u8 e_valid;	    /* e_prev_q10 is from the previous round */
-	u8 cap_age;	    /* CapProbe epochs since cap_sps was last refreshed */
-	u8 last_loss;	    /* enum ccpd_loss_class of the last loss event */
-	u8 round_samples;   /* RTT samples of this round */
+	u8 pair_state;	  /* enum ccpd_pair_state */
+	u8 phase;	  /* CCL_PHASE_SS / _CA / _SS_RTO */
+	u8 e_valid;	  /* e_prev_q10 is from the previous round */
+	u8 cap_age;	  /* CapProbe epochs since cap_sps was last refreshed */
+	u8 last_loss;	  /* enum ccpd_loss_class of the last loss event */
+	u8 round_samples; /* RTT samples of this round */
 };
 
 /* What one ACK tells the controller (copied from tcp_sock and rate_sample). */
@@ -762,8 +762,7 @@ CCL_CORE void ccpd_share_sync(struct ccpd *ca, const struct ccl_ccpd_params *p)
  *     queue empty again.
  * Returns the window to hold (segments) while draining, or 0.
  */
-CCL_CORE u32 ccpd_drain(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 now_us,
-			u32 ca_state)
+CCL_CORE u32 ccpd_drain(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 now_us, u32 ca_state)
 {
 	u32 slot = now_us / (p->drain_ms * 1000), m = ca->rtt_min_us, s = ccpd_rtts(ca);
 	u32 w = ca->w_q10 >> 10, qmax, dq, enter, leave;

@@ -445,7 +445,11 @@ impl Scenario {
             self.duration_s > self.warmup_s && self.repetitions >= 1,
             "duration_s > warmup_s, repetitions >= 1"
         );
-        for f in self.flows.iter().chain(self.mixes.iter().flat_map(|m| &m.flows)) {
+        for f in self
+            .flows
+            .iter()
+            .chain(self.mixes.iter().flat_map(|m| &m.flows))
+        {
             anyhow::ensure!(
                 f.start_s < self.duration_s,
                 "flow starts after the run ends"
@@ -543,40 +547,40 @@ impl Scenario {
                 for (blabel, bpkts, k) in &bufs {
                     for &loss in &g.loss {
                         for &n in &g.n_flows {
-                          for (mix, flows) in &mixes {
-                            let mut label = if g.rates_mbit.is_empty() {
-                                String::new()
-                            } else {
-                                format!("{rate}M_")
-                            };
-                            label += &format!("{}ms_{blabel}", rtt);
-                            if g.loss.len() > 1 || loss > 0.0 {
-                                label += &format!("_loss{loss:e}");
+                            for (mix, flows) in &mixes {
+                                let mut label = if g.rates_mbit.is_empty() {
+                                    String::new()
+                                } else {
+                                    format!("{rate}M_")
+                                };
+                                label += &format!("{}ms_{blabel}", rtt);
+                                if g.loss.len() > 1 || loss > 0.0 {
+                                    label += &format!("_loss{loss:e}");
+                                }
+                                if g.n_flows.len() > 1 || n > 1 {
+                                    label += &format!("_n{n}");
+                                }
+                                if !mix.is_empty() {
+                                    label += &format!("_{mix}");
+                                }
+                                out.push(Case {
+                                    label,
+                                    link: LinkCfg {
+                                        rate_mbit: rate,
+                                        buffer_pkts: *bpkts as u32,
+                                        loss,
+                                        loss_seed: None,
+                                        mtu: g.mtu,
+                                        delay_ms: rtt / 2.0,
+                                        rev_delay_ms: None,
+                                    },
+                                    n_flows: n,
+                                    buffer_bdp: *k,
+                                    rtt_ms: rtt,
+                                    mix: mix.clone(),
+                                    flows: flows.clone(),
+                                });
                             }
-                            if g.n_flows.len() > 1 || n > 1 {
-                                label += &format!("_n{n}");
-                            }
-                            if !mix.is_empty() {
-                                label += &format!("_{mix}");
-                            }
-                            out.push(Case {
-                                label,
-                                link: LinkCfg {
-                                    rate_mbit: rate,
-                                    buffer_pkts: *bpkts as u32,
-                                    loss,
-                                    loss_seed: None,
-                                    mtu: g.mtu,
-                                    delay_ms: rtt / 2.0,
-                                    rev_delay_ms: None,
-                                },
-                                n_flows: n,
-                                buffer_bdp: *k,
-                                rtt_ms: rtt,
-                                mix: mix.clone(),
-                                flows: flows.clone(),
-                            });
-                          }
                         }
                     }
                 }
@@ -645,8 +649,7 @@ impl Scenario {
                 .filter(|cc| self.wants(&case.label, cc))
                 .filter(|cc| {
                     self.checks.iter().any(|c| {
-                        applies(&case, c)
-                            && (&c.cc == *cc || c.against.as_ref() == Some(*cc))
+                        applies(&case, c) && (&c.cc == *cc || c.against.as_ref() == Some(*cc))
                     })
                 })
                 .cloned()
@@ -888,9 +891,7 @@ impl Scenario {
             let bound = window_bound(storage);
             let mut seen: Vec<&str> = Vec::new();
             for c in &self.checks {
-                if seen.contains(&c.cc.as_str())
-                    || !applies(&case, c)
-                {
+                if seen.contains(&c.cc.as_str()) || !applies(&case, c) {
                     continue;
                 }
                 seen.push(&c.cc);
@@ -1348,14 +1349,37 @@ why = "absolute"
             ..Default::default()
         };
         let judge = |runs: &[RunSummary]| -> Vec<(&'static str, bool)> {
-            s.evaluate(runs).iter().map(|o| (o.metric, o.pass)).collect()
+            s.evaluate(runs)
+                .iter()
+                .map(|o| (o.metric, o.pass))
+                .collect()
         };
         // the starving pair and the flow that yields to cubic fail ...
         let bad = [
-            run("40ms_1bdp_x2", "ccpd", 0.51, vec![flow("ccpd", 94.7, 0), flow("ccpd", 1.4, 0)]),
-            run("40ms_1bdp_vs_cubic", "ccpd", 0.51, vec![flow("ccpd", 1.2, 300), flow("cubic", 94.9, 40)]),
-            run("40ms_1bdp_vs_cubic", "hetcp", 0.9, vec![flow("hetcp", 30.0, 0), flow("cubic", 66.0, 0)]),
-            run("40ms_1bdp_vs_cubic", "reno", 0.9, vec![flow("reno", 34.7, 0), flow("cubic", 61.5, 0)]),
+            run(
+                "40ms_1bdp_x2",
+                "ccpd",
+                0.51,
+                vec![flow("ccpd", 94.7, 0), flow("ccpd", 1.4, 0)],
+            ),
+            run(
+                "40ms_1bdp_vs_cubic",
+                "ccpd",
+                0.51,
+                vec![flow("ccpd", 1.2, 300), flow("cubic", 94.9, 40)],
+            ),
+            run(
+                "40ms_1bdp_vs_cubic",
+                "hetcp",
+                0.9,
+                vec![flow("hetcp", 30.0, 0), flow("cubic", 66.0, 0)],
+            ),
+            run(
+                "40ms_1bdp_vs_cubic",
+                "reno",
+                0.9,
+                vec![flow("reno", 34.7, 0), flow("cubic", 61.5, 0)],
+            ),
         ];
         let o = judge(&bad);
         assert!(o.contains(&("jain_bins", false)), "{o:?}");
@@ -1364,13 +1388,36 @@ why = "absolute"
         assert_eq!(o.iter().filter(|(m, _)| *m == "share").count(), 2, "{o:?}");
         // ... a fair pair and a fair share pass
         let good = [
-            run("40ms_1bdp_x2", "ccpd", 0.99, vec![flow("ccpd", 47.0, 0), flow("ccpd", 46.0, 0)]),
-            run("40ms_1bdp_vs_cubic", "ccpd", 0.99, vec![flow("ccpd", 44.9, 130), flow("cubic", 49.0, 41)]),
-            run("40ms_1bdp_vs_cubic", "hetcp", 0.9, vec![flow("hetcp", 34.0, 0), flow("cubic", 62.0, 0)]),
-            run("40ms_1bdp_vs_cubic", "reno", 0.9, vec![flow("reno", 34.7, 0), flow("cubic", 61.5, 0)]),
+            run(
+                "40ms_1bdp_x2",
+                "ccpd",
+                0.99,
+                vec![flow("ccpd", 47.0, 0), flow("ccpd", 46.0, 0)],
+            ),
+            run(
+                "40ms_1bdp_vs_cubic",
+                "ccpd",
+                0.99,
+                vec![flow("ccpd", 44.9, 130), flow("cubic", 49.0, 41)],
+            ),
+            run(
+                "40ms_1bdp_vs_cubic",
+                "hetcp",
+                0.9,
+                vec![flow("hetcp", 34.0, 0), flow("cubic", 62.0, 0)],
+            ),
+            run(
+                "40ms_1bdp_vs_cubic",
+                "reno",
+                0.9,
+                vec![flow("reno", 34.7, 0), flow("cubic", 61.5, 0)],
+            ),
         ];
         let o = judge(&good);
-        assert!(o.iter().filter(|(m, _)| *m != "cwnd_max").all(|(_, p)| *p), "{o:?}");
+        assert!(
+            o.iter().filter(|(m, _)| *m != "cwnd_max").all(|(_, p)| *p),
+            "{o:?}"
+        );
         assert!((good[1].share_of("ccpd") - 44.9 / 96.5).abs() < 1e-9);
     }
 

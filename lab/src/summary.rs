@@ -125,7 +125,7 @@ impl RunSummary {
     /// The goodput of the run's flows of `cc` (an algorithm name) over the
     /// link's payload capacity: one controller's share of a shared link.
     pub fn share_of(&self, cc: &str) -> f64 {
-        if !(self.utilisation > 0.0) {
+        if self.utilisation.is_nan() || self.utilisation <= 0.0 {
             return 0.0;
         }
         let capacity = self.goodput_mbit / self.utilisation;

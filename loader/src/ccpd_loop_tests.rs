@@ -1094,7 +1094,11 @@ fn ccpd_share_capacity_is_the_pairs_median_not_the_flows_rate() {
     let one = ccpd_params(&[("share", "0")]);
     unsafe { intf::ccpd_share_sync(&mut ca, &one) };
     ca.cap_sps = link;
-    assert_eq!(unsafe { intf::ccpd_capacity(&ca) }, 1_250, "share=0: 1.25 fb");
+    assert_eq!(
+        unsafe { intf::ccpd_capacity(&ca) },
+        1_250,
+        "share=0: 1.25 fb"
+    );
 
     let p = ccpd_params(&[]);
     assert_eq!(p.share, 1, "share is the default");
@@ -1141,9 +1145,8 @@ fn ccpd_drain_holds_the_pipe_share_and_detects_a_competitor() {
     ca.w_q10 = 300 << 10;
     ca.fb_cur = 5_000;
     let open = intf::CCL_CA_OPEN;
-    let drain = |ca: &mut intf::ccpd, t_ms: u32| unsafe {
-        intf::ccpd_drain(ca, &p, t_ms * 1000, open)
-    };
+    let drain =
+        |ca: &mut intf::ccpd, t_ms: u32| unsafe { intf::ccpd_drain(ca, &p, t_ms * 1000, open) };
     assert_eq!(drain(&mut ca, 1_000), 0, "the first ACK learns the slot");
     assert_eq!(drain(&mut ca, 4_900), 0, "same slot: no drain");
     // slot 1: the pipe share, 300 x 40 / 60
@@ -1153,23 +1156,50 @@ fn ccpd_drain_holds_the_pipe_share_and_detects_a_competitor() {
     };
     // a queue of 20 ms stays through the drain (another sender keeps it)
     sample(&mut ca, 60_000, 5_050);
-    assert_eq!(drain(&mut ca, 5_150), 200, "the drain lasts max(200 ms, 2 s)");
+    assert_eq!(
+        drain(&mut ca, 5_150),
+        200,
+        "the drain lasts max(200 ms, 2 s)"
+    );
     assert_eq!(drain(&mut ca, 5_130 + 2 * 60), 0, "... and ends");
-    assert_ne!(ca.sh as u32 & intf::CCPD_SH_COMP, 0, "a queue of 20 of 30 ms: competing");
-    assert_eq!(ca.w_q10 >> 10, 300, "competing: the window before the drain comes back");
+    assert_ne!(
+        ca.sh as u32 & intf::CCPD_SH_COMP,
+        0,
+        "a queue of 20 of 30 ms: competing"
+    );
+    assert_eq!(
+        ca.w_q10 >> 10,
+        300,
+        "competing: the window before the drain comes back"
+    );
     // the next slot's drain sees the queue empty: the competitor left
     assert_eq!(drain(&mut ca, 10_000), 200);
     sample(&mut ca, 40_300, 10_050);
     assert_eq!(drain(&mut ca, 10_300), 0);
-    assert_eq!(ca.sh as u32 & intf::CCPD_SH_COMP, 0, "an empty queue: not competing");
-    assert_eq!(ca.w_q10 >> 10, 200, "not competing: the law regrows from the pipe share");
+    assert_eq!(
+        ca.sh as u32 & intf::CCPD_SH_COMP,
+        0,
+        "an empty queue: not competing"
+    );
+    assert_eq!(
+        ca.w_q10 >> 10,
+        200,
+        "not competing: the law regrows from the pipe share"
+    );
     // a loss in a drain judges the window the flow had before it
     ca.w_q10 = 300 << 10;
     let share = 300 * 40_000 / (ca.rtts_q3 >> 3);
     assert_eq!(drain(&mut ca, 15_000), share);
     let hold = unsafe { intf::ccpd_on_ssthresh(&mut ca, &p, share, 10_000, 15_050_000) };
-    assert_eq!(ca.sh as u32 & intf::CCPD_SH_DRAINING, 0, "a loss ends the drain");
-    assert!(hold > share, "held {hold} of the 300 before the drain (drained: {share})");
+    assert_eq!(
+        ca.sh as u32 & intf::CCPD_SH_DRAINING,
+        0,
+        "a loss ends the drain"
+    );
+    assert!(
+        hold > share,
+        "held {hold} of the 300 before the drain (drained: {share})"
+    );
 }
 
 /// Competing, a congestive loss holds 0.7 W (cubic's beta), as the
@@ -1191,6 +1221,10 @@ fn ccpd_competing_loss_holds_seven_tenths() {
     ca.sh |= intf::CCPD_SH_COMP as u8;
     let comp = unsafe { intf::ccpd_on_ssthresh(&mut ca, &p, 200, 10_000, 1) };
     assert_eq!(ca.last_loss as u32, intf::CCPD_LOSS_CONGESTIVE);
-    assert_eq!(comp, 200 * 717 / 1024, "competing: 0.7 W (the law held {law})");
+    assert_eq!(
+        comp,
+        200 * 717 / 1024,
+        "competing: 0.7 W (the law held {law})"
+    );
     assert_ne!(law, comp);
 }

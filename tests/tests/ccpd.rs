@@ -149,7 +149,7 @@ fn bytes_at(t: &Transfer, at: f64) -> u64 {
 /// bottleneck (100 Mbit/s, 40 ms, 1 BDP) share it.  With the one-flow law
 /// (`share=0`) the first flow holds the queue at its own target and the
 /// second starves: 94.7 and 1.4 Mbit/s.  Each flow's goodput is read over
-/// the same span (from 2 s, slow start left out, until the first of the two
+/// the same span (from 5 s, slow start left out, until the first of the two
 /// transfers ends), and neither may have less than a third of the other's.
 #[test]
 fn two_ccpd_flows_share_a_bottleneck() {
@@ -162,10 +162,10 @@ fn two_ccpd_flows_share_a_bottleneck() {
     });
     let _g = Attached::new("ccpd", &[]);
     let (re0, out0) = (link.sender_tcp("RetransSegs"), link.sender_tcp("OutSegs"));
-    // ~12 s at half the link each; the first to finish ends the span.
+    // ~20 s at half the link each; the first to finish ends the span.
     let (a, b) = std::thread::scope(|sc| {
-        let ha = sc.spawn(|| link.transfer("ccpd", 70 * MB));
-        let hb = sc.spawn(|| link.transfer("ccpd", 70 * MB));
+        let ha = sc.spawn(|| link.transfer("ccpd", 120 * MB));
+        let hb = sc.spawn(|| link.transfer("ccpd", 120 * MB));
         (ha.join().expect("flow a"), hb.join().expect("flow b"))
     });
     let (a, b) = (a.expect("flow a"), b.expect("flow b"));
@@ -173,17 +173,20 @@ fn two_ccpd_flows_share_a_bottleneck() {
         link.sender_tcp("RetransSegs") - re0,
         link.sender_tcp("OutSegs") - out0,
     );
-    assert_eq!((a.sender_cc.as_str(), b.sender_cc.as_str()), ("ccpd", "ccpd"));
-    let end = a.secs.min(b.secs) - 0.1;
-    assert!(end > 4.0, "a transfer ended after {end:.1} s");
-    let span = end - 2.0;
-    let rate = |t: &Transfer| {
-        (bytes_at(t, end) - bytes_at(t, 2.0)) as f64 * 8.0 / span / 1e6
-    };
+    assert_eq!(
+        (a.sender_cc.as_str(), b.sender_cc.as_str()),
+        ("ccpd", "ccpd")
+    );
+    // From 5 s: slow start and the first synchronised drain (every 5 s of
+    // the host clock) are behind both flows.
+    let (from, end) = (5.0, a.secs.min(b.secs) - 0.1);
+    assert!(end > from + 3.0, "a transfer ended after {end:.1} s");
+    let rate =
+        |t: &Transfer| (bytes_at(t, end) - bytes_at(t, from)) as f64 * 8.0 / (end - from) / 1e6;
     let (ra, rb) = (rate(&a), rate(&b));
     let jain = (ra + rb).powi(2) / (2.0 * (ra * ra + rb * rb));
     eprintln!(
-        "two ccpd flows, 100 Mbit/s, 40 ms, 1 BDP: {ra:.1} and {rb:.1} Mbit/s from 2 s to \
+        "two ccpd flows, 100 Mbit/s, 40 ms, 1 BDP: {ra:.1} and {rb:.1} Mbit/s from {from} s to \
          {end:.1} s (Jain {jain:.3}), {re} of {out} segments retransmitted"
     );
     assert!(
