@@ -75,6 +75,10 @@
  *     rtt_max also stays within Little's law for a busy path, 17/16 n / fb
  *     (fb the delivery-rate max): at 10 ms a 20-ms stall passes m + n / C
  *     and lifted B from 36 to 90 packets (standing queue 14 -> 40).
+ * 12. Sharing (share = 1, default): C is the pairs' running median, not
+ *     capped by the flow's own rate; synchronised drains every drain_ms;
+ *     competitive AIMD while a drain leaves another sender's queue
+ *     (docs/ccpd.md, "Sharing a bottleneck").
  *
  *   state diagram (phase):
  *
