@@ -411,6 +411,10 @@ CCL_CORE u32 ccpd_cong_hold(struct ccpd *ca, const struct ccl_ccpd_params *p, u3
 	u32 m = ca->rtt_min_us, s = ccpd_rtts(ca), cmax, target, pfb;
 	struct ccpd_est st;
 
+	/* Competing (share): 0.7 W, as the loss-based flow that keeps the
+	 * queue full does; the law's target would hand it the link. */
+	if (p->share && (ca->sh & CCPD_SH_COMP) && ca->phase == CCL_PHASE_CA)
+		return (u32)((u64)w * CCPD_COMP_BETA_Q10 >> 10);
 	if (ca->phase == CCL_PHASE_CA && p->bmax_on_loss)
 		ca->rtt_max_us = s > m ? s : m;
 	ccpd_storage_est(ca, c, p->b_min, &st);
@@ -717,10 +721,7 @@ CCL_CORE void ccpd_on_recovery_ack(struct ccpd *ca, const struct ccl_ccpd_params
 
 	if (ca->last_loss != CCPD_LOSS_RANDOM || ca->recov_losses < CCPD_BURST_LOSSES)
 		return;
-	if (p->share && (ca->sh & CCPD_SH_COMP) && ca->phase == CCL_PHASE_CA)
-		h = (u32)((u64)ca->cwnd_hold * CCPD_COMP_BETA_Q10 >> 10);
-	else
-		h = ccpd_cong_hold(ca, p, ccpd_capacity(ca), ca->cwnd_hold, cwnd_clamp);
+	h = ccpd_cong_hold(ca, p, ccpd_capacity(ca), ca->cwnd_hold, cwnd_clamp);
 	ca->cwnd_hold = ccpd_hold_floor(p, h);
 	ca->w_q10 = ca->cwnd_hold << 10;
 	ca->last_loss = CCPD_LOSS_CONGESTIVE;
@@ -919,7 +920,7 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		 * that competing ccpd flows still converge, and about cubic's own
 		 * pace (1.35 segments a round measured at 100 Mbit/s, 40 ms; about
 		 * 10 at 190 ms); a congestive loss holds 0.7 W, cubic's beta
-		 * (ccpd_on_ssthresh).
+		 * (ccpd_cong_hold).
 		 */
 		o->law = CCPD_LAW_COMP;
 		o->controlled = 1;
@@ -1033,9 +1034,7 @@ CCL_CORE u32 ccpd_on_ssthresh(struct ccpd *ca, const struct ccl_ccpd_params *p, 
 			if ((u64)snd_cwnd + ccl_max64(2, (st.b_q10 >> 10) / 8) >= cmax)
 				cong = true;
 		}
-		if (cong && p->share && (ca->sh & CCPD_SH_COMP) && ca->phase == CCL_PHASE_CA)
-			hold = (u32)((u64)snd_cwnd * CCPD_COMP_BETA_Q10 >> 10);
-		else if (cong)
+		if (cong)
 			hold = ccpd_cong_hold(ca, p, c, snd_cwnd, cwnd_clamp);
 		else if (ca->phase == CCL_PHASE_CA && p->bmax_on_loss == 2)
 			ca->rtt_max_us = s > m ? s : m;
