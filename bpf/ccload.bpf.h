@@ -74,10 +74,10 @@ static __always_inline bool before(u32 seq1, u32 seq2)
  * form (include/net/tcp.h since "tcp: fix cwnd-limited bug for TSO deferral
  * where we send nothing", 2022): is_cwnd_limited first, and only then slow
  * start's "twice what was ACKed".  The older form, still the one in
- * tools/testing/selftests/bpf/progs/bpf_cubic.c and ours until 2026-11-26,
- * checks slow start first, and so stops a cwnd-limited slow start whenever
- * cwnd >= 2 max_packets_out (TSO deferral, small windows after an RTO),
- * where the kernel's own reno and cubic grow. */
+ * tools/testing/selftests/bpf/progs/bpf_cubic.c, checks slow start first,
+ * and so stops a cwnd-limited slow start whenever cwnd >= 2 max_packets_out
+ * (TSO deferral, small windows after an RTO), where the kernel's own reno
+ * and cubic grow. */
 static __always_inline bool tcp_is_cwnd_limited(const struct sock *sk)
 {
 	const struct tcp_sock *tp = tcp_sk(sk);

@@ -536,18 +536,18 @@ impl Scenario {
                         .map(|&k| (format!("{k}bdp"), (k * bdp).round().max(2.0), k))
                         .collect()
                 };
-                let mixes: Vec<(String, Vec<FlowSpec>)> = if self.mixes.is_empty() {
-                    vec![(String::new(), self.flows.clone())]
+                let mixes = if self.mixes.is_empty() {
+                    vec![Mix {
+                        name: String::new(),
+                        flows: self.flows.clone(),
+                    }]
                 } else {
-                    self.mixes
-                        .iter()
-                        .map(|m| (m.name.clone(), m.flows.clone()))
-                        .collect()
+                    self.mixes.clone()
                 };
                 for (blabel, bpkts, k) in &bufs {
                     for &loss in &g.loss {
                         for &n in &g.n_flows {
-                            for (mix, flows) in &mixes {
+                            for Mix { name: mix, flows } in &mixes {
                                 let mut label = if g.rates_mbit.is_empty() {
                                     String::new()
                                 } else {
@@ -809,39 +809,25 @@ impl Scenario {
                         pass,
                     );
                 }
-                if let Some(x) = c.utilisation_min {
-                    let v = me(&|r| r.utilisation);
-                    push(
-                        "utilisation",
-                        v,
-                        0.0,
-                        format!(">= {x}"),
-                        None,
-                        v.is_some_and(|v| v >= x),
-                    );
-                }
-                if let Some(x) = c.jain_min {
-                    let v = me(&|r| r.jain_bins);
-                    push(
-                        "jain_bins",
-                        v,
-                        0.0,
-                        format!(">= {x}"),
-                        None,
-                        v.is_some_and(|v| v >= x),
-                    );
-                }
+                // absolute floors on one of the run's own values
                 let share = |r: &RunSummary| r.share_of(&parse_cc(&r.cc).0);
-                if let Some(x) = c.share_min {
-                    let v = me(&share);
-                    push(
-                        "share",
-                        v,
-                        0.0,
-                        format!(">= {x}"),
-                        None,
-                        v.is_some_and(|v| v >= x),
-                    );
+                let floors: [(&'static str, Option<f64>, &Metric); 3] = [
+                    ("utilisation", c.utilisation_min, &|r| r.utilisation),
+                    ("jain_bins", c.jain_min, &|r| r.jain_bins),
+                    ("share", c.share_min, &share),
+                ];
+                for (metric, min, f) in floors {
+                    if let Some(x) = min {
+                        let v = me(f);
+                        push(
+                            metric,
+                            v,
+                            0.0,
+                            format!(">= {x}"),
+                            None,
+                            v.is_some_and(|v| v >= x),
+                        );
+                    }
                 }
                 if let Some(x) = c.peer_retrans_ratio_max {
                     let s = c.retrans_slack;
@@ -935,6 +921,9 @@ pub struct Case {
     pub mix: String,
     pub flows: Vec<FlowSpec>,
 }
+
+/// One value read from a run, as the checks compare it.
+type Metric<'a> = dyn Fn(&RunSummary) -> f64 + 'a;
 
 /// Is `case` within a check's filters (an empty list is every value)?
 fn applies(case: &Case, c: &Check) -> bool {
@@ -1354,65 +1343,48 @@ why = "absolute"
                 .map(|o| (o.metric, o.pass))
                 .collect()
         };
+        // The same four runs each time: two ccpd flows, ccpd and hetcp
+        // against cubic, and reno against cubic (hetcp's reference).
+        let runs = |jain: f64, x2: [f64; 2], vs: [(f64, u32); 2], hetcp: f64| {
+            [
+                run(
+                    "40ms_1bdp_x2",
+                    "ccpd",
+                    jain,
+                    vec![flow("ccpd", x2[0], 0), flow("ccpd", x2[1], 0)],
+                ),
+                run(
+                    "40ms_1bdp_vs_cubic",
+                    "ccpd",
+                    jain,
+                    vec![
+                        flow("ccpd", vs[0].0, vs[0].1),
+                        flow("cubic", vs[1].0, vs[1].1),
+                    ],
+                ),
+                run(
+                    "40ms_1bdp_vs_cubic",
+                    "hetcp",
+                    0.9,
+                    vec![flow("hetcp", hetcp, 0), flow("cubic", 96.0 - hetcp, 0)],
+                ),
+                run(
+                    "40ms_1bdp_vs_cubic",
+                    "reno",
+                    0.9,
+                    vec![flow("reno", 34.7, 0), flow("cubic", 61.5, 0)],
+                ),
+            ]
+        };
         // the starving pair and the flow that yields to cubic fail ...
-        let bad = [
-            run(
-                "40ms_1bdp_x2",
-                "ccpd",
-                0.51,
-                vec![flow("ccpd", 94.7, 0), flow("ccpd", 1.4, 0)],
-            ),
-            run(
-                "40ms_1bdp_vs_cubic",
-                "ccpd",
-                0.51,
-                vec![flow("ccpd", 1.2, 300), flow("cubic", 94.9, 40)],
-            ),
-            run(
-                "40ms_1bdp_vs_cubic",
-                "hetcp",
-                0.9,
-                vec![flow("hetcp", 30.0, 0), flow("cubic", 66.0, 0)],
-            ),
-            run(
-                "40ms_1bdp_vs_cubic",
-                "reno",
-                0.9,
-                vec![flow("reno", 34.7, 0), flow("cubic", 61.5, 0)],
-            ),
-        ];
+        let bad = runs(0.51, [94.7, 1.4], [(1.2, 300), (94.9, 40)], 30.0);
         let o = judge(&bad);
         assert!(o.contains(&("jain_bins", false)), "{o:?}");
         assert!(o.contains(&("share", false)), "{o:?}");
         assert!(o.contains(&("retransmits_vs_peers", false)), "{o:?}");
         assert_eq!(o.iter().filter(|(m, _)| *m == "share").count(), 2, "{o:?}");
         // ... a fair pair and a fair share pass
-        let good = [
-            run(
-                "40ms_1bdp_x2",
-                "ccpd",
-                0.99,
-                vec![flow("ccpd", 47.0, 0), flow("ccpd", 46.0, 0)],
-            ),
-            run(
-                "40ms_1bdp_vs_cubic",
-                "ccpd",
-                0.99,
-                vec![flow("ccpd", 44.9, 130), flow("cubic", 49.0, 41)],
-            ),
-            run(
-                "40ms_1bdp_vs_cubic",
-                "hetcp",
-                0.9,
-                vec![flow("hetcp", 34.0, 0), flow("cubic", 62.0, 0)],
-            ),
-            run(
-                "40ms_1bdp_vs_cubic",
-                "reno",
-                0.9,
-                vec![flow("reno", 34.7, 0), flow("cubic", 61.5, 0)],
-            ),
-        ];
+        let good = runs(0.99, [47.0, 46.0], [(44.9, 130), (49.0, 41)], 34.0);
         let o = judge(&good);
         assert!(
             o.iter().filter(|(m, _)| *m != "cwnd_max").all(|(_, p)| *p),

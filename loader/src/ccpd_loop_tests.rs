@@ -643,7 +643,7 @@ fn ccpd_closed_loop_delay_exit_does_not_overshoot() {
 /// the pipe (no delay signal either) and slow start doubled it past the
 /// storage: the grid's run at 100 Mbit/s, 190 ms, 0.5 BDP had 979
 /// retransmissions against cubic's 43, and this model with one gap per
-/// 130 ms reads 977 drops, with one per 70 ms 1,810 (2026-11-25).
+/// 130 ms reads 977 drops, with one per 70 ms 1,810.
 #[test]
 fn ccpd_closed_loop_gap_in_ack_train_does_not_end_it() {
     const GAP: f64 = 0.003;
@@ -1037,7 +1037,7 @@ fn ccpd_closed_loop_tiny_buffer_with_capacity_at_its_cap() {
 }
 
 /// One short stall on a short path must not move B.  The lab's 100 Mbit/s,
-/// 10 ms, 1 BDP run (2026-11-25 grid): one 20-ms host stall lifted rtt_max
+/// 10 ms, 1 BDP run of the acceptance grid: one 20-ms host stall lifted rtt_max
 /// from 14.5 to 20.8 ms, B went from 36 to 90 packets and the standing queue
 /// from about 14 to about 40 for the rest of the flow (p95 RTT inflation
 /// 5.0 ms against cubic's 9.4).  At 10 ms a 20-ms stall is within the
