@@ -75,10 +75,14 @@
  *     rtt_max also stays within Little's law for a busy path, 17/16 n / fb
  *     (fb the delivery-rate max): at 10 ms a 20-ms stall passes m + n / C
  *     and lifted B from 36 to 90 packets (standing queue 14 -> 40).
- * 12. Sharing (share = 1, default): C is the pairs' running median, not
- *     capped by the flow's own rate; synchronised drains every drain_ms;
- *     competitive AIMD while a drain leaves another sender's queue
- *     (docs/ccpd.md, "Sharing a bottleneck").
+ * 12. Sharing (share = 1, default; docs/ccpd.md, "Sharing a bottleneck"):
+ *     C is the pairs' running median, not capped by the flow's own rate;
+ *     each flow's L1 gain is scaled by its part of the link, r / C, and the
+ *     queue of the other flows, x - d, counts twice in E, so N flows keep
+ *     one stable queue below the buffer; the buffer's delay rtt_max - m is
+ *     shared by the flows to one destination (ccpd_paths, below);
+ *     synchronised drains every drain_ms; competitive AIMD while a drain
+ *     leaves another sender's queue.
  *
  *   state diagram (phase):
  *
@@ -100,6 +104,53 @@ char _license[] SEC("license") = "GPL";
 #include "ccload_maps.bpf.h"
 
 _Static_assert(sizeof(struct ccpd) <= CCL_CA_PRIV_SIZE, "ccpd state must fit icsk_ca_priv");
+
+/* share: a path's buffer delay (ccpd_path_sync), per network namespace and
+ * destination address; forgotten CCPD_PATH_TTL_S after its last flow. */
+struct ccpd_path_key {
+	u64 net_cookie;
+	u32 family;
+	u32 daddr[4];
+};
+
+struct ccpd_path {
+	u32 qmax_us; /* rtt_max - rtt_min, us */
+	u32 t_s;     /* ktime, s, of the last write */
+};
+
+#define CCPD_PATH_TTL_S 10
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct ccpd_path_key);
+	__type(value, struct ccpd_path);
+} ccpd_paths SEC(".maps");
+
+static __always_inline void ccpd_path_round(struct sock *sk, struct ccpd *ca)
+{
+	struct ccpd_path_key k = {};
+	struct ccpd_path *v, nv;
+	u32 now_s = (u32)(bpf_ktime_get_ns() / 1000000000), pq = 0, q;
+
+	k.net_cookie = sk->__sk_common.skc_net.net->net_cookie;
+	k.family = sk->__sk_common.skc_family;
+	if (k.family == AF_INET6)
+		__builtin_memcpy(k.daddr, &sk->__sk_common.skc_v6_daddr, 16);
+	else
+		k.daddr[0] = sk->__sk_common.skc_daddr;
+	v = bpf_map_lookup_elem(&ccpd_paths, &k);
+	if (v && now_s - v->t_s < CCPD_PATH_TTL_S)
+		pq = v->qmax_us;
+	q = ccpd_path_sync(ca, pq);
+	/* a refresh at most once a second: one write per round is a lot of
+	 * writes at a LAN's microsecond rounds */
+	if (!q || (v && q == v->qmax_us && now_s == v->t_s))
+		return;
+	nv.qmax_us = q;
+	nv.t_s = now_s;
+	bpf_map_update_elem(&ccpd_paths, &k, &nv, BPF_ANY);
+}
 
 SEC("struct_ops")
 void BPF_PROG(ccpd_init, struct sock *sk)
@@ -211,6 +262,7 @@ SEC("struct_ops")
 void BPF_PROG(ccpd_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
+	struct ccpd *ca = inet_csk_ca(sk);
 	struct ccl_ccpd_params p;
 	u32 mss = tp->mss_cache ? tp->mss_cache : 1;
 	u32 state = ccl_ca_state(sk);
@@ -218,15 +270,17 @@ void BPF_PROG(ccpd_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 	ccl_guard(sk);
 	ccl_agg_ack(sk);
 	ccl_params(ccl_profile_of(sk), &p);
+	if (ca->sh & CCPD_SH_PATH)
+		ccpd_path_round(sk, ca);
 	if (state == CCL_CA_RECOVERY) {
-		ccpd_on_recovery_ack(inet_csk_ca(sk), &p, tp->snd_cwnd_clamp);
+		ccpd_on_recovery_ack(ca, &p, tp->snd_cwnd_clamp);
 		return;
 	}
 	/* sample->in_flight is bytes: mss x the packets delivered while the
 	 * sampled packet was out (tcp_clean_rtx_queue), i.e. what was in
 	 * flight ahead of it when it left. */
-	ccpd_on_rtt(inet_csk_ca(sk), &p, state, sample->rtt_us, sample->in_flight / mss,
-		    (u32)tp->tcp_mstamp, tp->snd_cwnd);
+	ccpd_on_rtt(ca, &p, state, sample->rtt_us, sample->in_flight / mss, (u32)tp->tcp_mstamp,
+		    tp->snd_cwnd);
 }
 
 SEC("struct_ops")

@@ -59,8 +59,21 @@
  *     loss does not move TUBE's gamma or the plateau's w_loss.  spread (a
  *     round's growth added over the next round's ACKs) stays off.
  *
+ *  7. ep_rounds (default 4): an episode whose queue is another sender's (a
+ *     loss-based flow keeps it) yields: the cut is undone and the flow grows
+ *     as Reno until the next loss.  The queue is another's when it outlasts
+ *     the cut and 3 rounds of decrease, or when the episode ends (Diff <
+ *     gamma) with the queueing delay still at half or more of what it was
+ *     at the cut: the cut shrank the flow's Diff, not the queue.  Without
+ *     it, against one cubic every episode cut the loss window again, down
+ *     to gamma packets in cubic's queue: 0.08 of the link where reno keeps
+ *     0.36 (docs/ctcp_plus.md).
+ *
  *   states:  CTCP --Diff >= gamma && dwnd == 0--> EP (rule 2, then 3 per RTT,
  *            no per-ACK growth) --Diff < gamma_exit or loss--> CTCP
+ *            EP --ep_rounds rounds at Diff >= gamma, or Diff < gamma_exit
+ *            with the queue kept--> YIELD (cut undone, Reno growth) --loss-->
+ *            CTCP
  */
 #include "ccload.bpf.h"
 #include "core/ctcp_core.h"
@@ -71,7 +84,7 @@ char _license[] SEC("license") = "GPL";
 #define CCL_PARAMS_TABLE CCL_CTCP_PLUS_PARAMS
 #include "ccload_maps.bpf.h"
 
-/* Per-flow state (92 bytes of icsk_ca_priv). */
+/* Per-flow state (100 bytes of icsk_ca_priv). */
 struct ctcp_plus {
 	u32 cwnd_l;		/* loss window, segments */
 	u32 cwnd_l_frac;	/* Q10 remainder of cwnd_l (rule 3) */
@@ -93,6 +106,8 @@ struct ctcp_plus {
 	u32 gamma;		/* current gamma (tuning) */
 	s32 diff_reno_q10;	/* for gamma tuning, -1 = invalid */
 	u32 n_cut2, n_dec3, losses;
+	u32 ep_cwnd_l; /* cwnd_l before the episode's cut (ep_rounds) */
+	u32 ep_q_us;   /* queueing delay at the cut (ep_rounds) */
 	u8 enabled, ep;
 };
 
@@ -155,8 +170,9 @@ static __always_inline void ctcp_plus_emit(struct sock *sk, struct ctcp_plus *ca
 
 	ev = ccl_event_reserve(
 		sk, CCL_ALGO_CTCP_PLUS, ca->round.cnt,
-		ca->ep ? CCL_PHASE_EP :
-			 (tp->snd_cwnd < tp->snd_ssthresh ? CCL_PHASE_SS : CCL_PHASE_CA),
+		ca->ep && ca->ep != CTCP_EP_YIELD ?
+			CCL_PHASE_EP :
+			(tp->snd_cwnd < tp->snd_ssthresh ? CCL_PHASE_SS : CCL_PHASE_CA),
 		profile);
 	if (!ev)
 		return;
@@ -201,7 +217,7 @@ void BPF_PROG(ctcp_plus_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 		if (tp->snd_cwnd < tp->snd_ssthresh) {
 			ca->cwnd_l += acked;
 			ca->dwnd_q10 = 0;
-		} else if (!(p.plus && ca->ep)) {
+		} else if (!(p.plus && ca->ep && ca->ep != CTCP_EP_YIELD)) {
 			ca->cwnd_cnt += acked;
 			if (ca->cwnd_cnt >= swnd) {
 				ca->cwnd_l += ca->cwnd_cnt / swnd;
@@ -239,7 +255,11 @@ void BPF_PROG(ctcp_plus_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 			r.cwnd_l_frac = ca->cwnd_l_frac;
 			r.dwnd_q10 = ca->dwnd_q10;
 			r.ep = ca->ep;
+			r.ep_cwnd_l = ca->ep_cwnd_l;
+			r.ep_q_us = ca->ep_q_us;
 			ctcp_round_update(&r, &p);
+			ca->ep_cwnd_l = r.ep_cwnd_l;
+			ca->ep_q_us = r.ep_q_us;
 			ca->cwnd_l = r.cwnd_l;
 			ca->cwnd_l_frac = r.cwnd_l_frac;
 			ca->dwnd_q10 = r.dwnd_q10;

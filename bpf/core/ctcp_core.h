@@ -36,7 +36,9 @@ struct ctcp_round {
 	u32 cwnd_l;	 /* loss window, segments */
 	u32 cwnd_l_frac; /* its Q10 remainder (rule 3) */
 	u32 dwnd_q10;	 /* delay window */
-	u32 ep;		 /* CTCP+ early-reduction episode */
+	u32 ep;		 /* CTCP+ episode: 0 none, 1.. its rounds, CTCP_EP_YIELD */
+	u32 ep_cwnd_l;	 /* the loss window before the episode's cut */
+	u32 ep_q_us;	 /* the queueing delay RTT - baseRTT at the cut */
 	/* out */
 	u32 diff_q10;	   /* Diff = win (RTT - base) / RTT */
 	u32 diff_reno_q10; /* Diff of the loss window alone (gamma tuning) */
@@ -54,6 +56,11 @@ struct ctcp_round {
  *   (2) first round of the episode: cwnd = floor(cwnd * 2/3)
  *   (3) later rounds:               cwnd = cwnd - 1/2
  *   exit when Diff < gamma_exit (default gamma).
+ * With ep_rounds > 0 (default 4) an episode yields when the queue is another
+ * sender's: still at Diff >= gamma after the cut and ep_rounds - 1
+ * decreases, or ending (Diff < gamma_exit) with the queueing delay at half or
+ * more of what it was at the cut.  The cut is undone and rules (2)-(4) rest
+ * until the next loss.
  * With CTCP+ and keep_pipe = 1 (default) neither the brake nor rule (2)
  * takes the window below the pipe, swnd baseRTT/RTT = swnd - Diff: they
  * drain the queue, not the pipe.  The seed meant its cut for shallow
@@ -79,6 +86,9 @@ struct ctcp_round {
  * time, not rounds: a zone crossed at Reno's segment a round took 0.1 s at
  * 10 ms but 4 s at 190 ms, where losses are random.
  */
+/* ep: the episode met a queue it did not make (ep_rounds) */
+#define CTCP_EP_YIELD 255
+
 CCL_CORE void ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus_params *p)
 {
 	u32 rtt = r->rtt_us > r->base_rtt_us ? r->rtt_us : r->base_rtt_us;
@@ -130,9 +140,12 @@ CCL_CORE void ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus
 	}
 	if (!p->plus)
 		return;
-	if (diff >= gamma_q10 && dwnd_in == 0) {
+	if (diff >= gamma_q10 && dwnd_in == 0 && r->ep != CTCP_EP_YIELD) {
 		if (!r->ep) {
 			u64 c = (u64)r->cwnd_l * p->plus_md_q10 >> 10;
+
+			r->ep_cwnd_l = r->cwnd_l;
+			r->ep_q_us = (u32)q;
 			u64 pipe = ((u64)r->cwnd_l << 10) -
 				   ccl_min64(r->diff_reno_q10, (u64)r->cwnd_l << 10);
 
@@ -142,6 +155,23 @@ CCL_CORE void ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus
 			r->cwnd_l_frac = 0;
 			r->ep = 1;
 			r->rule |= CCL_CTCP_CUT2;
+		} else if (p->ep_rounds && r->ep >= p->ep_rounds) {
+			/*
+			 * The queue outlasted the cut and ep_rounds rounds of
+			 * decrease: another sender keeps it (a loss-based flow
+			 * that does not back off from delay).  Cutting on would
+			 * hand it the link, -1/2 a round against its growth (0.12
+			 * of the link against cubic, where Reno keeps 0.36), so
+			 * the cut is undone and the loss window is Reno's, as
+			 * Compound's is once dwnd is 0, until a loss ends the
+			 * episode.
+			 */
+			if (r->ep_cwnd_l > r->cwnd_l) {
+				r->cwnd_l = r->ep_cwnd_l;
+				r->cwnd_l_frac = 0;
+			}
+			r->ep = CTCP_EP_YIELD;
+			r->rule |= CCL_CTCP_YIELD;
 		} else {
 			u64 tot = ((u64)r->cwnd_l << 10) + r->cwnd_l_frac;
 
@@ -149,11 +179,29 @@ CCL_CORE void ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus
 								       2 << 10;
 			r->cwnd_l = (u32)(tot >> 10);
 			r->cwnd_l_frac = (u32)(tot & 1023);
+			if (r->ep < CTCP_EP_YIELD - 1)
+				r->ep++;
 			r->rule |= CCL_CTCP_DEC3;
 		}
-	} else if (r->ep && diff < (u64)(p->gamma_exit ? p->gamma_exit : r->gamma) << 10) {
-		r->ep = 0;
-		r->rule |= CCL_CTCP_EXIT;
+	} else if (r->ep && r->ep != CTCP_EP_YIELD &&
+		   diff < (u64)(p->gamma_exit ? p->gamma_exit : r->gamma) << 10) {
+		/*
+		 * Diff fell under gamma: the flow's own share of the queue.  If
+		 * the queueing delay did not fall to half of what it was at the
+		 * cut, the flow's cut shrank Diff but not the queue: another
+		 * sender keeps it, and the episode yields as above.
+		 */
+		if (p->ep_rounds && q >= r->ep_q_us / 2) {
+			if (r->ep_cwnd_l > r->cwnd_l) {
+				r->cwnd_l = r->ep_cwnd_l;
+				r->cwnd_l_frac = 0;
+			}
+			r->ep = CTCP_EP_YIELD;
+			r->rule |= CCL_CTCP_YIELD;
+		} else {
+			r->ep = 0;
+			r->rule |= CCL_CTCP_EXIT;
+		}
 	}
 }
 

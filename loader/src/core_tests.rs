@@ -271,6 +271,9 @@ struct CcpdModel {
     kp: f64,
     g: f64,
     gamma: f64,
+    /// share: the unscaled gain (0 = not sharing): E takes half the
+    /// others' queue, and a rise is at least min(1, share_gamma delta)
+    share_gamma: f64,
     cwnd_min: f64,
     cwnd_max: f64,
 }
@@ -339,13 +342,24 @@ fn run_l1(
     let (p, b, x) = est;
     let s_ = (s.max(m)) as f64;
     let d = w * (s_ - m as f64) / s_;
-    let e = b - x - d;
+    let e = b
+        - x
+        - d
+        - if md.share_gamma > 0.0 {
+            (x - d).max(0.0) / 2.0
+        } else {
+            0.0
+        };
     let dterm = match e_prev {
         Some(ep) => (md.g * (e - ep)).clamp(-(p + b) / 2.0, (p + b) / 2.0),
         None => 0.0,
     };
     let delta = md.kp * e - d + dterm;
-    let w2 = (w + md.gamma * delta).clamp(md.cwnd_min, md.cwnd_max.max(md.cwnd_min));
+    let mut step = md.gamma * delta;
+    if md.share_gamma > 0.0 && delta > 0.0 && md.gamma * 4.0 < md.share_gamma {
+        step = step.max((md.share_gamma * delta).min(1.0));
+    }
+    let w2 = (w + step).clamp(md.cwnd_min, md.cwnd_max.max(md.cwnd_min));
     (w2, e, dterm)
 }
 
@@ -374,6 +388,11 @@ fn ccpd_l1_matches_model() {
         let e_valid = r.next() % 2;
         let e_prev = r.range(0, 20000 << 10) as i64 - (10000 << 10);
         let (cmin, cmax) = (r.range(2, 64) as u32, r.range(2, 20000) as u32);
+        let share_gamma = if r.next() % 2 == 0 {
+            0
+        } else {
+            r.range(gamma as u64, 1024) as u32
+        };
         let mut l = intf::ccpd_law {
             w_q10,
             rtt_min_us: m,
@@ -381,6 +400,7 @@ fn ccpd_l1_matches_model() {
             kp_q10: kp,
             g_q10: g,
             gamma_q10: gamma,
+            share_gamma_q10: share_gamma,
             cwnd_min: cmin,
             cwnd_max: cmax,
             e_valid: e_valid as u32,
@@ -393,6 +413,7 @@ fn ccpd_l1_matches_model() {
             kp: kp as f64 / 1024.0,
             g: g as f64 / 1024.0,
             gamma: gamma as f64 / 1024.0,
+            share_gamma: share_gamma as f64 / 1024.0,
             cwnd_min: cmin as f64,
             cwnd_max: cmax as f64,
         };
@@ -1115,6 +1136,61 @@ fn ctcp_plateau_stops_dwnd_below_the_last_loss_window() {
     assert!((grow(&p, 750, 800, 190_000) - (0.125 * 750f64.powf(0.75) - 1.0)).abs() < 0.01);
 }
 
+/// ep_rounds (default 4): an episode yields when the queue is not the
+/// flow's.  Still at Diff >= gamma after its cut and three decreases, or
+/// ending (Diff < gamma) with the queueing delay at half or more of what it
+/// was at the cut, the cut is undone, and rules (2)-(3) rest until a loss.
+/// With ep_rounds = 0 the episode cuts on, as the seed's.
+#[test]
+fn ctcp_plus_an_episode_that_meets_another_queue_yields() {
+    let p = ctcp_params(1);
+    assert_eq!(p.ep_rounds, 4);
+    let (dec, y) = (intf::CCL_CTCP_DEC3, intf::CCL_CTCP_YIELD);
+    let step = |r: &mut intf::ctcp_round, p: &intf::ccl_ctcp_plus_params| {
+        r.rule = 0;
+        unsafe { intf::ctcp_round_update(r, p) };
+        r.rule & !(intf::CCL_CTCP_SHRINK | intf::CCL_CTCP_GROW)
+    };
+    // 100 ms of queue at the cut (RTT 200 ms, base 100 ms)
+    let mut r = ctcp_round(&p, 300, 200_000, 100_000, 300, 0, 0);
+    assert_eq!(
+        (r.cwnd_l, r.ep, r.ep_cwnd_l, r.ep_q_us),
+        (200, 1, 300, 100_000)
+    );
+    let rules: Vec<u32> = (0..5).map(|_| step(&mut r, &p)).collect();
+    assert_eq!(
+        rules,
+        [dec, dec, dec, y, 0],
+        "three decreases, then yield, then rest"
+    );
+    assert_eq!((r.cwnd_l, r.ep), (300, 255), "the cut undone");
+    r.rtt_us = 100_500;
+    assert_eq!(
+        step(&mut r, &p),
+        0,
+        "yielding until a loss, even with the queue gone"
+    );
+    // the cut shrank Diff under gamma, but 60 of the 100 ms of queue stay
+    let mut r = ctcp_round(&p, 300, 200_000, 100_000, 300, 0, 0);
+    (r.win, r.rtt_us) = (40, 160_000);
+    assert_eq!(step(&mut r, &p), y);
+    assert_eq!((r.cwnd_l, r.ep), (300, 255));
+    // ... with 40 of them gone as well, the episode drained its own queue
+    let mut r = ctcp_round(&p, 300, 200_000, 100_000, 300, 0, 0);
+    (r.win, r.rtt_us) = (40, 140_000);
+    assert_eq!(step(&mut r, &p), intf::CCL_CTCP_EXIT);
+    assert_eq!((r.cwnd_l, r.ep), (200, 0));
+    // ep_rounds = 0: the seed's episode cuts on, and ends on Diff alone
+    let p0: intf::ccl_ctcp_plus_params = Algo::CtcpPlus.params_struct(&[("ep_rounds", "0")]);
+    let mut r = ctcp_round(&p0, 300, 200_000, 100_000, 300, 0, 0);
+    for _ in 0..10 {
+        step(&mut r, &p0);
+    }
+    assert_eq!((r.cwnd_l, r.cwnd_l_frac, r.ep), (195, 0, 11));
+    (r.win, r.rtt_us) = (40, 160_000);
+    assert_eq!(step(&mut r, &p0), intf::CCL_CTCP_EXIT);
+}
+
 #[test]
 fn ctcp_plus_rules_2_3_and_exit() {
     // Diff >= gamma with dwnd = 0: rule (2) cuts the loss window to 2/3 once...
@@ -1133,8 +1209,18 @@ fn ctcp_plus_rules_2_3_and_exit() {
         (199, 0),
         "two halves make one segment"
     );
-    // Diff back under gamma ends the episode.
-    let r3 = ctcp_round(&ctcp_params(1), 100, 100_500, 100_000, 199, 0, 1);
+    // Diff back under gamma, with the queue at the cut (100 ms) drained,
+    // ends the episode.
+    let mut r3 = intf::ctcp_round {
+        rtt_us: 100_500,
+        base_rtt_us: 100_000,
+        win: 100,
+        swnd: 100,
+        rule: 0,
+        ep_q_us: r.ep_q_us,
+        ..r2
+    };
+    unsafe { intf::ctcp_round_update(&mut r3, &ctcp_params(1)) };
     assert_eq!(r3.rule & intf::CCL_CTCP_EXIT, intf::CCL_CTCP_EXIT);
     assert_eq!(r3.ep, 0);
     // With dwnd > 0 the delay component gives back first: no early cut.
