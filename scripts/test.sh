@@ -33,6 +33,16 @@ if [ "$(id -u)" = 0 ] && [ -e /sys/kernel/btf/vmlinux ]; then
         echo "acceptance: FAILED (exit $arc)" | tee -a "$log"
         rc=1
     fi
+    # Flows that share the link (ALGORITHMS 7.1): two ccpd flows, and ccpd
+    # against cubic; about a minute and a half.
+    cargo xtask lab check coexist --quick --out "$accdir/coexist" 2>&1 | tee -a "$log"
+    crc=${PIPESTATUS[0]}
+    if [ "$crc" -ne 0 ]; then
+        echo "coexist: FAILED (exit $crc)" | tee -a "$log"
+        rc=1
+    else
+        echo "coexist: PASSED" | tee -a "$log"
+    fi
     # Two minutes of flows, concurrent and killed commands, daemon reloads
     # and kills (issue 13); the 30-minute run is in the README.
     cargo xtask soak --minutes 2 --out "$accdir/soak" 2>&1 | tee -a "$log"
@@ -69,9 +79,11 @@ set -e
 # One closing line for the whole run (cargo prints one per test binary).
 passed=$(grep -Eo '^test result: .* ([0-9]+) passed' "$log" | grep -Eo '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed;' "$log" | awk '{s+=$1} END {print s+0}')
-# the acceptance check counts as one test
-if grep -q '^checks: .* 0 failed' "$log"; then passed=$((passed + 1)); fi
+# the acceptance check counts as one test, and the coexist check as another
+if grep -m1 '^checks: ' "$log" | grep -q ' 0 failed'; then passed=$((passed + 1)); fi
 if grep -q '^acceptance: FAILED' "$log"; then failed=$((failed + 1)); fi
+if grep -q '^coexist: PASSED' "$log"; then passed=$((passed + 1)); fi
+if grep -q '^coexist: FAILED' "$log"; then failed=$((failed + 1)); fi
 # the soak and the leftover check count as one test each
 if grep -q '^soak: PASSED' "$log"; then passed=$((passed + 1)); fi
 if grep -q '^soak: FAILED' "$log"; then failed=$((failed + 1)); fi

@@ -130,6 +130,10 @@ pub struct Check {
     /// absolute: the mean Jain index over 1-s bins after the warm-up in
     /// which every flow was active >= x
     pub jain_min: Option<f64>,
+    /// absolute: seconds from the last flow's start until it first gets
+    /// 0.8x its fair share in a 1-s bin <= x (a run where it never does
+    /// fails)
+    pub late_fair_max_s: Option<f64>,
     /// absolute: the goodput of the run's flows of `cc` over the link's
     /// payload capacity >= x
     pub share_min: Option<f64>,
@@ -828,6 +832,17 @@ impl Scenario {
                             v.is_some_and(|v| v >= x),
                         );
                     }
+                }
+                if let Some(x) = c.late_fair_max_s {
+                    let v = me(&|r| r.late_fair_s.unwrap_or(f64::INFINITY));
+                    push(
+                        "late_fair_s",
+                        v,
+                        0.0,
+                        format!("<= {x}"),
+                        None,
+                        v.is_some_and(|v| v <= x),
+                    );
                 }
                 if let Some(x) = c.peer_retrans_ratio_max {
                     let s = c.retrans_slack;

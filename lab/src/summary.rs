@@ -68,6 +68,16 @@ pub struct RunSummary {
     pub jain: f64,
     /// Mean Jain index over 1-s bins in which every flow was active.
     pub jain_bins: f64,
+    /// Seconds from the last flow's start until Jain's index over 1-s bins
+    /// first holds >= 0.9 (in that bin and the two after it); None = never,
+    /// or one flow.
+    #[serde(default)]
+    pub jain_09_s: Option<f64>,
+    /// Seconds from the last flow's start until its goodput in a 1-s bin
+    /// first reaches 0.8x its fair share (the bin's total over the flows);
+    /// None = never, or all flows started together.
+    #[serde(default)]
+    pub late_fair_s: Option<f64>,
     pub queue_mean_pkts: f64,
     pub queue_p95_pkts: f64,
     pub queue_drops: u64,
@@ -192,6 +202,68 @@ fn quantile(v: &mut [f64], q: f64) -> f64 {
     v[((v.len() as f64 - 1.0) * q).round() as usize]
 }
 
+/// Bytes each flow received in [t, t + 1) s (0 for a flow with no samples
+/// there).
+fn bin_bytes(by_flow: &BTreeMap<usize, Vec<&FlowSample>>, n: usize, t: f64) -> Vec<f64> {
+    (0..n)
+        .map(|i| {
+            let v = by_flow.get(&i).map(|v| v.as_slice()).unwrap_or(&[]);
+            let a = v.iter().find(|s| s.t >= t);
+            let b = v.iter().find(|s| s.t >= t + 1.0);
+            match (a, b) {
+                (Some(a), Some(b)) => (b.rx_bytes - a.rx_bytes) as f64,
+                _ => 0.0,
+            }
+        })
+        .collect()
+}
+
+/// How fast the flows converge, in 1-s bins from the last flow's start:
+/// (seconds until Jain's index first holds >= 0.9 for three bins, seconds
+/// until the last flow first gets 0.8x the bin's fair share).
+fn convergence(
+    flows: &[Flow],
+    by_flow: &BTreeMap<usize, Vec<&FlowSample>>,
+    t_end: f64,
+) -> (Option<f64>, Option<f64>) {
+    if flows.len() < 2 {
+        return (None, None);
+    }
+    let (last, t0) = flows
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (i, f.start))
+        .fold((0, f64::MIN), |a, b| if b.1 > a.1 { b } else { a });
+    let late = flows.iter().any(|f| f.start < t0);
+    let stop = flows
+        .iter()
+        .map(|f| f.stop)
+        .fold(f64::MAX, f64::min)
+        .min(t_end);
+    let mut bins = Vec::new();
+    let mut t = t0;
+    while t + 1.0 <= stop {
+        bins.push((t - t0, bin_bytes(by_flow, flows.len(), t)));
+        t += 1.0;
+    }
+    let fair = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let jain_09 = (0..bins.len())
+        .find(|&i| {
+            bins[i..(i + 3).min(bins.len())]
+                .iter()
+                .all(|(_, v)| jain(v) >= 0.9)
+        })
+        .map(|i| bins[i].0);
+    let late_fair = late
+        .then(|| {
+            bins.iter()
+                .find(|(_, v)| fair(v) > 0.0 && v[last] >= 0.8 * fair(v))
+                .map(|b| b.0)
+        })
+        .flatten();
+    (jain_09, late_fair)
+}
+
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn summarise(
     sc: &Scenario,
@@ -253,22 +325,13 @@ pub(crate) fn summarise(
         .fold(f64::MAX, f64::min)
         .min(t_end);
     while t + 1.0 <= stop_min {
-        let rates: Vec<f64> = (0..flows.len())
-            .map(|i| {
-                let v = by_flow.get(&i).map(|v| v.as_slice()).unwrap_or(&[]);
-                let a = v.iter().find(|s| s.t >= t);
-                let b = v.iter().find(|s| s.t >= t + 1.0);
-                match (a, b) {
-                    (Some(a), Some(b)) => (b.rx_bytes - a.rx_bytes) as f64,
-                    _ => 0.0,
-                }
-            })
-            .collect();
+        let rates = bin_bytes(&by_flow, flows.len(), t);
         if rates.iter().any(|&r| r > 0.0) {
             bins.push(jain(&rates));
         }
         t += 1.0;
     }
+    let (jain_09_s, late_fair_s) = convergence(flows, &by_flow, t_end);
     let mut q: Vec<f64> = queue
         .iter()
         .filter(|s| s.t >= w0)
@@ -313,6 +376,8 @@ pub(crate) fn summarise(
         } else {
             bins.iter().sum::<f64>() / bins.len() as f64
         },
+        jain_09_s,
+        late_fair_s,
         queue_mean_pkts: qmean,
         queue_p95_pkts: quantile(&mut q, 0.95),
         queue_drops,
@@ -534,6 +599,51 @@ mod tests {
         assert!((r.retrans_per_seg_warm.unwrap() - 58.0 / 150_000.0).abs() < 1e-15);
         // no samples: nothing retransmitted, nothing delivered
         assert_eq!(after_warmup(&[], 5.0), (0, 0));
+    }
+
+    /// A flow joins at 10 s at 1 MB/s beside one at 9 MB/s and gains 1 MB/s
+    /// each second: the joiner first gets 0.8x the fair share (4 of 5 MB) in
+    /// the bin from 13 s, where Jain's index first reaches 0.9 (6:4 MB,
+    /// 0.96; 7:3 is 0.86) and then holds; flows started together have no
+    /// joiner.
+    #[test]
+    fn convergence_is_timed_from_the_last_start() {
+        let flow = |start: f64| Flow {
+            cc: "ccpd".into(),
+            start,
+            stop: 30.0,
+            bytes: None,
+            rx: Default::default(),
+            done_at: Default::default(),
+        };
+        let mut v = Vec::new();
+        let (mut rx0, mut rx1) = (0u64, 0u64);
+        for t in 0..=30u32 {
+            let s = |flow: usize, rx: u64| FlowSample {
+                t: t as f64,
+                flow,
+                rx_bytes: rx,
+                ..Default::default()
+            };
+            v.push(s(0, rx0));
+            v.push(s(1, rx1));
+            let joiner = if t >= 10 {
+                (1 + t - 10).min(5) as u64
+            } else {
+                0
+            };
+            rx1 += joiner * 1_000_000;
+            rx0 += (10 - joiner) * 1_000_000;
+        }
+        let mut by_flow: BTreeMap<usize, Vec<&FlowSample>> = BTreeMap::new();
+        for s in &v {
+            by_flow.entry(s.flow).or_default().push(s);
+        }
+        let (j, late) = convergence(&[flow(0.0), flow(10.0)], &by_flow, 30.0);
+        assert_eq!((j, late), (Some(3.0), Some(3.0)));
+        let (_, late) = convergence(&[flow(10.0), flow(10.0)], &by_flow, 30.0);
+        assert_eq!(late, None, "no joiner");
+        assert_eq!(convergence(&[flow(0.0)], &by_flow, 30.0), (None, None));
     }
 
     #[test]

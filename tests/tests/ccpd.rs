@@ -162,10 +162,10 @@ fn two_ccpd_flows_share_a_bottleneck() {
     });
     let _g = Attached::new("ccpd", &[]);
     let (re0, out0) = (link.sender_tcp("RetransSegs"), link.sender_tcp("OutSegs"));
-    // ~20 s at half the link each; the first to finish ends the span.
+    // ~14 s at half the link each; the first to finish ends the span.
     let (a, b) = std::thread::scope(|sc| {
-        let ha = sc.spawn(|| link.transfer("ccpd", 120 * MB));
-        let hb = sc.spawn(|| link.transfer("ccpd", 120 * MB));
+        let ha = sc.spawn(|| link.transfer("ccpd", 80 * MB));
+        let hb = sc.spawn(|| link.transfer("ccpd", 80 * MB));
         (ha.join().expect("flow a"), hb.join().expect("flow b"))
     });
     let (a, b) = (a.expect("flow a"), b.expect("flow b"));
