@@ -77,12 +77,12 @@
  *     and lifted B from 36 to 90 packets (standing queue 14 -> 40).
  * 12. Sharing (share = 1, default; docs/ccpd.md, "Sharing a bottleneck"):
  *     C is the pairs' running median, not capped by the flow's own rate;
- *     each flow's L1 gain is scaled by its part of the link, r / C, and the
- *     queue of the other flows, x - d, counts twice in E, so N flows keep
- *     one stable queue below the buffer; the buffer's delay rtt_max - m is
- *     shared by the flows to one destination (ccpd_paths, below);
- *     synchronised drains every drain_ms; competitive AIMD while a drain
- *     leaves another sender's queue.
+ *     each flow's L1 gain is scaled by its part of the link, r / C, and
+ *     half the queue of the other flows, x - d, counts again in E, so N
+ *     flows keep one stable queue below the buffer; the buffer's delay
+ *     rtt_max - m is shared by the flows to one destination (ccpd_paths,
+ *     below); synchronised drains every drain_ms; competitive AIMD while a
+ *     drain leaves another sender's queue.
  *
  *   state diagram (phase):
  *

@@ -170,7 +170,7 @@ static __always_inline void ctcp_plus_emit(struct sock *sk, struct ctcp_plus *ca
 
 	ev = ccl_event_reserve(
 		sk, CCL_ALGO_CTCP_PLUS, ca->round.cnt,
-		ca->ep && ca->ep != CTCP_EP_YIELD ?
+		ctcp_ep_cutting(ca->ep) ?
 			CCL_PHASE_EP :
 			(tp->snd_cwnd < tp->snd_ssthresh ? CCL_PHASE_SS : CCL_PHASE_CA),
 		profile);
@@ -217,7 +217,7 @@ void BPF_PROG(ctcp_plus_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 		if (tp->snd_cwnd < tp->snd_ssthresh) {
 			ca->cwnd_l += acked;
 			ca->dwnd_q10 = 0;
-		} else if (!(p.plus && ca->ep && ca->ep != CTCP_EP_YIELD)) {
+		} else if (!(p.plus && ctcp_ep_cutting(ca->ep))) {
 			ca->cwnd_cnt += acked;
 			if (ca->cwnd_cnt >= swnd) {
 				ca->cwnd_l += ca->cwnd_cnt / swnd;

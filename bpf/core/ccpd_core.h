@@ -78,11 +78,11 @@ CCL_CORE u32 ccpd_gamma_auto_q10(u32 kp_q10)
  * is gamma (N Kp + Kp + 1), not gamma (1 + 2 Kp) = 1: 1.4 for two flows, 3.8
  * for eight, and the queue swung between empty and full.  Scaled by its part
  * of the link, r / C = d / x, each flow moves the queue by its own part, and
- * the sum is gamma (Kp + (Kp + 1) / N) <= 1 for every N.  The equilibrium,
- * d = Kp (B - x) / (1 + Kp) for every flow, does not depend on f, so the flows
- * still converge to equal own queues, hence equal rates.  A small flow (a
- * late joiner) grows in proportion to its window, by gamma Kp E / (C s) of it
- * a round: about 15 % at 100 Mbit/s, 40 ms.  A flow alone has r = C, f = 1.
+ * the sum is at most gamma (1 + 2 Kp) = 1 for every N.  The equilibrium (the
+ * same own queue for every flow, ccpd_law_l1) does not depend on f, so the
+ * flows still converge to equal rates.  A small flow (a late joiner) grows
+ * in proportion to its window, and by at least a segment a round while
+ * f < 1/4 (ccpd_law_l1).  A flow alone has r = C, f = 1.
  * A global subprogram (inlined, it took cong_control past the verifier's
  * 1M-instruction limit); share = 0 returns gamma.
  */
@@ -445,6 +445,15 @@ CCL_CORE u32 ccpd_law_target(const struct ccpd *ca, u32 w, const struct ccpd_est
 
 #define CCPD_BURST_LOSSES 3 /* losses in one Recovery that make it congestive */
 
+/* A loss re-learns rtt_max from the smoothed RTT s (bmax_on_loss); with
+ * share the path hears of it (ccpd_path_sync). */
+CCL_CORE void ccpd_relearn_bmax(struct ccpd *ca, u32 s, u32 m)
+{
+	ca->rtt_max_us = s > m ? s : m;
+	if (ca->sh & CCPD_SH_ON)
+		ca->sh |= CCPD_SH_QLOSS;
+}
+
 /* A window to hold in Recovery: never below cwnd_min, nor 2. */
 CCL_CORE u32 ccpd_hold_floor(const struct ccl_ccpd_params *p, u32 h)
 {
@@ -475,10 +484,8 @@ CCL_CORE u32 ccpd_cong_hold(struct ccpd *ca, const struct ccl_ccpd_params *p, u3
 		return (u32)((u64)w * CCPD_COMP_BETA_Q10 >> 10);
 	/* (not from a drain's RTT: the drain took the queue away, and B fell
 	 * to b_min on a random loss at 190 ms, 1e-4, judged at the clamp) */
-	if (ca->phase == CCL_PHASE_CA && p->bmax_on_loss && !(ca->sh & CCPD_SH_DLOSS)) {
-		ca->rtt_max_us = s > m ? s : m;
-		ca->sh |= ca->sh & CCPD_SH_ON ? CCPD_SH_QLOSS : 0;
-	}
+	if (ca->phase == CCL_PHASE_CA && p->bmax_on_loss && !(ca->sh & CCPD_SH_DLOSS))
+		ccpd_relearn_bmax(ca, s, m);
 	ccpd_storage_est(ca, c, p->b_min, &st);
 	cmax = ccpd_cwnd_max(&st, p->cwnd_min, cwnd_clamp);
 	target = ccpd_law_target(ca, w, &st, p->kp_q10, cmax);
@@ -893,7 +900,7 @@ CCL_CORE u32 ccpd_drain(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 no
  * the buffer, a property of the path, but each flow learns it from its own
  * history: from its slow start's overflow, or never, when a late joiner's
  * slow start ends at the queue the others keep, and each flow's own queue at
- * equilibrium, Kp (B - x) / (1 + Kp), follows its own B.  So a flow takes the
+ * equilibrium (ccpd_law_l1) follows its own B.  So a flow takes the
  * path's value when it is larger than its own, and gives its own when it is
  * at least the path's, or when a congestive loss re-learnt it (the loss is
  * the buffer's overflow, fresher than any slow start).  Once a round in CA:
@@ -1074,9 +1081,9 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 			ca->w_q10 = l->w_out_q10;
 		} else if (o->round_start) {
 			/* L1, once per round. */
+			l->share_gamma_q10 = p->share ? ccpd_gamma_of(p) : 0;
 			l->gamma_q10 =
 				ccpd_share_gamma_q10(ccpd_gamma_of(p), p->share, o->c_sps, l);
-			l->share_gamma_q10 = p->share ? ccpd_gamma_of(p) : 0;
 			ccpd_law_l1(l);
 			ca->e_prev_q10 = l->e_q10;
 			ca->e_valid = 1;
@@ -1157,10 +1164,8 @@ CCL_CORE u32 ccpd_on_ssthresh(struct ccpd *ca, const struct ccl_ccpd_params *p, 
 		}
 		if (cong)
 			hold = ccpd_cong_hold(ca, p, c, snd_cwnd, cwnd_clamp);
-		else if (ca->phase == CCL_PHASE_CA && p->bmax_on_loss == 2) {
-			ca->rtt_max_us = s > m ? s : m;
-			ca->sh |= ca->sh & CCPD_SH_ON ? CCPD_SH_QLOSS : 0;
-		}
+		else if (ca->phase == CCL_PHASE_CA && p->bmax_on_loss == 2)
+			ccpd_relearn_bmax(ca, s, m);
 	}
 	ca->last_loss = cong ? CCPD_LOSS_CONGESTIVE : CCPD_LOSS_RANDOM;
 	hold = ccpd_hold_floor(p, hold);

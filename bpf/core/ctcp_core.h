@@ -89,6 +89,24 @@ struct ctcp_round {
 /* ep: the episode met a queue it did not make (ep_rounds) */
 #define CTCP_EP_YIELD 255
 
+/* In an episode that still cuts: rules (2)-(4) apply. */
+CCL_CORE bool ctcp_ep_cutting(u32 ep)
+{
+	return ep && ep != CTCP_EP_YIELD;
+}
+
+/* The episode yields: its cut is undone, and rules (2)-(4) rest until a
+ * loss (ctcp_round_update, ep_rounds). */
+CCL_CORE void ctcp_ep_yield(struct ctcp_round *r)
+{
+	if (r->ep_cwnd_l > r->cwnd_l) {
+		r->cwnd_l = r->ep_cwnd_l;
+		r->cwnd_l_frac = 0;
+	}
+	r->ep = CTCP_EP_YIELD;
+	r->rule |= CCL_CTCP_YIELD;
+}
+
 CCL_CORE void ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus_params *p)
 {
 	u32 rtt = r->rtt_us > r->base_rtt_us ? r->rtt_us : r->base_rtt_us;
@@ -143,11 +161,11 @@ CCL_CORE void ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus
 	if (diff >= gamma_q10 && dwnd_in == 0 && r->ep != CTCP_EP_YIELD) {
 		if (!r->ep) {
 			u64 c = (u64)r->cwnd_l * p->plus_md_q10 >> 10;
+			u64 pipe = ((u64)r->cwnd_l << 10) -
+				   ccl_min64(r->diff_reno_q10, (u64)r->cwnd_l << 10);
 
 			r->ep_cwnd_l = r->cwnd_l;
 			r->ep_q_us = (u32)q;
-			u64 pipe = ((u64)r->cwnd_l << 10) -
-				   ccl_min64(r->diff_reno_q10, (u64)r->cwnd_l << 10);
 
 			if (keep && (pipe >> 10) > c)
 				c = pipe >> 10;
@@ -166,12 +184,7 @@ CCL_CORE void ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus
 			 * Compound's is once dwnd is 0, until a loss ends the
 			 * episode.
 			 */
-			if (r->ep_cwnd_l > r->cwnd_l) {
-				r->cwnd_l = r->ep_cwnd_l;
-				r->cwnd_l_frac = 0;
-			}
-			r->ep = CTCP_EP_YIELD;
-			r->rule |= CCL_CTCP_YIELD;
+			ctcp_ep_yield(r);
 		} else {
 			u64 tot = ((u64)r->cwnd_l << 10) + r->cwnd_l_frac;
 
@@ -183,8 +196,8 @@ CCL_CORE void ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus
 				r->ep++;
 			r->rule |= CCL_CTCP_DEC3;
 		}
-	} else if (r->ep && r->ep != CTCP_EP_YIELD &&
-		   diff < (u64)(p->gamma_exit ? p->gamma_exit : r->gamma) << 10) {
+	} else if (ctcp_ep_cutting(r->ep) && diff < (u64)(p->gamma_exit ? p->gamma_exit : r->gamma)
+							     << 10) {
 		/*
 		 * Diff fell under gamma: the flow's own share of the queue.  If
 		 * the queueing delay did not fall to half of what it was at the
@@ -192,12 +205,7 @@ CCL_CORE void ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus
 		 * sender keeps it, and the episode yields as above.
 		 */
 		if (p->ep_rounds && q >= r->ep_q_us / 2) {
-			if (r->ep_cwnd_l > r->cwnd_l) {
-				r->cwnd_l = r->ep_cwnd_l;
-				r->cwnd_l_frac = 0;
-			}
-			r->ep = CTCP_EP_YIELD;
-			r->rule |= CCL_CTCP_YIELD;
+			ctcp_ep_yield(r);
 		} else {
 			r->ep = 0;
 			r->rule |= CCL_CTCP_EXIT;

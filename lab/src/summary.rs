@@ -218,28 +218,21 @@ fn bin_bytes(by_flow: &BTreeMap<usize, Vec<&FlowSample>>, n: usize, t: f64) -> V
         .collect()
 }
 
-/// How fast the flows converge, in 1-s bins from the last flow's start:
-/// (seconds until Jain's index first holds >= 0.9 for three bins, seconds
-/// until the last flow first gets 0.8x the bin's fair share).
+/// How fast the flows converge, in 1-s bins from the last flow's start t0
+/// until `stop` (the first flow's end): (seconds until Jain's index first
+/// holds >= 0.9 for three bins, seconds until the last flow first gets 0.8x
+/// the bin's fair share).
 fn convergence(
     flows: &[Flow],
     by_flow: &BTreeMap<usize, Vec<&FlowSample>>,
-    t_end: f64,
+    t0: f64,
+    stop: f64,
 ) -> (Option<f64>, Option<f64>) {
     if flows.len() < 2 {
         return (None, None);
     }
-    let (last, t0) = flows
-        .iter()
-        .enumerate()
-        .map(|(i, f)| (i, f.start))
-        .fold((0, f64::MIN), |a, b| if b.1 > a.1 { b } else { a });
+    let last = flows.iter().position(|f| f.start == t0).unwrap_or(0);
     let late = flows.iter().any(|f| f.start < t0);
-    let stop = flows
-        .iter()
-        .map(|f| f.stop)
-        .fold(f64::MAX, f64::min)
-        .min(t_end);
     let mut bins = Vec::new();
     let mut t = t0;
     while t + 1.0 <= stop {
@@ -317,13 +310,14 @@ pub(crate) fn summarise(
         });
     }
     // Jain's index over 1-s bins where every flow is active.
-    let mut bins = Vec::new();
-    let mut t = w0.max(flows.iter().map(|f| f.start).fold(0.0, f64::max));
+    let t_last = flows.iter().map(|f| f.start).fold(0.0, f64::max);
     let stop_min = flows
         .iter()
         .map(|f| f.stop)
         .fold(f64::MAX, f64::min)
         .min(t_end);
+    let mut bins = Vec::new();
+    let mut t = w0.max(t_last);
     while t + 1.0 <= stop_min {
         let rates = bin_bytes(&by_flow, flows.len(), t);
         if rates.iter().any(|&r| r > 0.0) {
@@ -331,7 +325,7 @@ pub(crate) fn summarise(
         }
         t += 1.0;
     }
-    let (jain_09_s, late_fair_s) = convergence(flows, &by_flow, t_end);
+    let (jain_09_s, late_fair_s) = convergence(flows, &by_flow, t_last, stop_min);
     let mut q: Vec<f64> = queue
         .iter()
         .filter(|s| s.t >= w0)
@@ -639,11 +633,11 @@ mod tests {
         for s in &v {
             by_flow.entry(s.flow).or_default().push(s);
         }
-        let (j, late) = convergence(&[flow(0.0), flow(10.0)], &by_flow, 30.0);
+        let (j, late) = convergence(&[flow(0.0), flow(10.0)], &by_flow, 10.0, 30.0);
         assert_eq!((j, late), (Some(3.0), Some(3.0)));
-        let (_, late) = convergence(&[flow(10.0), flow(10.0)], &by_flow, 30.0);
+        let (_, late) = convergence(&[flow(10.0), flow(10.0)], &by_flow, 10.0, 30.0);
         assert_eq!(late, None, "no joiner");
-        assert_eq!(convergence(&[flow(0.0)], &by_flow, 30.0), (None, None));
+        assert_eq!(convergence(&[flow(0.0)], &by_flow, 0.0, 30.0), (None, None));
     }
 
     #[test]

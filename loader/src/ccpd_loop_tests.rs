@@ -1128,6 +1128,14 @@ fn ccpd_share_capacity_is_the_pairs_median_not_the_flows_rate() {
     assert_eq!(unsafe { intf::ccpd_capacity(&ca) }, 1_000, "never below fb");
 }
 
+/// A new flow's state laid out for `p`'s share (ccpd_share_sync).
+fn shared_flow(p: &intf::ccl_ccpd_params) -> intf::ccpd {
+    let mut ca = intf::ccpd::default();
+    unsafe { intf::ccpd_on_init(&mut ca, 0, 0) };
+    unsafe { intf::ccpd_share_sync(&mut ca, p) };
+    ca
+}
+
 /// One drain: a flow in CA holds its pipe share w m / s (3/4 of it competing) for max(200 ms, 2 s)
 /// from the first ACK of a new slot; a drain whose smallest RTT shows a
 /// queue of more than a quarter of the buffer's delay means another sender
@@ -1135,9 +1143,7 @@ fn ccpd_share_capacity_is_the_pairs_median_not_the_flows_rate() {
 #[test]
 fn ccpd_drain_holds_the_pipe_share_and_detects_a_competitor() {
     let p = ccpd_params(&[("drain_ms", "5000")]);
-    let mut ca = intf::ccpd::default();
-    unsafe { intf::ccpd_on_init(&mut ca, 0, 0) };
-    unsafe { intf::ccpd_share_sync(&mut ca, &p) };
+    let mut ca = shared_flow(&p);
     ca.phase = intf::CCL_PHASE_CA as u8;
     ca.rtt_min_us = 40_000;
     ca.rtt_max_us = 70_000; // a queue of up to 30 ms
@@ -1208,9 +1214,7 @@ fn ccpd_drain_holds_the_pipe_share_and_detects_a_competitor() {
 #[test]
 fn ccpd_competing_loss_holds_seven_tenths() {
     let p = ccpd_params(&[]);
-    let mut ca = intf::ccpd::default();
-    unsafe { intf::ccpd_on_init(&mut ca, 0, 0) };
-    unsafe { intf::ccpd_share_sync(&mut ca, &p) };
+    let mut ca = shared_flow(&p);
     ca.phase = intf::CCL_PHASE_CA as u8;
     ca.rtt_min_us = 40_000;
     ca.rtt_max_us = 80_000;
@@ -1333,9 +1337,7 @@ fn ccpd_share_gain_settles_n_flows_at_equal_windows() {
 #[test]
 fn ccpd_path_sync_shares_the_buffer_delay() {
     let p = ccpd_params(&[]);
-    let mut ca = intf::ccpd::default();
-    unsafe { intf::ccpd_on_init(&mut ca, 0, 0) };
-    unsafe { intf::ccpd_share_sync(&mut ca, &p) };
+    let mut ca = shared_flow(&p);
     ca.rtt_min_us = 40_000;
     ca.rtt_max_us = 50_000;
     let sync = |ca: &mut intf::ccpd, path: u32| unsafe { intf::ccpd_path_sync(ca, path) };
