@@ -59,7 +59,7 @@
  *     loss does not move TUBE's gamma or the plateau's w_loss.  spread (a
  *     round's growth added over the next round's ACKs) stays off.
  *
- *  7. ep_rounds (default 4): an episode whose queue is another sender's (a
+ *  7. ep_rounds (off by default, 0): an episode whose queue is another sender's (a
  *     loss-based flow keeps it) yields: the cut is undone and the flow grows
  *     as Reno until the next loss.  The queue is another's when it outlasts
  *     the cut and 3 rounds of decrease, or when the episode ends (Diff <
@@ -67,7 +67,10 @@
  *     at the cut: the cut shrank the flow's Diff, not the queue.  Without
  *     it, against one cubic every episode cut the loss window again, down
  *     to gamma packets in cubic's queue: 0.08 of the link where reno keeps
- *     0.36 (docs/ctcp_plus.md).
+ *     0.36.  Off by default: four ctcp_plus flows on one shallow buffer
+ *     read each other's queue as a competitor's and yielded too, and lost
+ *     CTCP+'s reduction in drops (401 against plain Compound's 397;
+ *     docs/ctcp_plus.md).
  *
  *   states:  CTCP --Diff >= gamma && dwnd == 0--> EP (rule 2, then 3 per RTT,
  *            no per-ACK growth) --Diff < gamma_exit or loss--> CTCP

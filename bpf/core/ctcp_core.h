@@ -56,7 +56,7 @@ struct ctcp_round {
  *   (2) first round of the episode: cwnd = floor(cwnd * 2/3)
  *   (3) later rounds:               cwnd = cwnd - 1/2
  *   exit when Diff < gamma_exit (default gamma).
- * With ep_rounds > 0 (default 4) an episode yields when the queue is another
+ * With ep_rounds > 0 (off by default; 4 against a loss-based flow) an episode yields when the queue is another
  * sender's: still at Diff >= gamma after the cut and ep_rounds - 1
  * decreases, or ending (Diff < gamma_exit) with the queueing delay at half or
  * more of what it was at the cut.  The cut is undone and rules (2)-(4) rest

@@ -1136,15 +1136,15 @@ fn ctcp_plateau_stops_dwnd_below_the_last_loss_window() {
     assert!((grow(&p, 750, 800, 190_000) - (0.125 * 750f64.powf(0.75) - 1.0)).abs() < 0.01);
 }
 
-/// ep_rounds (default 4): an episode yields when the queue is not the
+/// ep_rounds (4 here; 0, off, by default): an episode yields when the queue is not the
 /// flow's.  Still at Diff >= gamma after its cut and three decreases, or
 /// ending (Diff < gamma) with the queueing delay at half or more of what it
 /// was at the cut, the cut is undone, and rules (2)-(3) rest until a loss.
 /// With ep_rounds = 0 the episode cuts on, as the seed's.
 #[test]
 fn ctcp_plus_an_episode_that_meets_another_queue_yields() {
-    let p = ctcp_params(1);
-    assert_eq!(p.ep_rounds, 4);
+    assert_eq!(ctcp_params(1).ep_rounds, 0, "off by default");
+    let p: intf::ccl_ctcp_plus_params = Algo::CtcpPlus.params_struct(&[("ep_rounds", "4")]);
     let (dec, y) = (intf::CCL_CTCP_DEC3, intf::CCL_CTCP_YIELD);
     let step = |r: &mut intf::ctcp_round, p: &intf::ccl_ctcp_plus_params| {
         r.rule = 0;
