@@ -1067,7 +1067,7 @@ mod tests {
         assert!(q
             .judged_cells()
             .iter()
-            .any(|c| c.case == "100M_190ms_1bdp_loss1e-4" && c.duration_s == Some(60.0)));
+            .any(|c| c.case == "100M_190ms_1bdp_loss1e-4" && c.duration_s == Some(40.0)));
     }
 
     /// A scenario of `ccs` (a TOML array), one flow per run, 10-s runs

