@@ -13,7 +13,7 @@ use ccload_testbed::link::{Bottleneck, PFIFO};
 use ccload_testbed::tcpinfo::tcp_info;
 use ccload_testbed::traffic::{connect, set_cc, socket_for};
 
-use crate::scenario::{parse_cc, Case, Scenario};
+use crate::scenario::{delay_class, parse_cc, Case, Scenario};
 use crate::summary::{summarise, FlowSample, QueueSample, RunResult, RunSummary};
 
 /// Set by Ctrl-C: runs stop early and the guards remove their namespaces;
@@ -25,6 +25,10 @@ pub(crate) struct Flow {
     pub(crate) start: f64,
     pub(crate) stop: f64,
     pub(crate) bytes: Option<u64>,
+    /// Its base RTT where the case's flows have different ones; its delay
+    /// class.
+    pub(crate) path_rtt_ms: Option<f64>,
+    pub(crate) class: usize,
     pub(crate) rx: Arc<AtomicU64>,
     pub(crate) done_at: Arc<std::sync::Mutex<Option<f64>>>,
 }
@@ -55,6 +59,9 @@ pub fn run_case(
                 start: f.start_s,
                 stop: f.stop_s.unwrap_or(sc.duration_s).min(sc.duration_s),
                 bytes: f.bytes,
+                path_rtt_ms: (!case.link.extra_delay_ms.is_empty())
+                    .then(|| f.rtt_ms.unwrap_or(case.rtt_ms)),
+                class: delay_class(&case.flows, f, case.rtt_ms),
                 rx: Arc::new(AtomicU64::new(0)),
                 done_at: Arc::new(std::sync::Mutex::new(None)),
             });
@@ -193,6 +200,7 @@ fn start_flow(
         Ok(l)
     })?;
     let addr = listener.local_addr()?;
+    link.set_port_class(addr.port(), f.class);
     let rx = f.rx.clone();
     let done_at = f.done_at.clone();
     let want = f.bytes;

@@ -141,6 +141,11 @@ pub struct Check {
     /// the control under test of the reference run (e.g. what reno keeps
     /// against cubic, in the mix `$cc` + cubic)
     pub share_ratio_min: Option<f64>,
+    /// long_rtt_share(cc) >= x * long_rtt_share(against) in the same case:
+    /// the goodput fraction of the flows with the longest own RTT (flows
+    /// with `rtt_ms`), e.g. what an 80-ms cubic flow keeps beside a 20-ms
+    /// one
+    pub long_rtt_share_ratio_min: Option<f64>,
     /// retransmitted segments of the run's flows of `cc` <= x * those of
     /// its other flows (the competitor in the same run) + retrans_slack
     pub peer_retrans_ratio_max: Option<f64>,
@@ -304,6 +309,38 @@ pub fn loss_seed(case: &str, rep: u32) -> u64 {
     h
 }
 
+/// The base RTT of a case of `rtt` ms with `flows`: the shortest of the
+/// case's and the flows' own ones (`FlowSpec::rtt_ms`); the delay line's
+/// base delay is half of it.
+fn base_rtt(flows: &[FlowSpec], rtt: f64) -> f64 {
+    flows.iter().filter_map(|f| f.rtt_ms).fold(rtt, f64::min)
+}
+
+/// The delay line's classes for `flows` on a case of `rtt` ms: the extra
+/// one-way delay over the base of each distinct longer RTT, in first-seen
+/// order (a flow without `rtt_ms` has the case's).
+fn extra_delays(flows: &[FlowSpec], rtt: f64) -> Vec<f64> {
+    let base = base_rtt(flows, rtt);
+    let mut out: Vec<f64> = Vec::new();
+    for f in flows {
+        let x = (f.rtt_ms.unwrap_or(rtt) - base) / 2.0;
+        if x > 0.0 && !out.contains(&x) {
+            out.push(x);
+        }
+    }
+    out
+}
+
+/// A flow's delay class on a case of `rtt` ms (0: the base RTT); the index
+/// into [`extra_delays`] plus one.
+pub fn delay_class(flows: &[FlowSpec], f: &FlowSpec, rtt: f64) -> usize {
+    let x = (f.rtt_ms.unwrap_or(rtt) - base_rtt(flows, rtt)) / 2.0;
+    extra_delays(flows, rtt)
+        .iter()
+        .position(|&e| e == x)
+        .map_or(0, |i| i + 1)
+}
+
 fn zero_loss() -> Vec<f64> {
     vec![0.0]
 }
@@ -326,6 +363,11 @@ pub struct FlowSpec {
     /// Fixed-size transfer: completion time is reported.
     #[serde(default)]
     pub bytes: Option<u64>,
+    /// This flow's own base RTT, ms (default: the case's): the delay line's
+    /// base is the shortest RTT of the case's flows, and it adds the
+    /// difference for the others, half in each direction.
+    #[serde(default)]
+    pub rtt_ms: Option<f64>,
 }
 
 /// A named set of flows sharing the bottleneck (`[[mixes]]`).
@@ -458,6 +500,9 @@ impl Scenario {
                 f.start_s < self.duration_s,
                 "flow starts after the run ends"
             );
+            if let Some(r) = f.rtt_ms {
+                anyhow::ensure!(r > 0.0 && r <= 1000.0, "a flow's rtt_ms ({r}): 0..1000 ms");
+            }
         }
         for m in &self.mixes {
             anyhow::ensure!(
@@ -575,8 +620,9 @@ impl Scenario {
                                         loss,
                                         loss_seed: None,
                                         mtu: g.mtu,
-                                        delay_ms: rtt / 2.0,
+                                        delay_ms: base_rtt(flows, rtt) / 2.0,
                                         rev_delay_ms: None,
+                                        extra_delay_ms: extra_delays(flows, rtt),
                                     },
                                     n_flows: n,
                                     buffer_bdp: *k,
@@ -870,6 +916,11 @@ impl Scenario {
                 if let (Some(x), Some(o)) = (c.share_ratio_min, other(&share)) {
                     let (v, p, pass) = compare(&share, o, &|a, b| a - x * b);
                     push("share", v, o, format!(">= {x} x {o:.3}"), p, pass);
+                }
+                let long = |r: &RunSummary| r.long_rtt_share().unwrap_or(f64::NAN);
+                if let (Some(x), Some(o)) = (c.long_rtt_share_ratio_min, other(&long)) {
+                    let (v, p, pass) = compare(&long, o, &|a, b| a - x * b);
+                    push("long_rtt_share", v, o, format!(">= {x} x {o:.3}"), p, pass);
                 }
                 if let Some(x) = c.recovery_share_max {
                     let v = me(&|r| r.recovery_share);
@@ -1406,6 +1457,65 @@ why = "absolute"
             "{o:?}"
         );
         assert!((good[1].share_of("ccpd") - 44.9 / 96.5).abs() < 1e-9);
+    }
+
+    /// Flows with RTTs of their own: the delay line's base is the shortest
+    /// RTT, a class per longer one adds half the difference each way, and
+    /// `long_rtt_share_ratio_min` compares the longest-RTT flows' fraction
+    /// of the goodput with the reference CC's in the same case.
+    #[test]
+    fn flows_with_their_own_rtt_get_delay_classes_and_a_long_rtt_check() {
+        use crate::summary::FlowSummary;
+        let s = scenario(
+            r#"["ccpd", "cubic"]"#,
+            1,
+            "[grid]\nrate_mbit = 100\nrtt_ms = [40]\nbuffer_bdp = [1]\n[quick]\n\
+             [[mixes]]\nname = \"rtt\"\nflows = [{ cc = \"$cc\", rtt_ms = 20 }, \
+             { cc = \"$cc\", rtt_ms = 80 }, { cc = \"$cc\" }]\n\
+             [[checks]]\ncc = \"ccpd\"\nagainst = \"cubic\"\nmix = [\"rtt\"]\n\
+             long_rtt_share_ratio_min = 1.0\nwhy = \"rtt\"\n",
+        );
+        s.validate().unwrap();
+        let case = &s.cases()[0];
+        // base 20 ms (10 each way); 80 ms is class 1 (+30), 40 ms class 2 (+10)
+        assert_eq!(case.link.delay_ms, 10.0);
+        assert_eq!(case.link.extra_delay_ms, [30.0, 10.0]);
+        let f = &case.flows;
+        let classes: Vec<usize> = f.iter().map(|x| delay_class(f, x, 40.0)).collect();
+        assert_eq!(classes, [0, 1, 2]);
+        // the buffer is the case's RTT's BDP (333 packets at 40 ms)
+        assert_eq!(case.link.buffer_pkts, 333);
+        let run = |cc: &str, g: [f64; 3]| RunSummary {
+            case: case.label.clone(),
+            cc: cc.into(),
+            flows: [20.0, 80.0, 40.0]
+                .iter()
+                .zip(g)
+                .map(|(&r, g)| FlowSummary {
+                    cc: cc.into(),
+                    goodput_mbit: g,
+                    path_rtt_ms: Some(r),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let judge = |a: [f64; 3]| {
+            let runs = [run("ccpd", a), run("cubic", [60.0, 10.0, 26.0])];
+            let o = s.evaluate(&runs);
+            let o: Vec<_> = o.iter().filter(|o| o.metric == "long_rtt_share").collect();
+            assert_eq!(o.len(), 1);
+            (o[0].value, o[0].pass)
+        };
+        // cubic's 80-ms flow keeps 10 of 96; ccpd's 20 of 96 passes ...
+        let (v, pass) = judge([40.0, 20.0, 36.0]);
+        assert!(pass && (v - 20.0 / 96.0).abs() < 1e-9, "{v}");
+        // ... and 5 of 96 fails
+        assert!(!judge([60.0, 5.0, 31.0]).1);
+        // without own RTTs there is nothing to judge
+        let mut r = run("ccpd", [1.0, 1.0, 1.0]);
+        r.flows.iter_mut().for_each(|f| f.path_rtt_ms = None);
+        assert_eq!(r.long_rtt_share(), None);
     }
 
     /// paired_loss: one seed per (case, repetition), shared by the CCs;

@@ -56,6 +56,10 @@ pub struct FlowSummary {
     pub rtt_mean_ms: f64,
     pub rtt_p95_ms: f64,
     pub retransmits: u32,
+    /// The flow's base RTT, ms, where the run's flows have different ones
+    /// (`rtt_ms` of a scenario's flow).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_rtt_ms: Option<f64>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
@@ -132,6 +136,25 @@ pub struct RunSummary {
 pub const STALL_MIN_US: u64 = 2_000;
 
 impl RunSummary {
+    /// The goodput of the flows with the longest own base RTT
+    /// ([`FlowSummary::path_rtt_ms`]) over all flows' goodput; None when no
+    /// flow has an RTT of its own.
+    pub fn long_rtt_share(&self) -> Option<f64> {
+        let long = self
+            .flows
+            .iter()
+            .filter_map(|f| f.path_rtt_ms)
+            .reduce(f64::max)?;
+        let all: f64 = self.flows.iter().map(|f| f.goodput_mbit).sum();
+        let mine: f64 = self
+            .flows
+            .iter()
+            .filter(|f| f.path_rtt_ms == Some(long))
+            .map(|f| f.goodput_mbit)
+            .sum();
+        (all > 0.0).then_some(mine / all)
+    }
+
     /// The goodput of the run's flows of `cc` (an algorithm name) over the
     /// link's payload capacity: one controller's share of a shared link.
     pub fn share_of(&self, cc: &str) -> f64 {
@@ -307,6 +330,7 @@ pub(crate) fn summarise(
             rtt_mean_ms: mean,
             rtt_p95_ms: quantile(&mut rtts, 0.95),
             retransmits: v.last().map(|s| s.total_retrans).unwrap_or(0),
+            path_rtt_ms: f.path_rtt_ms,
         });
     }
     // Jain's index over 1-s bins where every flow is active.
@@ -607,6 +631,8 @@ mod tests {
             start,
             stop: 30.0,
             bytes: None,
+            path_rtt_ms: None,
+            class: 0,
             rx: Default::default(),
             done_at: Default::default(),
         };

@@ -9,12 +9,19 @@
 //! pushed release lateness p99 to milliseconds.  The constant delay keeps
 //! release order equal to arrival order, so the line never reorders.
 //!
+//! Flows may have longer round trips than the line's base delay: a flow's
+//! TCP port (the receiver's, which is each lab flow's own) can be put in a
+//! delay class that adds its extra delay in each direction
+//! ([`DelayLine::set_port_class`]).  Each class has its own reader-fed FIFO
+//! and writer, so release order stays arrival order within a class and no
+//! class waits behind another's packets.
+//!
 //! The writer records how late each release was in a 1-us histogram; a run
 //! whose p99 lateness exceeds [`LATENESS_P99_LIMIT_US`] must be reported
 //! invalid by its caller.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -207,10 +214,37 @@ struct Pkt {
     data: Vec<u8>,
 }
 
+/// Which delay class each TCP port's packets are in (0: the base delay).
+struct PortClasses(Vec<AtomicU8>);
+
+impl PortClasses {
+    fn new() -> PortClasses {
+        PortClasses((0..=u16::MAX).map(|_| AtomicU8::new(0)).collect())
+    }
+
+    /// The class of an IPv4 TCP packet by its `dst` (else source) port;
+    /// 0 for anything else.
+    fn of(&self, pkt: &[u8], dst: bool) -> usize {
+        if pkt.len() < 20 || pkt[0] >> 4 != 4 || pkt[9] != libc::IPPROTO_TCP as u8 {
+            return 0;
+        }
+        let at = (pkt[0] & 0xf) as usize * 4 + if dst { 2 } else { 0 };
+        match pkt.get(at..at + 2) {
+            Some(b) => {
+                self.0[u16::from_be_bytes([b[0], b[1]]) as usize].load(Ordering::Relaxed) as usize
+            }
+            None => 0,
+        }
+    }
+}
+
 /// A running two-way delay line; stop it with [`DelayLine::stop`] (dropping
 /// it also stops it).
 pub struct DelayLine {
     stop: Arc<AtomicBool>,
+    /// The delay classes of TCP ports ([`DelayLine::set_port_class`]).
+    classes: Arc<PortClasses>,
+    n_classes: usize,
     /// CLOCK_MONOTONIC ns until which no packet leaves (see [`DelayLine::stall`])
     stall_until: Arc<AtomicU64>,
     /// Packets the seeded loss dropped (forward direction).
@@ -218,7 +252,8 @@ pub struct DelayLine {
     /// The forward direction's seeded loss, replaceable while the line
     /// runs ([`DelayLine::set_loss`]).
     loss: Arc<LossCtl>,
-    threads: Vec<JoinHandle<DirStats>>,
+    /// (direction: 0 forward, 1 reverse; thread), the readers first.
+    threads: Vec<(usize, JoinHandle<DirStats>)>,
 }
 
 /// A seeded loss the reader picks up between two packets: `gen` changes
@@ -243,6 +278,26 @@ impl DelayLine {
         rev: Duration,
         loss: Option<SeededLoss>,
     ) -> DelayLine {
+        DelayLine::start_classes(a, b, fwd, rev, loss, &[])
+    }
+
+    /// [`DelayLine::start_lossy`] with delay classes: class `k` (from 1)
+    /// adds `extra[k - 1]` to both directions' delay, for the ports put in
+    /// it with [`DelayLine::set_port_class`].
+    pub fn start_classes(
+        a: OwnedFd,
+        b: OwnedFd,
+        fwd: Duration,
+        rev: Duration,
+        loss: Option<SeededLoss>,
+        extra: &[Duration],
+    ) -> DelayLine {
+        assert!(
+            extra.len() < u8::MAX as usize,
+            "{} delay classes",
+            extra.len()
+        );
+        let classes = Arc::new(PortClasses::new());
         let stop = Arc::new(AtomicBool::new(false));
         let stall_until = Arc::new(AtomicU64::new(0));
         let loss_drops = Arc::new(AtomicU64::new(0));
@@ -252,18 +307,35 @@ impl DelayLine {
         });
         let (a, b) = (Arc::new(a), Arc::new(b));
         let mut threads = Vec::new();
-        for (src, dst, d, l) in [
+        let mut writers = Vec::new();
+        for (dir, (src, dst, d, l)) in [
             (a.clone(), b.clone(), fwd, Some(ctl.clone())),
             (b, a, rev, None),
-        ] {
-            let (tx, rx) = mpsc::sync_channel::<Pkt>(MAX_QUEUED);
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut txs = Vec::new();
+            for x in std::iter::once(Duration::ZERO).chain(extra.iter().copied()) {
+                let (tx, rx) = mpsc::sync_channel::<Pkt>(MAX_QUEUED);
+                txs.push((tx, (d + x).as_nanos() as u64));
+                let (st, hold, dst) = (stop.clone(), stall_until.clone(), dst.clone());
+                writers.push((dir, std::thread::spawn(move || writer(dst, rx, st, hold))));
+            }
             let (st, drops) = (stop.clone(), loss_drops.clone());
-            threads.push(std::thread::spawn(move || reader(src, tx, d, st, l, drops)));
-            let (st, hold) = (stop.clone(), stall_until.clone());
-            threads.push(std::thread::spawn(move || writer(dst, rx, st, hold)));
+            // Forward packets go to the receiver's port, reverse ones come
+            // from it.
+            let by = (!extra.is_empty()).then(|| (classes.clone(), dir == 0));
+            threads.push((
+                dir,
+                std::thread::spawn(move || reader(src, txs, by, st, l, drops)),
+            ));
         }
+        threads.extend(writers);
         DelayLine {
             stop,
+            classes,
+            n_classes: extra.len(),
             stall_until,
             loss_drops,
             loss: ctl,
@@ -279,6 +351,18 @@ impl DelayLine {
     pub fn set_loss(&self, loss: Option<SeededLoss>) {
         *self.loss.cur.lock().unwrap_or_else(|e| e.into_inner()) = loss;
         self.loss.gen.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Put TCP port `port`'s packets (both directions) in delay class
+    /// `class` (0: the base delay; see [`DelayLine::start_classes`]) from
+    /// the next packet on.
+    pub fn set_port_class(&self, port: u16, class: usize) {
+        assert!(
+            class <= self.n_classes,
+            "class {class} of {}",
+            self.n_classes
+        );
+        self.classes.0[port as usize].store(class as u8, Ordering::Relaxed);
     }
 
     /// The count of packets the seeded loss dropped, live (it outlives the
@@ -302,28 +386,22 @@ impl DelayLine {
 
     fn finish(&mut self) -> DelayReport {
         self.stop.store(true, Ordering::SeqCst);
-        let mut s: Vec<DirStats> = self
-            .threads
-            .drain(..)
-            .map(|t| t.join().unwrap_or_else(|_| DirStats::new()))
-            .collect();
-        if s.len() != 4 {
-            return DelayReport {
-                forward: DirStats::new(),
-                reverse: DirStats::new(),
-            };
+        let mut dirs = [DirStats::new(), DirStats::new()];
+        let mut seen = [0usize; 2];
+        for (dir, t) in self.threads.drain(..) {
+            let st = t.join().unwrap_or_else(|_| DirStats::new());
+            // A reader's statistics are its queue drops and realtime flag;
+            // the writers' carry the releases.
+            if seen[dir] == 0 {
+                dirs[dir].realtime = st.realtime;
+                dirs[dir].queue_drops = st.queue_drops;
+            } else {
+                dirs[dir].merge(&st);
+            }
+            seen[dir] += 1;
         }
-        // Threads are [reader fwd, writer fwd, reader rev, writer rev].
-        let (mut f, mut r) = (s[1].clone(), s[3].clone());
-        f.queue_drops += s[0].queue_drops;
-        f.realtime &= s[0].realtime;
-        r.queue_drops += s[2].queue_drops;
-        r.realtime &= s[2].realtime;
-        s.clear();
-        DelayReport {
-            forward: f,
-            reverse: r,
-        }
+        let [forward, reverse] = dirs;
+        DelayReport { forward, reverse }
     }
 }
 
@@ -335,10 +413,13 @@ impl Drop for DelayLine {
     }
 }
 
+/// Reads packets from `src` and queues each to its class's writer with its
+/// release time; `txs[k]` = (class k's writer, its delay in ns).  `by`: the
+/// port classes and whether a packet's class is its destination port's.
 fn reader(
     src: Arc<OwnedFd>,
-    tx: mpsc::SyncSender<Pkt>,
-    d: Duration,
+    txs: Vec<(mpsc::SyncSender<Pkt>, u64)>,
+    by: Option<(Arc<PortClasses>, bool)>,
     stop: Arc<AtomicBool>,
     ctl: Option<Arc<LossCtl>>,
     loss_drops: Arc<AtomicU64>,
@@ -349,7 +430,6 @@ fn reader(
     let (mut gen, mut loss) = (u64::MAX, None::<SeededLoss>);
     let mut st = DirStats::new();
     st.realtime = make_realtime();
-    let d_ns = d.as_nanos() as u64;
     let mut pfd = libc::pollfd {
         fd: src.as_raw_fd(),
         events: libc::POLLIN,
@@ -381,9 +461,12 @@ fn reader(
             if loss.is_some_and(|l| l.lost(idx - 1)) {
                 loss_drops.fetch_add(1, Ordering::Relaxed);
             } else {
+                let data = buf[..len as usize].to_vec();
+                let k = by.as_ref().map_or(0, |(c, dst)| c.of(&data, *dst));
+                let (tx, d_ns) = &txs[k.min(txs.len() - 1)];
                 let p = Pkt {
                     due_ns: now_ns() + d_ns,
-                    data: buf[..len as usize].to_vec(),
+                    data,
                 };
                 if tx.try_send(p).is_err() {
                     st.queue_drops += 1;
@@ -455,6 +538,35 @@ mod tests {
         // Half the releases were 500 us late: the run is invalid.
         assert_eq!(rep.combined().lateness_us(0.99), 500);
         assert!(!rep.valid());
+    }
+
+    /// A packet's class is its TCP port's: the destination port forward,
+    /// the source port in reverse; anything but IPv4 TCP is in class 0.
+    #[test]
+    fn packets_are_classed_by_their_tcp_port() {
+        let c = PortClasses::new();
+        c.0[5001].store(2, Ordering::Relaxed);
+        // IPv4, IHL 5, TCP; source port 40000, destination 5001
+        let mut p = vec![0u8; 40];
+        p[0] = 0x45;
+        p[9] = libc::IPPROTO_TCP as u8;
+        p[20..22].copy_from_slice(&40000u16.to_be_bytes());
+        p[22..24].copy_from_slice(&5001u16.to_be_bytes());
+        assert_eq!(c.of(&p, true), 2);
+        assert_eq!(c.of(&p, false), 0);
+        p[20..22].copy_from_slice(&5001u16.to_be_bytes());
+        assert_eq!(c.of(&p, false), 2);
+        // options (IHL 6) move the ports
+        let mut q = vec![0u8; 44];
+        q[0] = 0x46;
+        q[9] = libc::IPPROTO_TCP as u8;
+        q[26..28].copy_from_slice(&5001u16.to_be_bytes());
+        assert_eq!(c.of(&q, true), 2);
+        p[9] = libc::IPPROTO_UDP as u8;
+        assert_eq!(c.of(&p, true), 0);
+        assert_eq!(c.of(&p[..21], true), 0);
+        p[0] = 0x60;
+        assert_eq!(c.of(&p, true), 0);
     }
 
     /// The seeded loss is Bernoulli at its rate, the same for one seed and

@@ -44,6 +44,10 @@ pub struct LinkCfg {
     pub delay_ms: f64,
     /// One-way delay receiver -> sender; `None` = same as `delay_ms`.
     pub rev_delay_ms: Option<f64>,
+    /// Delay classes for flows with a longer path: class `k` (from 1) adds
+    /// `extra_delay_ms[k - 1]` to each direction of the flows whose
+    /// receiver port is put in it ([`Bottleneck::set_port_class`]).
+    pub extra_delay_ms: Vec<f64>,
 }
 
 impl Default for LinkCfg {
@@ -56,6 +60,7 @@ impl Default for LinkCfg {
             mtu: 1500,
             delay_ms: 0.0,
             rev_delay_ms: None,
+            extra_delay_ms: Vec::new(),
         }
     }
 }
@@ -196,12 +201,14 @@ impl Bottleneck {
             .loss_seed
             .filter(|_| cfg.loss > 0.0)
             .map(|seed| SeededLoss { p: cfg.loss, seed });
-        let delay = DelayLine::start_lossy(
+        let extra: Vec<Duration> = cfg.extra_delay_ms.iter().map(|&x| ms(x)).collect();
+        let delay = DelayLine::start_classes(
             tr,
             td,
             ms(cfg.delay_ms),
             ms(cfg.rev_delay_ms.unwrap_or(cfg.delay_ms)),
             seeded,
+            &extra,
         );
         let b = Bottleneck {
             seeded_drops: delay.loss_drops(),
@@ -235,6 +242,15 @@ impl Bottleneck {
     pub fn set_seeded_loss(&self, p: f64, seed: u64) {
         if let Some(dl) = &self.delay {
             dl.set_loss((p > 0.0).then_some(SeededLoss { p, seed }));
+        }
+    }
+
+    /// Put the flows to the receiver's TCP port `port` in delay class
+    /// `class` (0: the base delay; see [`LinkCfg::extra_delay_ms`]).
+    /// No-op once the delay line is stopped.
+    pub fn set_port_class(&self, port: u16, class: usize) {
+        if let Some(dl) = &self.delay {
+            dl.set_port_class(port, class);
         }
     }
 
