@@ -337,6 +337,20 @@ impl Daemon {
             .map(|d| d.count())
             .unwrap_or(0)
     }
+    /// The daemon's open fds by kind (the link target without its inode or
+    /// id: `anon_inode:bpf-map`, `socket:`, a path), with counts.
+    fn fd_kinds(&self) -> std::collections::BTreeMap<String, i64> {
+        let mut m = std::collections::BTreeMap::new();
+        let dir = format!("/proc/{}/fd", self.child.id());
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if let Ok(t) = std::fs::read_link(e.path()) {
+                let t = t.to_string_lossy().into_owned();
+                let kind = t.split('[').next().unwrap_or(&t).to_string();
+                *m.entry(kind).or_insert(0) += 1;
+            }
+        }
+        m
+    }
     fn signal(&self, sig: i32) {
         // SAFETY: signalling our own child.
         unsafe { libc::kill(self.child.id() as i32, sig) };
@@ -421,9 +435,8 @@ fn daemon_loop(
             if r.below(3) == 0 {
                 flip ^= 1;
                 std::fs::copy(&cfgs[flip], &live)?;
-                d.signal(libc::SIGHUP);
-                // The outcome of this reload: applied, or refused because
-                // the kernel changed under it.
+                // One SIGHUP, and the outcome of this reload: applied, or
+                // refused because the kernel changed under it.
                 if reload(&d, &mut applied_seen) {
                     lock(rep).daemon_reloads += 1;
                 }
@@ -437,8 +450,13 @@ fn daemon_loop(
                 while !quiet.load(Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_millis(100));
                 }
+                // Counted afresh: a reload that outlived its 30-s wait may
+                // have logged since, and the fds must be read after this
+                // reload, not during it.
+                applied_seen = reloads_logged(&d);
                 let _ = reload(&d, &mut applied_seen);
                 let aged = settled_fds(&d);
+                let aged_kinds = d.fd_kinds();
                 d.signal(libc::SIGTERM);
                 let st = d.child.wait()?;
                 if !st.success() {
@@ -449,12 +467,23 @@ fn daemon_loop(
                 let mut seen = reloads_logged(&fresh);
                 let ok = up && reload(&fresh, &mut seen);
                 let base = settled_fds(&fresh);
+                let mut diff = aged_kinds;
+                for (k, n) in fresh.fd_kinds() {
+                    *diff.entry(k).or_insert(0) -= n;
+                }
+                diff.retain(|_, n| *n != 0);
                 fresh.signal(libc::SIGTERM);
                 let _ = fresh.child.wait();
                 let mut rp = lock(rep);
                 if ok {
                     rp.daemon_fd_growth = aged as i64 - base as i64;
                     rp.daemon_fds_checked = true;
+                    if rp.daemon_fd_growth > 0 {
+                        // What the aged daemon holds that a fresh one does
+                        // not (positive) and the reverse, by kind.
+                        rp.failure_samples
+                            .push(format!("daemon fds, aged - fresh: {diff:?}"));
+                    }
                 } else {
                     rp.failure_samples
                         .push(format!("fresh daemon: {}", fresh.text()));
