@@ -11,7 +11,8 @@
 //! on the data direction in the router, or, given a seed, drawn by the delay
 //! line (`LinkCfg::loss_seed`, reproducible across runs).  Propagation delay is the userspace
 //! [`DelayLine`] between the two TUN devices (the kernel has no netem), one
-//! delay per direction.
+//! delay per direction, plus a delay class per longer path for the flows put
+//! in it ([`LinkCfg::extra_delay_ms`]).
 //!
 //! Facts from the lab issue: offloads are turned off on every device (else a
 //! "100-packet" queue holds far more), the bottleneck sits in the router (on
