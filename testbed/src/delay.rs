@@ -242,8 +242,9 @@ impl PortClasses {
 /// it also stops it).
 pub struct DelayLine {
     stop: Arc<AtomicBool>,
-    /// The delay classes of TCP ports ([`DelayLine::set_port_class`]).
-    classes: Arc<PortClasses>,
+    /// The delay classes of TCP ports ([`DelayLine::set_port_class`]);
+    /// None when the line has only the base delay.
+    classes: Option<Arc<PortClasses>>,
     n_classes: usize,
     /// CLOCK_MONOTONIC ns until which no packet leaves (see [`DelayLine::stall`])
     stall_until: Arc<AtomicU64>,
@@ -297,7 +298,7 @@ impl DelayLine {
             "{} delay classes",
             extra.len()
         );
-        let classes = Arc::new(PortClasses::new());
+        let classes = (!extra.is_empty()).then(|| Arc::new(PortClasses::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let stall_until = Arc::new(AtomicU64::new(0));
         let loss_drops = Arc::new(AtomicU64::new(0));
@@ -325,7 +326,7 @@ impl DelayLine {
             let (st, drops) = (stop.clone(), loss_drops.clone());
             // Forward packets go to the receiver's port, reverse ones come
             // from it.
-            let by = (!extra.is_empty()).then(|| (classes.clone(), dir == 0));
+            let by = classes.clone().map(|c| (c, dir == 0));
             threads.push((
                 dir,
                 std::thread::spawn(move || reader(src, txs, by, st, l, drops)),
@@ -362,7 +363,9 @@ impl DelayLine {
             "class {class} of {}",
             self.n_classes
         );
-        self.classes.0[port as usize].store(class as u8, Ordering::Relaxed);
+        if let Some(c) = &self.classes {
+            c.0[port as usize].store(class as u8, Ordering::Relaxed);
+        }
     }
 
     /// The count of packets the seeded loss dropped, live (it outlives the
