@@ -1044,14 +1044,21 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		 * against one cubic in 20-s runs (100 Mbit/s, 40 ms, 1 BDP): it
 		 * competes only from the drain that finds cubic's queue, and loses
 		 * the drains; at s / 10 ms, 0.51-0.57 (and 0.43-0.64 against
-		 * reno).
+		 * reno).  In the last quarter of the buffer, s >= m + 3/4 qmax,
+		 * one segment a round, as cubic slows near W_max: the steps of
+		 * s / 10 ms that found the buffer full lost several segments
+		 * each (at BDP/2, 87 retransmissions after slow start to
+		 * cubic's 28 over 38 s).
 		 */
 		o->law = CCPD_LAW_COMP;
 		o->controlled = 1;
 		l->cwnd_max = ccpd_cwnd_max(&l->est, p->cwnd_min, a->cwnd_clamp);
 		if (o->round_start && a->cwnd_limited) {
 			u64 w = ca->w_q10, inc = ((u64)l->rtts_us << 10) / CCPD_COMP_GROW_US;
+			u32 m = l->rtt_min_us, qmax = ca->rtt_max_us > m ? ca->rtt_max_us - m : 0;
 
+			if (l->rtts_us >= m + qmax / 8 * 7)
+				inc = CCL_Q10;
 			w += inc > CCL_Q10 ? inc : CCL_Q10;
 			ca->w_q10 = ccpd_clamp_w_q10((s64)ccl_min64(w, CCL_U32_MAX), p->cwnd_min,
 						     l->cwnd_max);

@@ -1234,6 +1234,53 @@ fn ccpd_competing_loss_holds_seven_tenths() {
     assert_ne!(law, comp);
 }
 
+/// Competing, the window grows s / 10 ms segments a round (at least one),
+/// and one segment a round in the last eighth of the buffer, s >= m + 7/8
+/// qmax: a step of s / 10 ms that finds the buffer full loses about as many
+/// segments.
+#[test]
+fn ccpd_competing_growth_slows_in_the_last_eighth_of_the_buffer() {
+    let p = ccpd_params(&[("drain_ms", "5000")]);
+    let mut ca = shared_flow(&p);
+    ca.phase = intf::CCL_PHASE_CA as u8;
+    ca.rtt_min_us = 40_000;
+    ca.rtt_max_us = 80_000; // qmax 40 ms: the last eighth from 75 ms
+    ca.cap_sps = 8_333;
+    ca.fb_cur = 4_000;
+    ca.w_q10 = 200 << 10;
+    ca.sh |= (intf::CCPD_SH_COMP | intf::CCPD_SH_SLOT) as u8;
+    // drain slot 0 (from init) is the slot of t = 1 s: no drain here
+    let mut delivered = 0u32;
+    let mut round = |ca: &mut intf::ccpd, s_us: u32| {
+        ca.rtts_q3 = s_us << 3;
+        let a = intf::ccpd_ack {
+            now_us: 1_000_000,
+            ca_state: intf::CCL_CA_OPEN,
+            snd_cwnd: ca.w_q10 >> 10,
+            cwnd_clamp: u32::MAX,
+            mss: 1448,
+            acked: 2,
+            rtt_us: -1,
+            cwnd_limited: 1,
+            has_prior: 1,
+            prior_delivered: delivered,
+            tp_delivered: delivered + 300,
+            ..Default::default()
+        };
+        delivered += 300;
+        let mut o = intf::ccpd_out::default();
+        unsafe { intf::ccpd_on_ack(ca, &p, &a, &mut o) };
+        assert_eq!(o.round_start, 1);
+        assert_eq!(o.law, intf::CCPD_LAW_COMP);
+        o.snd_cwnd
+    };
+    assert_eq!(round(&mut ca, 60_000), 206, "s = 60 ms: 6 segments a round");
+    // the window keeps its fraction (Q10): 206 + 7.4 + 1 + 4.8 = 219.2
+    assert_eq!(round(&mut ca, 74_000), 213, "s = 74 ms: 7.4 (below 75 ms)");
+    assert_eq!(round(&mut ca, 76_000), 214, "s = 76 ms: the last eighth, 1");
+    assert_eq!(round(&mut ca, 48_000), 219, "s = 48 ms: 4.8 again");
+}
+
 /// N ccpd flows on one bottleneck, a round-synchronous fluid model: every
 /// round each flow reads the queue its and the others' windows built two
 /// rounds before (a round start's RTT measures the previous round), and steps the real L1 law (`ccpd_law_l1`) with the gain
