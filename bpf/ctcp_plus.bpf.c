@@ -59,24 +59,30 @@
  *     loss does not move TUBE's gamma or the plateau's w_loss.  spread (a
  *     round's growth added over the next round's ACKs) stays off.
  *
- *  7. ep_rounds (off by default, 0): an episode whose queue is another sender's (a
- *     loss-based flow keeps it) yields: the cut is undone and the flow grows
- *     as Reno until the next loss.  The queue is another's when it outlasts
- *     the cut and 3 rounds of decrease, or when the episode ends (Diff <
- *     gamma) with the queueing delay still at half or more of what it was
- *     at the cut: the cut shrank the flow's Diff, not the queue.  Without
- *     it, against one cubic every episode cut the loss window again, down
- *     to gamma packets in cubic's queue: 0.08 of the link where reno keeps
- *     0.36.  Off by default: four ctcp_plus flows on one shallow buffer
- *     read each other's queue as a competitor's and yielded too, and lost
- *     CTCP+'s reduction in drops (401 against plain Compound's 397;
- *     docs/ctcp_plus.md).
+ *  7. Sharing (docs/ctcp_plus.md, "Sharing a link"): the seed's episodes
+ *     share well among ctcp_plus flows but keep 0.09 of the link against
+ *     one cubic, where reno keeps 0.33-0.55.  probe_ms (default 2000):
+ *     every slot of the host clock all ctcp_plus flows hold their pipe for
+ *     3 rounds; a queue that stays (over qmax/8) is another sender's and the
+ *     flow competes until a probe sees it gone (qmax/16).  Competing:
+ *     ep_per_loss (1): one episode between two losses, started only once
+ *     dwnd has grown since the loss and the brake took it back to 0; and
+ *     ep_rounds (4): an episode whose queue is another sender's yields (the
+ *     cut is undone, Reno growth until the next loss): the queue outlasts
+ *     the cut and 3 rounds of decrease, or the episode ends (Diff < gamma)
+ *     with the queueing delay still at half or more of what it was at the
+ *     cut.  probe_ms=0 applies them always; ep_per_loss=0 ep_rounds=0 is
+ *     the seed's episode (tests/tests/ctcp_plus.rs compares it with plain
+ *     Compound).
  *
- *   states:  CTCP --Diff >= gamma && dwnd == 0--> EP (rule 2, then 3 per RTT,
+ *   states:  CTCP --Diff >= gamma && dwnd == 0 (competing: once per loss,
+ *            after dwnd grew)--> EP (rule 2, then 3 per RTT,
  *            no per-ACK growth) --Diff < gamma_exit or loss--> CTCP
- *            EP --ep_rounds rounds at Diff >= gamma, or Diff < gamma_exit
- *            with the queue kept--> YIELD (cut undone, Reno growth) --loss-->
- *            CTCP
+ *            EP --competing: ep_rounds rounds at Diff >= gamma, or Diff <
+ *            gamma_exit with the queue kept--> YIELD (cut undone, Reno
+ *            growth) --loss--> CTCP
+ *            any --new probe_ms slot--> PROBE (hold the pipe 3 rounds; judge
+ *            the queue: competing or not) --> CTCP
  */
 #include "ccload.bpf.h"
 #include "core/ctcp_core.h"
@@ -87,7 +93,7 @@ char _license[] SEC("license") = "GPL";
 #define CCL_PARAMS_TABLE CCL_CTCP_PLUS_PARAMS
 #include "ccload_maps.bpf.h"
 
-/* Per-flow state (100 bytes of icsk_ca_priv). */
+/* Per-flow state (the 104 bytes of icsk_ca_priv). */
 struct ctcp_plus {
 	u32 cwnd_l;		/* loss window, segments */
 	u32 cwnd_l_frac;	/* Q10 remainder of cwnd_l (rule 3) */
@@ -108,10 +114,25 @@ struct ctcp_plus {
 	u32 last_cwnd;		/* external-change sync */
 	u32 gamma;		/* current gamma (tuning) */
 	s32 diff_reno_q10;	/* for gamma tuning, -1 = invalid */
-	u32 n_cut2, n_dec3, losses;
+	u16 n_cut2, n_dec3;	/* telemetry counters (wrap) */
+	u32 losses;
+	u32 ref_cl;    /* probe_ms: the loss window at the first episode since the loss */
 	u32 ep_cwnd_l; /* cwnd_l before the episode's cut (ep_rounds) */
 	u32 ep_q_us;   /* queueing delay at the cut (ep_rounds) */
-	u8 enabled, ep;
+	u8 ep;
+	u8 eps;	  /* episodes since the last loss (ep_per_loss) */
+	u8 flags; /* CTCP_F_* */
+	u8 slot;  /* low 8 bits of the probe slot last seen (CTCP_F_SLOT) */
+};
+
+/* ctcp_plus.flags */
+enum {
+	CTCP_F_ENABLED = 1,	/* the delay component runs (Open) */
+	CTCP_F_GREW = 2,	/* dwnd grew since the last loss (ep_per_loss) */
+	CTCP_F_COMP = 4,	/* competing (probe_ms) */
+	CTCP_F_SLOT = 8,	/* slot is known */
+	CTCP_F_PROBE_SHIFT = 4, /* bits 4-5: probe rounds left */
+	CTCP_F_PROBE = 3 << 4,
 };
 
 _Static_assert(sizeof(struct ctcp_plus) <= CCL_CA_PRIV_SIZE, "ctcp state must fit icsk_ca_priv");
@@ -140,7 +161,7 @@ void BPF_PROG(ctcp_plus_init, struct sock *sk)
 	ca->base_rtt_us = CCL_U32_MAX;
 	ca->gamma = p.gamma;
 	ca->diff_reno_q10 = -1;
-	ca->enabled = 1;
+	ca->flags = CTCP_F_ENABLED;
 	ctcp_plus_rearm(tp, ca);
 	ccl_flow_init(sk);
 }
@@ -153,7 +174,7 @@ void BPF_PROG(ctcp_plus_pkts_acked, struct sock *sk, const struct ack_sample *sa
 
 	ccl_guard(sk);
 	ccl_agg_ack(sk);
-	if (!ca->enabled || sample->rtt_us <= 0)
+	if (!(ca->flags & CTCP_F_ENABLED) || sample->rtt_us <= 0)
 		return;
 	v = (u32)sample->rtt_us + 1;
 	if (v < ca->base_rtt_us)
@@ -220,7 +241,7 @@ void BPF_PROG(ctcp_plus_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 		if (tp->snd_cwnd < tp->snd_ssthresh) {
 			ca->cwnd_l += acked;
 			ca->dwnd_q10 = 0;
-		} else if (!(p.plus && ctcp_ep_cutting(ca->ep))) {
+		} else if (!(p.plus && (ctcp_ep_cutting(ca->ep) || (ca->flags & CTCP_F_PROBE)))) {
 			ca->cwnd_cnt += acked;
 			if (ca->cwnd_cnt >= swnd) {
 				ca->cwnd_l += ca->cwnd_cnt / swnd;
@@ -245,7 +266,7 @@ void BPF_PROG(ctcp_plus_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 		}
 		r.rule = 0;
 		ca->grow_q10 = 0;
-		if (ca->enabled && ca->cnt_rtt >= p.min_samples &&
+		if ((ca->flags & CTCP_F_ENABLED) && ca->cnt_rtt >= p.min_samples &&
 		    tp->snd_cwnd >= tp->snd_ssthresh && ca->cwnd_l >= p.low_wnd &&
 		    ca->base_rtt_us != CCL_U32_MAX) {
 			r.win = p.win_mode ? sent : swnd;
@@ -260,9 +281,39 @@ void BPF_PROG(ctcp_plus_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 			r.ep = ca->ep;
 			r.ep_cwnd_l = ca->ep_cwnd_l;
 			r.ep_q_us = ca->ep_q_us;
+			r.eps = ca->eps;
+			r.dw_grew = !!(ca->flags & CTCP_F_GREW);
+			/* probe_ms: a probe keeps its floor and window in the
+			 * episode's fields (no episode starts during a probe) */
+			r.rtt_max_us = ca->rtt_max_us;
+			r.round_min_us = ca->round_min_us;
+			r.now_ms = (u32)(tp->tcp_mstamp / 1000);
+			r.slot = (ca->flags & CTCP_F_SLOT) ? ca->slot : CTCP_SLOT_NONE;
+			r.probe = (ca->flags & CTCP_F_PROBE) >> CTCP_F_PROBE_SHIFT;
+			r.probe_min_us = ca->ep_q_us;
+			r.probe_w = ca->ep_cwnd_l;
+			r.comp = !!(ca->flags & CTCP_F_COMP);
+			r.ref_cl = ca->ref_cl;
 			ctcp_round_update(&r, &p);
-			ca->ep_cwnd_l = r.ep_cwnd_l;
-			ca->ep_q_us = r.ep_q_us;
+			ca->ref_cl = r.ref_cl;
+			ca->eps = r.eps > 255 ? 255 : (u8)r.eps;
+			ca->flags &= CTCP_F_ENABLED;
+			if (r.dw_grew)
+				ca->flags |= CTCP_F_GREW;
+			if (r.comp)
+				ca->flags |= CTCP_F_COMP;
+			if (r.slot != CTCP_SLOT_NONE) {
+				ca->flags |= CTCP_F_SLOT;
+				ca->slot = (u8)r.slot;
+			}
+			ca->flags |= (u8)((r.probe & 3) << CTCP_F_PROBE_SHIFT);
+			if (r.probe) {
+				ca->ep_cwnd_l = r.probe_w;
+				ca->ep_q_us = r.probe_min_us;
+			} else {
+				ca->ep_cwnd_l = r.ep_cwnd_l;
+				ca->ep_q_us = r.ep_q_us;
+			}
 			ca->cwnd_l = r.cwnd_l;
 			ca->cwnd_l_frac = r.cwnd_l_frac;
 			ca->dwnd_q10 = r.dwnd_q10;
@@ -275,7 +326,7 @@ void BPF_PROG(ctcp_plus_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 			 * cong_avoid slow-started the cut back within a round
 			 * (cwnd 327 -> 212 -> 318 every two rounds).
 			 */
-			if (r.rule & (CCL_CTCP_CUT2 | CCL_CTCP_DEC3))
+			if ((r.rule & (CCL_CTCP_CUT2 | CCL_CTCP_DEC3)) || r.probe)
 				ccl_set_ssthresh(sk, ca->cwnd_l > 2 ? ca->cwnd_l : 2);
 			if (r.rule & CCL_CTCP_CUT2) {
 				ca->n_cut2++;
@@ -341,6 +392,9 @@ __u32 BPF_PROG(ctcp_plus_ssthresh, struct sock *sk)
 	}
 	ssth = ctcp_loss(tp->snd_cwnd, p.beta_q10, floor, &ca->cwnd_l, &ca->dwnd_q10);
 	ca->ep = 0;
+	ca->eps = 0;
+	ca->ref_cl = 0;
+	ca->flags &= ~(CTCP_F_GREW | CTCP_F_PROBE);
 	ca->cwnd_cnt = 0;
 	ca->grow_q10 = 0;
 	return ccl_ssth_mark(sk, ssth);
@@ -357,6 +411,8 @@ void BPF_PROG(ctcp_plus_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 		ca->dwnd_q10 = 0; /* timeout: dwnd = 0; cwnd_l re-synced in cong_avoid */
 		ca->grow_q10 = 0;
 		ca->ep = 0;
+		ca->eps = 0;
+		ca->flags &= ~(CTCP_F_GREW | CTCP_F_PROBE);
 	} else if (ev == CA_EVENT_TX_START || ev == CA_EVENT_CWND_RESTART) {
 		ctcp_plus_rearm(tp, ca); /* keep base_rtt */
 	}
@@ -371,9 +427,12 @@ void BPF_PROG(ctcp_plus_set_state, struct sock *sk, __u8 new_state)
 
 	ccl_guard_state(sk, new_state);
 	ccl_agg_set_state(sk, new_state);
-	if (en && !ca->enabled)
+	if (en && !(ca->flags & CTCP_F_ENABLED))
 		ctcp_plus_rearm(tp, ca);
-	ca->enabled = en;
+	if (en)
+		ca->flags |= CTCP_F_ENABLED;
+	else
+		ca->flags &= ~CTCP_F_ENABLED;
 }
 
 SEC("struct_ops")

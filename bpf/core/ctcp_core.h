@@ -33,12 +33,23 @@ struct ctcp_round {
 	u32 swnd;	 /* send window now, segments (plateau) */
 	u32 w_loss;	 /* send window at the last loss, 0 = none (plateau) */
 	/* in/out */
-	u32 cwnd_l;	 /* loss window, segments */
-	u32 cwnd_l_frac; /* its Q10 remainder (rule 3) */
-	u32 dwnd_q10;	 /* delay window */
-	u32 ep;		 /* CTCP+ episode: 0 none, 1.. its rounds, CTCP_EP_YIELD */
-	u32 ep_cwnd_l;	 /* the loss window before the episode's cut */
-	u32 ep_q_us;	 /* the queueing delay RTT - baseRTT at the cut */
+	u32 cwnd_l;	  /* loss window, segments */
+	u32 cwnd_l_frac;  /* its Q10 remainder (rule 3) */
+	u32 dwnd_q10;	  /* delay window */
+	u32 ep;		  /* CTCP+ episode: 0 none, 1.. its rounds, CTCP_EP_YIELD */
+	u32 ep_cwnd_l;	  /* the loss window before the episode's cut */
+	u32 ep_q_us;	  /* the queueing delay RTT - baseRTT at the cut */
+	u32 eps;	  /* episodes started since the last loss (ep_per_loss) */
+	u32 dw_grew;	  /* dwnd was above 0 at a round start since the last loss */
+	u32 rtt_max_us;	  /* the largest round RTT (rand_keep's), 0 = none (probe_ms) */
+	u32 round_min_us; /* the round's smallest RTT sample (probe_ms) */
+	u32 now_ms;	  /* host clock, ms (probe_ms) */
+	u32 slot;	  /* in/out: the probe slot last seen, CTCP_SLOT_NONE = none */
+	u32 probe;	  /* in/out: probe rounds left, 0 = not probing */
+	u32 probe_min_us; /* in/out: the probe's smallest round RTT */
+	u32 probe_w;	  /* in/out: the send window before the probe */
+	u32 comp;	  /* in/out: competing (probe_ms) */
+	u32 ref_cl; /* in/out: the loss window the first episode since the loss started from (probe_ms) */
 	/* out */
 	u32 diff_q10;	   /* Diff = win (RTT - base) / RTT */
 	u32 diff_reno_q10; /* Diff of the loss window alone (gamma tuning) */
@@ -56,8 +67,20 @@ struct ctcp_round {
  *   (2) first round of the episode: cwnd = floor(cwnd * 2/3)
  *   (3) later rounds:               cwnd = cwnd - 1/2
  *   exit when Diff < gamma_exit (default gamma).
- * With ep_rounds > 0 (off by default; 4 against a loss-based flow) an episode yields when the queue is another
- * sender's: still at Diff >= gamma after the cut and ep_rounds - 1
+ * With ep_per_loss > 0 (default 1; with probe_ms only while competing,
+ * ctcp_probe) only that many episodes start between two losses, and only once the delay window has grown since the loss and
+ * the brake has taken it back to 0; otherwise the loss window grows as
+ * Reno's and only the delay window brakes (Compound's law).  The seed's
+ * episode anticipates a loss; against a loss-based flow the loss does not
+ * come, cubic's growth refills the queue, and every later episode cut the
+ * loss window again by the flow's own queue while Reno's growth gave back
+ * one segment a round: 173 segments fell to 77 over 8 s without a loss
+ * (100 Mbit/s, 40 ms, 1 BDP, against one cubic), 0.09-0.25 of the link
+ * where reno keeps 0.36-0.56.  Right after a loss dwnd is 0 because the
+ * loss emptied it, not the brake, and cubic's queue is still there: the
+ * episode cut the halved window to a third of the one that lost.
+ * With ep_rounds > 0 (default 4; with probe_ms only while competing) an
+ * episode yields when the queue is another sender's: still at Diff >= gamma after the cut and ep_rounds - 1
  * decreases, or ending (Diff < gamma_exit) with the queueing delay at half or
  * more of what it was at the cut.  The cut is undone and rules (2)-(4) rest
  * until the next loss.
@@ -88,6 +111,105 @@ struct ctcp_round {
  */
 /* ep: the episode met a queue it did not make (ep_rounds) */
 #define CTCP_EP_YIELD 255
+#define CTCP_SLOT_NONE 0xffffffffU
+#define CTCP_PROBE_ROUNDS 2 /* rounds after the probe's cut; the second reads the drained queue */
+#define CTCP_COMP_ENTER_US 500 /* a probe's queue above max(qmax/8, this): competing */
+#define CTCP_COMP_EXIT_US 250  /* ... at most max(qmax/16, this): not competing */
+
+/*
+ * probe_ms (default 2000): which law the episodes follow.  Among ctcp_plus
+ * flows the seed's episodes share well (each flow cuts on its own Diff, so
+ * two flows of 20 and 80 ms carried 0.5 each and eight flows Jain 0.96)
+ * but against a loss-based flow they starve (0.09 of the link against
+ * cubic, where reno keeps 0.33-0.55); ep_per_loss and ep_rounds hold what
+ * reno holds against cubic, but among ctcp_plus flows they are Reno's AIMD
+ * (eight flows Jain 0.89, the 80-ms flow 0.20).  So every probe_ms of the
+ * host clock each flow, at its first round in the new slot, holds its pipe
+ * swnd baseRTT/RTT (no growth) for CTCP_PROBE_ROUNDS more rounds, ending
+ * any episode: every ctcp_plus flow on the host drains its own queue in
+ * the same round or two, and the smallest round RTT of the probe shows
+ * what stays.  A queue above max(qmax/8, 0.5 ms) is another sender's: the
+ * flow competes (ep_per_loss and ep_rounds apply) and gets its window from
+ * before the probe back; one at most max(qmax/16, 0.25 ms) ends competing
+ * (the seed's episodes).  qmax = RTTmax - baseRTT, rand_keep's largest
+ * queue.  As ccpd's drains (docs/ccpd.md, "Sharing a bottleneck").  At
+ * qmax/4 and 5 s, cubic's queue stayed under the bound through the first
+ * 14 s of a run while the seed's episodes cut the flow from 382 to 52
+ * segments.
+ * Returns true while probing (the round's law is skipped).
+ */
+CCL_CORE bool ctcp_probe(struct ctcp_round *r, const struct ccl_ctcp_plus_params *p)
+{
+	u32 slot, qmax, q, enter, leave;
+
+	if (!p->probe_ms) {
+		r->probe = 0;
+		r->comp = 0;
+		return false;
+	}
+	slot = r->now_ms / p->probe_ms;
+	if (r->probe) {
+		if (r->round_min_us < r->probe_min_us)
+			r->probe_min_us = r->round_min_us;
+		r->rule |= CCL_CTCP_PROBE;
+		if (--r->probe)
+			return true;
+		qmax = r->rtt_max_us > r->base_rtt_us ? r->rtt_max_us - r->base_rtt_us : 0;
+		q = r->probe_min_us > r->base_rtt_us ? r->probe_min_us - r->base_rtt_us : 0;
+		enter = qmax / 8 > CTCP_COMP_ENTER_US ? qmax / 8 : CTCP_COMP_ENTER_US;
+		leave = qmax / 16 > CTCP_COMP_EXIT_US ? qmax / 16 : CTCP_COMP_EXIT_US;
+		if (qmax && r->probe_min_us != CCL_U32_MAX) {
+			if (q > enter) {
+				r->comp = 1;
+			} else if (q <= leave && r->comp) {
+				r->comp = 0;
+				r->ref_cl = 0;
+			}
+		}
+		/* Competing, the window from before the probe comes back; the
+		 * competitor took the drained queue at once.  Otherwise the law
+		 * regrows from the pipe into the emptied queue. */
+		if (r->comp && r->probe_w > r->cwnd_l + (r->dwnd_q10 >> 10)) {
+			r->cwnd_l = r->probe_w;
+			r->cwnd_l_frac = 0;
+			r->dwnd_q10 = 0;
+		}
+		return true;
+	}
+	if (r->slot == CTCP_SLOT_NONE) {
+		r->slot = slot;
+		return false;
+	}
+	/* (the BPF state keeps a slot's low 8 bits) */
+	if ((slot & 0xff) == (r->slot & 0xff))
+		return false;
+	/* Competing, every other slot (the even ones, so that competing flows
+	 * still probe together): a probe hands the competitor the queue the
+	 * flow drains, 3 rounds in 2 s. */
+	if (r->comp && (slot & 1)) {
+		r->slot = slot;
+		return false;
+	}
+	/* A new slot: hold the pipe, swnd baseRTT/RTT, for the probe.  It ends
+	 * an episode (and a yield): a flow that skipped the probe kept its
+	 * queue through the others' probe, and they read it as another
+	 * sender's (two ctcp_plus flows then competed, Jain 0.83). */
+	r->slot = slot;
+	r->ep = 0;
+	r->probe = CTCP_PROBE_ROUNDS;
+	r->probe_min_us = CCL_U32_MAX;
+	r->probe_w = r->swnd;
+	{
+		u32 rtt = r->rtt_us > r->base_rtt_us ? r->rtt_us : r->base_rtt_us;
+		u64 pipe = rtt ? (u64)r->swnd * r->base_rtt_us / rtt : r->swnd;
+
+		r->cwnd_l = pipe > 2 ? (u32)pipe : 2;
+		r->cwnd_l_frac = 0;
+		r->dwnd_q10 = 0;
+	}
+	r->rule |= CCL_CTCP_PROBE;
+	return true;
+}
 
 /* In an episode that still cuts: rules (2)-(4) apply. */
 CCL_CORE bool ctcp_ep_cutting(u32 ep)
@@ -114,12 +236,23 @@ CCL_CORE void ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus
 	u64 diff = rtt ? ((u64)r->win << 10) * q / rtt : 0;
 	u64 gamma_q10 = (u64)r->gamma << 10;
 	u32 dwnd_in = r->dwnd_q10;
-	bool keep = p->plus && p->keep_pipe;
+	bool keep = p->plus && p->keep_pipe, limit;
 
+	if (dwnd_in)
+		r->dw_grew = 1;
 	r->diff_q10 = ccl_sat32(diff);
 	r->diff_reno_q10 = rtt ? ccl_sat32(((u64)r->cwnd_l << 10) * q / rtt) : 0;
 	r->rule = 0;
 	r->grow_q10 = 0;
+	if (p->plus && ctcp_probe(r, p)) {
+		if (r->comp)
+			r->rule |= CCL_CTCP_COMP;
+		return;
+	}
+	if (r->comp)
+		r->rule |= CCL_CTCP_COMP;
+	/* ep_per_loss and ep_rounds: always, or (probe_ms) while competing */
+	limit = !p->probe_ms || r->comp;
 	if (diff < gamma_q10) {
 		u64 inc = ctcp_pow34_q10(r->win) * p->alpha_q10 >> 10;
 
@@ -158,7 +291,29 @@ CCL_CORE void ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus
 	}
 	if (!p->plus)
 		return;
-	if (diff >= gamma_q10 && dwnd_in == 0 && r->ep != CTCP_EP_YIELD) {
+	/*
+	 * probe_ms, not competing: an episode whose loss window is below 7/8
+	 * of the one the first episode since the loss (or since competing
+	 * ended) started from means another sender takes the room each cut
+	 * leaves: compete now, not at the next probe.  A sender that grows
+	 * into the link without yet keeping a queue passes the probes (0-5 ms
+	 * of a 40-ms buffer in the first 13 s against cubic) while the seed's
+	 * episodes take the loss window from 272 to 165 segments without a
+	 * loss; among ctcp_plus flows it swings by 15 % around a level.  A
+	 * wrong call lasts until the next probe.
+	 */
+	if (p->probe_ms && !r->comp && diff >= gamma_q10 && dwnd_in == 0 && !r->ep) {
+		if (!r->ref_cl) {
+			r->ref_cl = r->cwnd_l;
+		} else if ((u64)r->cwnd_l * 8 < (u64)r->ref_cl * 7) {
+			r->comp = 1;
+			r->ref_cl = 0;
+			r->rule |= CCL_CTCP_COMP;
+			limit = true;
+		}
+	}
+	if (diff >= gamma_q10 && dwnd_in == 0 && r->ep != CTCP_EP_YIELD &&
+	    (r->ep || !limit || !p->ep_per_loss || (r->dw_grew && r->eps < p->ep_per_loss))) {
 		if (!r->ep) {
 			u64 c = (u64)r->cwnd_l * p->plus_md_q10 >> 10;
 			u64 pipe = ((u64)r->cwnd_l << 10) -
@@ -172,8 +327,9 @@ CCL_CORE void ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus
 			r->cwnd_l = c > 2 ? (u32)c : 2;
 			r->cwnd_l_frac = 0;
 			r->ep = 1;
+			r->eps++;
 			r->rule |= CCL_CTCP_CUT2;
-		} else if (p->ep_rounds && r->ep >= p->ep_rounds) {
+		} else if (limit && p->ep_rounds && r->ep >= p->ep_rounds) {
 			/*
 			 * The queue outlasted the cut and ep_rounds rounds of
 			 * decrease: another sender keeps it (a loss-based flow
@@ -204,7 +360,7 @@ CCL_CORE void ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus
 		 * cut, the flow's cut shrank Diff but not the queue: another
 		 * sender keeps it, and the episode yields as above.
 		 */
-		if (p->ep_rounds && q >= r->ep_q_us / 2) {
+		if (limit && p->ep_rounds && q >= r->ep_q_us / 2) {
 			ctcp_ep_yield(r);
 		} else {
 			r->ep = 0;

@@ -965,6 +965,8 @@ fn ctcp_round(
         cwnd_l,
         dwnd_q10,
         ep,
+        // the delay window grew since the last loss (ep_per_loss)
+        dw_grew: 1,
         ..Default::default()
     };
     unsafe { intf::ctcp_round_update(&mut r, p) };
@@ -1136,15 +1138,17 @@ fn ctcp_plateau_stops_dwnd_below_the_last_loss_window() {
     assert!((grow(&p, 750, 800, 190_000) - (0.125 * 750f64.powf(0.75) - 1.0)).abs() < 0.01);
 }
 
-/// ep_rounds (4 here; 0, off, by default): an episode yields when the queue is not the
+/// ep_rounds (4 by default): an episode yields when the queue is not the
 /// flow's.  Still at Diff >= gamma after its cut and three decreases, or
 /// ending (Diff < gamma) with the queueing delay at half or more of what it
 /// was at the cut, the cut is undone, and rules (2)-(3) rest until a loss.
 /// With ep_rounds = 0 the episode cuts on, as the seed's.
 #[test]
 fn ctcp_plus_an_episode_that_meets_another_queue_yields() {
-    assert_eq!(ctcp_params(1).ep_rounds, 0, "off by default");
-    let p: intf::ccl_ctcp_plus_params = Algo::CtcpPlus.params_struct(&[("ep_rounds", "4")]);
+    assert_eq!(ctcp_params(1).ep_rounds, 4, "on by default");
+    // always, not only while a probe finds another sender's queue
+    let p: intf::ccl_ctcp_plus_params =
+        Algo::CtcpPlus.params_struct(&[("ep_rounds", "4"), ("probe_ms", "0")]);
     let (dec, y) = (intf::CCL_CTCP_DEC3, intf::CCL_CTCP_YIELD);
     let step = |r: &mut intf::ctcp_round, p: &intf::ccl_ctcp_plus_params| {
         r.rule = 0;
@@ -1189,6 +1193,154 @@ fn ctcp_plus_an_episode_that_meets_another_queue_yields() {
     assert_eq!((r.cwnd_l, r.cwnd_l_frac, r.ep), (195, 0, 11));
     (r.win, r.rtt_us) = (40, 160_000);
     assert_eq!(step(&mut r, &p0), intf::CCL_CTCP_EXIT);
+}
+
+/// ep_per_loss (1 by default): one CTCP+ episode between two losses, and
+/// only once the delay window has grown since the loss and the brake has
+/// taken it back to 0.  A Diff >= gamma right after a loss (dwnd emptied by
+/// the loss), or a second one before a loss, leaves the loss window alone
+/// and only brakes the delay window (Compound's law); the seed (0) cuts
+/// every time.
+#[test]
+fn ctcp_plus_one_episode_between_two_losses() {
+    assert_eq!(ctcp_params(1).ep_per_loss, 1, "one by default");
+    // always, not only while a probe finds another sender's queue
+    let p: intf::ccl_ctcp_plus_params = Algo::CtcpPlus.params_struct(&[("probe_ms", "0")]);
+    let r = ctcp_round(&p, 300, 200_000, 100_000, 300, 0, 0);
+    assert_eq!((r.cwnd_l, r.ep, r.eps), (200, 1, 1), "the first one cuts");
+    let again = |p: &intf::ccl_ctcp_plus_params, eps: u32, dw_grew: u32, dwnd_q10: u32| {
+        let mut r = intf::ctcp_round {
+            win: 300,
+            rtt_us: 200_000,
+            base_rtt_us: 100_000,
+            gamma: p.gamma,
+            swnd: 300,
+            cwnd_l: 300,
+            dwnd_q10,
+            eps,
+            dw_grew,
+            ..Default::default()
+        };
+        unsafe { intf::ctcp_round_update(&mut r, p) };
+        (r.cwnd_l, r.ep, r.rule & intf::CCL_CTCP_CUT2, r.dw_grew)
+    };
+    let cut = (200, 1, intf::CCL_CTCP_CUT2, 1);
+    assert_eq!(
+        again(&p, 1, 1, 0),
+        (300, 0, 0, 1),
+        "a second one before a loss: none"
+    );
+    // a loss sets eps and dw_grew to 0 (bpf/ctcp_plus.bpf.c)
+    assert_eq!(
+        again(&p, 0, 0, 0),
+        (300, 0, 0, 0),
+        "right after a loss: none"
+    );
+    // a round with dwnd > 0 marks the growth; the brake empties it
+    let (_, ep, _, grew) = again(&p, 0, 0, 5 << 10);
+    assert_eq!((ep, grew), (0, 1), "the brake's round: no episode yet");
+    assert_eq!(again(&p, 0, 1, 0), cut, "dwnd back at 0 after growing: cut");
+    let seed: intf::ccl_ctcp_plus_params =
+        Algo::CtcpPlus.params_struct(&[("ep_per_loss", "0"), ("probe_ms", "0")]);
+    assert_eq!(
+        again(&seed, 7, 0, 0),
+        (200, 1, intf::CCL_CTCP_CUT2, 0),
+        "the seed"
+    );
+}
+
+/// probe_ms (2000 by default; 5000 here): at its first round in a new slot of the host
+/// clock the flow holds its pipe swnd baseRTT/RTT, without growth, for two
+/// more rounds.  A probe whose smallest round RTT still shows more than
+/// max(qmax/4, 0.5 ms) of queue makes it compete: the window from before
+/// the probe comes back, and ep_per_loss and ep_rounds apply.  One that
+/// shows at most max(qmax/8, 0.25 ms) ends competing: the seed's episodes.
+#[test]
+fn ctcp_plus_probe_tells_another_senders_queue_from_its_own() {
+    assert_eq!(ctcp_params(1).probe_ms, 2000, "on by default");
+    let p: intf::ccl_ctcp_plus_params = Algo::CtcpPlus.params_struct(&[("probe_ms", "5000")]);
+    let (probe, comp) = (intf::CCL_CTCP_PROBE, intf::CCL_CTCP_COMP);
+    // RTT 60 ms on a 40-ms path whose largest RTT was 80 ms (qmax 40 ms)
+    let mut r = intf::ctcp_round {
+        win: 300,
+        swnd: 300,
+        rtt_us: 60_000,
+        base_rtt_us: 40_000,
+        rtt_max_us: 80_000,
+        round_min_us: 58_000,
+        gamma: 1000, // no episode, no brake: the probe alone
+        cwnd_l: 300,
+        dw_grew: 1,
+        now_ms: 1_000,
+        slot: u32::MAX, // CTCP_SLOT_NONE: no slot seen yet
+        ..Default::default()
+    };
+    let step = |r: &mut intf::ctcp_round, now_ms: u32, round_min_us: u32| {
+        (r.now_ms, r.round_min_us, r.rule) = (now_ms, round_min_us, 0);
+        unsafe { intf::ctcp_round_update(r, &p) };
+        r.rule & (probe | comp)
+    };
+    assert_eq!(
+        step(&mut r, 1_000, 58_000),
+        0,
+        "the first round learns the slot"
+    );
+    assert_eq!(step(&mut r, 4_900, 58_000), 0, "same slot");
+    assert_eq!(step(&mut r, 5_000, 58_000), probe, "a new slot: the probe");
+    assert_eq!((r.cwnd_l, r.dwnd_q10, r.probe, r.probe_w), (200, 0, 2, 300));
+    // 22 ms, then 20 ms of queue stay (over qmax/8 = 5 ms): competing
+    assert_eq!(step(&mut r, 5_060, 62_000), probe);
+    assert_eq!(step(&mut r, 5_120, 60_000), probe | comp);
+    assert_eq!((r.comp, r.probe, r.cwnd_l), (1, 0, 300), "the window back");
+    // competing: one episode between two losses; eps = 1 and Diff >= gamma
+    // leaves the loss window alone
+    (r.gamma, r.eps, r.dwnd_q10) = (30, 1, 0);
+    assert_eq!(step(&mut r, 6_000, 60_000), comp);
+    assert_eq!((r.cwnd_l, r.ep), (300, 0), "no second episode");
+    // the next slot's probe sees 1 ms of queue (under qmax/16 = 2.5 ms)
+    r.gamma = 1000;
+    assert_eq!(step(&mut r, 10_000, 60_000), probe | comp);
+    step(&mut r, 10_060, 45_000);
+    assert_eq!(step(&mut r, 10_120, 41_000), probe);
+    assert_eq!((r.comp, r.cwnd_l), (0, 200), "not competing: from the pipe");
+    // not competing, the seed's episode: a second cut before a loss
+    (r.gamma, r.eps, r.cwnd_l) = (30, 1, 300);
+    step(&mut r, 11_000, 60_000);
+    assert_eq!((r.cwnd_l, r.ep), (200, 1), "the seed's cut");
+    // the next slot's probe ends the episode: every flow probes together
+    assert_eq!(step(&mut r, 15_000, 60_000), probe);
+    assert_eq!((r.ep, r.probe), (0, 2));
+    // not competing, each episode's loss window is compared with the one
+    // the first since the loss started from (300): 270 is within 7/8 of
+    // it, 260 is not: another sender takes the room each cut leaves
+    (r.probe, r.ep, r.dwnd_q10) = (0, 0, 0);
+    assert_eq!(r.ref_cl, 300, "the first episode's loss window");
+    r.cwnd_l = 270;
+    assert_eq!(step(&mut r, 16_000, 60_000), 0);
+    assert_eq!((r.ep, r.comp), (1, 0), "a seed's episode");
+    (r.ep, r.dwnd_q10, r.cwnd_l) = (0, 0, 260);
+    assert_eq!(step(&mut r, 17_000, 60_000), comp);
+    assert_eq!(
+        (r.comp, r.ref_cl, r.cwnd_l, r.ep),
+        (1, 0, 260, 0),
+        "competing, after three episodes since the loss: no cut"
+    );
+    // competing, the flow probes in the even slots only
+    (r.gamma, r.slot) = (1000, 4);
+    assert_eq!(step(&mut r, 25_000, 60_000), comp, "slot 5: no probe");
+    assert_eq!(r.slot, 5);
+    assert_eq!(step(&mut r, 30_000, 60_000), probe | comp, "slot 6");
+    // probe_ms = 0: never probes; ep_per_loss applies always
+    let p0: intf::ccl_ctcp_plus_params = Algo::CtcpPlus.params_struct(&[("probe_ms", "0")]);
+    let mut r = intf::ctcp_round {
+        slot: 0,
+        now_ms: 5_000,
+        comp: 1,
+        ..r
+    };
+    (r.ep, r.eps, r.cwnd_l, r.rule) = (0, 1, 300, 0);
+    unsafe { intf::ctcp_round_update(&mut r, &p0) };
+    assert_eq!((r.probe, r.comp, r.cwnd_l, r.ep), (0, 0, 300, 0));
 }
 
 #[test]
