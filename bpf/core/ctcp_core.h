@@ -183,13 +183,6 @@ CCL_CORE bool ctcp_probe(struct ctcp_round *r, const struct ccl_ctcp_plus_params
 	/* (the BPF state keeps a slot's low 8 bits) */
 	if ((slot & 0xff) == (r->slot & 0xff))
 		return false;
-	/* Competing, every other slot (the even ones, so that competing flows
-	 * still probe together): a probe hands the competitor the queue the
-	 * flow drains, 3 rounds in 2 s. */
-	if (r->comp && (slot & 1)) {
-		r->slot = slot;
-		return false;
-	}
 	/* A new slot: hold the pipe, swnd baseRTT/RTT, for the probe.  It ends
 	 * an episode (and a yield): a flow that skipped the probe kept its
 	 * queue through the others' probe, and they read it as another
