@@ -445,6 +445,13 @@ CCL_CORE u32 ccpd_law_target(const struct ccpd *ca, u32 w, const struct ccpd_est
 
 #define CCPD_BURST_LOSSES 3 /* losses in one Recovery that make it congestive */
 
+/* The buffer's delay the flow has learnt, rtt_max - rtt_min, us (0 before
+ * rtt_max passes rtt_min). */
+CCL_CORE u32 ccpd_qmax_us(const struct ccpd *ca)
+{
+	return ca->rtt_max_us > ca->rtt_min_us ? ca->rtt_max_us - ca->rtt_min_us : 0;
+}
+
 /* A loss re-learns rtt_max from the smoothed RTT s (bmax_on_loss); with
  * share the path hears of it (ccpd_path_sync). */
 CCL_CORE void ccpd_relearn_bmax(struct ccpd *ca, u32 s, u32 m)
@@ -874,7 +881,7 @@ CCL_CORE u32 ccpd_drain(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 no
 		return w > p->cwnd_min ? w : p->cwnd_min;
 	/* The drain ends: did the queue empty? */
 	ca->sh &= ~CCPD_SH_DRAINING;
-	qmax = ca->rtt_max_us > m ? ca->rtt_max_us - m : 0;
+	qmax = ccpd_qmax_us(ca);
 	if (ca->drain_min_us != CCL_U32_MAX) {
 		dq = ca->drain_min_us > m ? ca->drain_min_us - m : 0;
 		enter = qmax / 4 > CCPD_COMP_ENTER_US ? qmax / 4 : CCPD_COMP_ENTER_US;
@@ -916,7 +923,7 @@ CCL_CORE u32 ccpd_path_sync(struct ccpd *ca, u32 path_qmax_us)
 	ca->sh &= ~CCPD_SH_PATH;
 	if (!(ca->sh & CCPD_SH_ON) || m == CCL_U32_MAX || ca->phase != CCL_PHASE_CA)
 		return 0;
-	q = ca->rtt_max_us > m ? ca->rtt_max_us - m : 0;
+	q = ccpd_qmax_us(ca);
 	if (ca->sh & CCPD_SH_QLOSS) {
 		ca->sh &= ~CCPD_SH_QLOSS;
 		return q;
@@ -1044,20 +1051,19 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		 * against one cubic in 20-s runs (100 Mbit/s, 40 ms, 1 BDP): it
 		 * competes only from the drain that finds cubic's queue, and loses
 		 * the drains; at s / 10 ms, 0.51-0.57 (and 0.43-0.64 against
-		 * reno).  In the last quarter of the buffer, s >= m + 3/4 qmax,
+		 * reno).  In the last eighth of the buffer, s >= m + 7/8 qmax,
 		 * one segment a round, as cubic slows near W_max: the steps of
-		 * s / 10 ms that found the buffer full lost several segments
-		 * each (at BDP/2, 87 retransmissions after slow start to
-		 * cubic's 28 over 38 s).
+		 * s / 10 ms that found the buffer full lost about as many
+		 * segments each (at BDP/2, 157-174 retransmissions to cubic's
+		 * 35-38; with the slow step 121-132 to cubic's 54-136).
 		 */
 		o->law = CCPD_LAW_COMP;
 		o->controlled = 1;
 		l->cwnd_max = ccpd_cwnd_max(&l->est, p->cwnd_min, a->cwnd_clamp);
 		if (o->round_start && a->cwnd_limited) {
 			u64 w = ca->w_q10, inc = ((u64)l->rtts_us << 10) / CCPD_COMP_GROW_US;
-			u32 m = l->rtt_min_us, qmax = ca->rtt_max_us > m ? ca->rtt_max_us - m : 0;
 
-			if (l->rtts_us >= m + qmax / 8 * 7)
+			if (l->rtts_us >= l->rtt_min_us + ccpd_qmax_us(ca) / 8 * 7)
 				inc = CCL_Q10;
 			w += inc > CCL_Q10 ? inc : CCL_Q10;
 			ca->w_q10 = ccpd_clamp_w_q10((s64)ccl_min64(w, CCL_U32_MAX), p->cwnd_min,

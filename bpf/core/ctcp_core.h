@@ -68,9 +68,10 @@ struct ctcp_round {
  *   (3) later rounds:               cwnd = cwnd - 1/2
  *   exit when Diff < gamma_exit (default gamma).
  * With ep_per_loss > 0 (default 1; with probe_ms only while competing,
- * ctcp_probe) only that many episodes start between two losses, and only once the delay window has grown since the loss and
- * the brake has taken it back to 0; otherwise the loss window grows as
- * Reno's and only the delay window brakes (Compound's law).  The seed's
+ * ctcp_probe) only that many episodes start between two losses, and only
+ * once the delay window has grown since the loss and the brake has taken
+ * it back to 0; otherwise the loss window grows as Reno's and only the
+ * delay window brakes (Compound's law).  The seed's
  * episode anticipates a loss; against a loss-based flow the loss does not
  * come, cubic's growth refills the queue, and every later episode cut the
  * loss window again by the flow's own queue while Reno's growth gave back
@@ -80,9 +81,10 @@ struct ctcp_round {
  * loss emptied it, not the brake, and cubic's queue is still there: the
  * episode cut the halved window to a third of the one that lost.
  * With ep_rounds > 0 (default 4; with probe_ms only while competing) an
- * episode yields when the queue is another sender's: still at Diff >= gamma after the cut and ep_rounds - 1
- * decreases, or ending (Diff < gamma_exit) with the queueing delay at half or
- * more of what it was at the cut.  The cut is undone and rules (2)-(4) rest
+ * episode yields when the queue is another sender's: still at Diff >=
+ * gamma after the cut and ep_rounds - 1 decreases, or ending (Diff <
+ * gamma_exit) with the queueing delay at half or more of what it was at
+ * the cut.  The cut is undone and rules (2)-(4) rest
  * until the next loss.
  * With CTCP+ and keep_pipe = 1 (default) neither the brake nor rule (2)
  * takes the window below the pipe, swnd baseRTT/RTT = swnd - Diff: they
@@ -229,7 +231,9 @@ CCL_CORE void ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus
 	u64 diff = rtt ? ((u64)r->win << 10) * q / rtt : 0;
 	u64 gamma_q10 = (u64)r->gamma << 10;
 	u32 dwnd_in = r->dwnd_q10;
-	bool keep = p->plus && p->keep_pipe, limit;
+	bool keep = p->plus && p->keep_pipe, probing, limit;
+	/* an episode may start: Diff >= gamma with dwnd given back */
+	bool high = diff >= gamma_q10 && dwnd_in == 0;
 
 	if (dwnd_in)
 		r->dw_grew = 1;
@@ -237,13 +241,11 @@ CCL_CORE void ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus
 	r->diff_reno_q10 = rtt ? ccl_sat32(((u64)r->cwnd_l << 10) * q / rtt) : 0;
 	r->rule = 0;
 	r->grow_q10 = 0;
-	if (p->plus && ctcp_probe(r, p)) {
-		if (r->comp)
-			r->rule |= CCL_CTCP_COMP;
-		return;
-	}
+	probing = p->plus && ctcp_probe(r, p);
 	if (r->comp)
 		r->rule |= CCL_CTCP_COMP;
+	if (probing)
+		return;
 	/* ep_per_loss and ep_rounds: always, or (probe_ms) while competing */
 	limit = !p->probe_ms || r->comp;
 	if (diff < gamma_q10) {
@@ -295,7 +297,7 @@ CCL_CORE void ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus
 	 * loss; among ctcp_plus flows it swings by 15 % around a level.  A
 	 * wrong call lasts until the next probe.
 	 */
-	if (p->probe_ms && !r->comp && diff >= gamma_q10 && dwnd_in == 0 && !r->ep) {
+	if (p->probe_ms && !r->comp && high && !r->ep) {
 		if (!r->ref_cl) {
 			r->ref_cl = r->cwnd_l;
 		} else if ((u64)r->cwnd_l * 8 < (u64)r->ref_cl * 7) {
@@ -305,7 +307,7 @@ CCL_CORE void ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus
 			limit = true;
 		}
 	}
-	if (diff >= gamma_q10 && dwnd_in == 0 && r->ep != CTCP_EP_YIELD &&
+	if (high && r->ep != CTCP_EP_YIELD &&
 	    (r->ep || !limit || !p->ep_per_loss || (r->dw_grew && r->eps < p->ep_per_loss))) {
 		if (!r->ep) {
 			u64 c = (u64)r->cwnd_l * p->plus_md_q10 >> 10;

@@ -44,8 +44,9 @@ n_flows = [4]
     // segments; both variants run with the same settings, only `plus` differs.
     // Compound's own law (fixed gamma, round-minimum RTT, zeta 1, no plateau,
     // every loss halves) and the seed's episodes (any number between two
-    // losses): the test is about rules (2)-(4), not about the defaults'
-    // shallow-buffer, random-loss and sharing options.
+    // losses, no probes: plain Compound has none): the test is about rules
+    // (2)-(4), not about the defaults' shallow-buffer, random-loss and
+    // sharing options.
     // ABBA: drift over the four runs cancels in the sums.
     for plus in ["1", "0", "0", "1"] {
         ccload_ok(&[
@@ -72,6 +73,8 @@ n_flows = [4]
             "ep_per_loss=0",
             "--set",
             "ep_rounds=0",
+            "--set",
+            "probe_ms=0",
         ]);
         let before = loss_events();
         let r = run_case(&sc, case, "ctcp_plus", 0, &mut |_| {}).expect("run");
