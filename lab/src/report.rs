@@ -40,7 +40,7 @@ pub fn report(stem: &str, sc: &Scenario, quick: bool, runs: &[&RunSummary], agg:
         }
     );
     let _ = writeln!(o, "## Measured (mean, min–max over repetitions)\n");
-    let _ = writeln!(o, "| case | cc | goodput Mbit/s | utilisation | vs kernel CC | RTT mean / p95 ms | queue pkts | retransmits | Jain (1-s bins) | completion s | valid |");
+    let _ = writeln!(o, "| case | cc | goodput Mbit/s | utilisation | vs kernel CC | RTT mean / p95 ms | queue pkts | retransmits | Jain (half / 1-s bins) | completion s | valid |");
     let _ = writeln!(o, "|---|---|---|---|---|---|---|---|---|---|---|");
     for a in agg {
         // The ratio against the first kernel CC of the same case, same run.
@@ -55,7 +55,7 @@ pub fn report(stem: &str, sc: &Scenario, quick: bool, runs: &[&RunSummary], agg:
             .unwrap_or_else(|| "—".into());
         let _ = writeln!(
             o,
-            "| {} | {} | {:.2} ({:.2}–{:.2}) | {:.3} ({:.3}–{:.3}) | {} | {:.1} / {:.1} | {:.1} | {:.0} | {:.3} | {} | {} |",
+            "| {} | {} | {:.2} ({:.2}–{:.2}) | {:.3} ({:.3}–{:.3}) | {} | {:.1} / {:.1} | {:.1} | {:.0} | {:.3} / {:.3} | {} | {} |",
             a.case,
             a.cc,
             a.goodput[0],
@@ -69,6 +69,7 @@ pub fn report(stem: &str, sc: &Scenario, quick: bool, runs: &[&RunSummary], agg:
             a.rtt_p95_ms,
             a.queue_mean_pkts,
             a.retransmits,
+            a.jain,
             a.jain_bins,
             a.completion_s.map(|c| format!("{c:.2}")).unwrap_or_else(|| "—".into()),
             if a.all_valid { "yes" } else { "**no**" }

@@ -455,7 +455,7 @@ fn run_with(
                 crate::stored::write_rows(&mut samples, &mut queue, &r)?;
                 let s = &r.summary;
                 let line = format!(
-                    "{:<28} {:<18} rep {}: {:7.2} Mbit/s util {:.3} rtt {:6.1} p95 {:6.1} ms q {:5.1} retx {:5} ({:.5}/seg) rec {:.3} jain {:.3}{}{}",
+                    "{:<28} {:<18} rep {}: {:7.2} Mbit/s util {:.3} rtt {:6.1} p95 {:6.1} ms q {:5.1} retx {:5} ({:.5}/seg) rec {:.3} jain {:.3} bins {:.3}{}{}",
                     s.case,
                     s.cc,
                     rep + 1,
@@ -467,6 +467,7 @@ fn run_with(
                     s.retransmits,
                     s.retrans_per_seg,
                     s.recovery_share,
+                    s.jain,
                     s.jain_bins,
                     match (s.flows.len() > 1, s.jain_09_s) {
                         (false, _) => String::new(),
