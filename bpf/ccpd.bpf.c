@@ -80,8 +80,8 @@
  *     each flow's L1 gain is scaled by its part of the link, r / C, and
  *     half the queue of the other flows, x - d, counts again in E, so N
  *     flows keep one stable queue below the buffer; the buffer's delay
- *     rtt_max - m is shared by the flows to one destination (ccpd_paths,
- *     below); synchronised drains every drain_ms; competitive AIMD while a
+ *     rtt_max - m and the base RTT m are shared by the flows to one
+ *     destination (ccpd_paths, below); synchronised drains every drain_ms; competitive AIMD while a
  *     drain leaves another sender's queue.
  *
  *   state diagram (phase):
@@ -105,8 +105,8 @@ char _license[] SEC("license") = "GPL";
 
 _Static_assert(sizeof(struct ccpd) <= CCL_CA_PRIV_SIZE, "ccpd state must fit icsk_ca_priv");
 
-/* share: a path's buffer delay (ccpd_path_sync), per network namespace and
- * destination address; forgotten CCPD_PATH_TTL_S after its last flow. */
+/* share: a path's buffer delay and base RTT (ccpd_path_sync), per network
+ * namespace and destination address; forgotten CCPD_PATH_TTL_S after its last flow. */
 struct ccpd_path_key {
 	u64 net_cookie;
 	u32 family;
@@ -114,8 +114,8 @@ struct ccpd_path_key {
 };
 
 struct ccpd_path {
-	u32 qmax_us; /* rtt_max - rtt_min, us */
-	u32 t_s;     /* ktime, s, of the last write */
+	struct ccpd_path_est est; /* buffer delay and base RTT */
+	u32 t_s;		  /* ktime, s, of the last write */
 };
 
 #define CCPD_PATH_TTL_S 10
@@ -130,8 +130,8 @@ struct {
 static __always_inline void ccpd_path_round(struct sock *sk, struct ccpd *ca)
 {
 	struct ccpd_path_key k = {};
-	struct ccpd_path *v, nv;
-	u32 now_s = (u32)(bpf_ktime_get_ns() / 1000000000), pq = 0, q;
+	struct ccpd_path *v, nv = {};
+	u32 now_s = (u32)(bpf_ktime_get_ns() / 1000000000);
 
 	k.net_cookie = sk->__sk_common.skc_net.net->net_cookie;
 	k.family = sk->__sk_common.skc_family;
@@ -141,13 +141,13 @@ static __always_inline void ccpd_path_round(struct sock *sk, struct ccpd *ca)
 		k.daddr[0] = sk->__sk_common.skc_daddr;
 	v = bpf_map_lookup_elem(&ccpd_paths, &k);
 	if (v && now_s - v->t_s < CCPD_PATH_TTL_S)
-		pq = v->qmax_us;
-	q = ccpd_path_sync(ca, pq);
+		nv.est = v->est;
+	if (!ccpd_path_sync(ca, &nv.est))
+		return;
 	/* a refresh at most once a second: one write per round is a lot of
 	 * writes at a LAN's microsecond rounds */
-	if (!q || (v && q == v->qmax_us && now_s == v->t_s))
+	if (v && nv.est.qmax_us == v->est.qmax_us && nv.est.m_us == v->est.m_us && now_s == v->t_s)
 		return;
-	nv.qmax_us = q;
 	nv.t_s = now_s;
 	bpf_map_update_elem(&ccpd_paths, &k, &nv, BPF_ANY);
 }

@@ -900,39 +900,69 @@ CCL_CORE u32 ccpd_drain(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 no
 	return 0;
 }
 
+/* A path's shared estimates: ccpd_paths' value without its time. */
+struct ccpd_path_est {
+	u32 qmax_us; /* buffer delay, rtt_max - rtt_min, us (0 = none) */
+	u32 m_us;    /* base RTT, the smallest rtt_min of its flows, us (0 = none) */
+};
+
 /*
- * share: the path's buffer delay, rtt_max - rtt_min, shared by the ccpd flows
- * to one destination (bpf/ccpd.bpf.c keeps it per network namespace and
- * destination address, as the kernel's tcp_metrics keep a path's RTT).  B is
- * the buffer, a property of the path, but each flow learns it from its own
- * history: from its slow start's overflow, or never, when a late joiner's
- * slow start ends at the queue the others keep, and each flow's own queue at
- * equilibrium (ccpd_law_l1) follows its own B.  So a flow takes the
+ * share: the path's buffer delay and base RTT, shared by the ccpd flows to
+ * one destination (bpf/ccpd.bpf.c keeps them per network namespace and
+ * destination address, as the kernel's tcp_metrics keep a path's RTT).
+ *
+ * B is the buffer, a property of the path, but each flow learns it from its
+ * own history: from its slow start's overflow, or never, when a late
+ * joiner's slow start ends at the queue the others keep, and each flow's own
+ * queue at equilibrium (ccpd_law_l1) follows its own B.  So a flow takes the
  * path's value when it is larger than its own, and gives its own when it is
  * at least the path's, or when a congestive loss re-learnt it (the loss is
- * the buffer's overflow, fresher than any slow start).  Once a round in CA:
- * cong_control sets CCPD_SH_PATH at a round start, and pkts_acked, on the
- * next ACK, reads the path (the map's key and value did not fit cong_control's
- * stack).  path_qmax_us is the path's value, 0 = none; returns the value to
- * write, or 0 to leave the path as it is.
+ * the buffer's overflow, fresher than any slow start).
+ *
+ * m is the path's too: a flow whose first RTT samples came through a queue
+ * other flows keep reads m too large by that queue, and its own queue
+ * d = w (s - m) / s too small, so it takes more than its share.  A drain
+ * corrects m only by what the flows' pipe shares (also read with their m)
+ * leave out of the queue: of eight flows started together six had m at
+ * 43-50 ms on a 40-ms path, the drains took it down 2-3 ms every 5 s, and
+ * for 16 s the two flows with the path's m sat at 2 segments (Jain 0.85).
+ * A flow takes the path's m when it is smaller than its own by at most the
+ * buffer's delay (the most a queue can add; a larger gap is another path
+ * to the same address) and gives its own when it is smaller.
+ *
+ * Once a round in CA: cong_control sets CCPD_SH_PATH at a round start, and
+ * pkts_acked, on the next ACK, reads the path (the map's key and value did
+ * not fit cong_control's stack).  pe holds the path's values on entry and
+ * the values to write on return; returns true to write them.
  */
-CCL_CORE u32 ccpd_path_sync(struct ccpd *ca, u32 path_qmax_us)
+CCL_CORE bool ccpd_path_sync(struct ccpd *ca, struct ccpd_path_est *pe)
 {
-	u32 m = ca->rtt_min_us, q;
+	u32 m = ca->rtt_min_us, q, pq = pe->qmax_us, pm = pe->m_us;
+	bool give;
 
 	ca->sh &= ~CCPD_SH_PATH;
 	if (!(ca->sh & CCPD_SH_ON) || m == CCL_U32_MAX || ca->phase != CCL_PHASE_CA)
-		return 0;
+		return false;
 	q = ccpd_qmax_us(ca);
+	if (pm && pm < m && m - pm <= (q > pq ? q : pq)) {
+		/* rtt_max stays: the buffer's delay grows by what m falls */
+		ca->rtt_min_us = pm;
+		m = pm;
+		q = ccpd_qmax_us(ca);
+	}
+	give = !pm || m < pm;
+	pe->m_us = give ? m : pm;
 	if (ca->sh & CCPD_SH_QLOSS) {
 		ca->sh &= ~CCPD_SH_QLOSS;
-		return q;
+		pe->qmax_us = q;
+		return true;
 	}
-	if (path_qmax_us > q) {
-		ca->rtt_max_us = (u32)ccl_min64((u64)m + path_qmax_us, CCL_U32_MAX);
-		return 0;
+	if (pq > q) {
+		ca->rtt_max_us = (u32)ccl_min64((u64)m + pq, CCL_U32_MAX);
+		return give;
 	}
-	return q;
+	pe->qmax_us = q;
+	return true;
 }
 
 /* cong_control: every ACK. */

@@ -1387,12 +1387,29 @@ fn ccpd_path_sync_shares_the_buffer_delay() {
     let mut ca = shared_flow(&p);
     ca.rtt_min_us = 40_000;
     ca.rtt_max_us = 50_000;
-    let sync = |ca: &mut intf::ccpd, path: u32| unsafe { intf::ccpd_path_sync(ca, path) };
-    assert_eq!(sync(&mut ca, 40_000), 0, "slow start: not yet");
+    // (whether to write, the buffer delay to write); the path's m is 40 ms
+    let sync = |ca: &mut intf::ccpd, path: u32| {
+        let mut pe = intf::ccpd_path_est {
+            qmax_us: path,
+            m_us: 40_000,
+        };
+        let w = unsafe { intf::ccpd_path_sync(ca, &mut pe) };
+        assert_eq!(pe.m_us, 40_000);
+        (w, pe.qmax_us)
+    };
+    assert!(!sync(&mut ca, 40_000).0, "slow start: not yet");
     ca.phase = intf::CCL_PHASE_CA as u8;
-    assert_eq!(sync(&mut ca, 0), 10_000, "no path yet: give the own");
-    assert_eq!(sync(&mut ca, 5_000), 10_000, "above the path: give the own");
-    assert_eq!(sync(&mut ca, 40_000), 0, "below the path: take it");
+    assert_eq!(
+        sync(&mut ca, 0),
+        (true, 10_000),
+        "no path yet: give the own"
+    );
+    assert_eq!(
+        sync(&mut ca, 5_000),
+        (true, 10_000),
+        "above the path: give the own"
+    );
+    assert!(!sync(&mut ca, 40_000).0, "below the path: take it");
     assert_eq!(ca.rtt_max_us, 80_000);
     // a congestive loss in CA re-learns rtt_max from the smoothed RTT
     ca.rtts_q3 = 75_000 << 3;
@@ -1400,10 +1417,48 @@ fn ccpd_path_sync_shares_the_buffer_delay() {
     ca.w_q10 = 600 << 10;
     unsafe { intf::ccpd_on_ssthresh(&mut ca, &p, 600, 10_000, 1) };
     assert_eq!(ca.last_loss as u32, intf::CCPD_LOSS_CONGESTIVE);
-    assert_eq!(sync(&mut ca, 40_000), 35_000, "after a loss: overwrite");
-    assert_eq!(sync(&mut ca, 35_000), 35_000, "then refresh");
+    assert_eq!(
+        sync(&mut ca, 40_000),
+        (true, 35_000),
+        "after a loss: overwrite"
+    );
+    assert_eq!(sync(&mut ca, 35_000), (true, 35_000), "then refresh");
     let p0 = ccpd_params(&[("share", "0")]);
     unsafe { intf::ccpd_share_sync(&mut ca, &p0) };
-    assert_eq!(sync(&mut ca, 90_000), 0, "share = 0: no path");
+    assert!(!sync(&mut ca, 90_000).0, "share = 0: no path");
     assert_eq!(ca.rtt_max_us, 75_000);
+}
+
+/// The path's base RTT: a flow whose m came through a standing queue takes
+/// the path's smaller m (its rtt_max stays, so its buffer delay grows by the
+/// difference); a gap over the buffer's delay is another path and is left
+/// alone; a flow with a smaller m gives it.
+#[test]
+fn ccpd_path_sync_shares_the_base_rtt() {
+    let p = ccpd_params(&[]);
+    let mut ca = shared_flow(&p);
+    ca.phase = intf::CCL_PHASE_CA as u8;
+    let sync = |ca: &mut intf::ccpd, qmax_us: u32, m_us: u32| {
+        let mut pe = intf::ccpd_path_est { qmax_us, m_us };
+        let w = unsafe { intf::ccpd_path_sync(ca, &mut pe) };
+        (w, pe.qmax_us, pe.m_us)
+    };
+    // m 48 ms, rtt_max 84 ms (36 ms of buffer) on a 40-ms path, 44 ms buffer
+    ca.rtt_min_us = 48_000;
+    ca.rtt_max_us = 84_000;
+    assert_eq!(sync(&mut ca, 44_000, 40_000), (true, 44_000, 40_000));
+    assert_eq!((ca.rtt_min_us, ca.rtt_max_us), (40_000, 84_000));
+    // a flow with the smaller m gives it, and keeps the path's larger qmax
+    ca.rtt_min_us = 39_000;
+    ca.rtt_max_us = 60_000;
+    assert_eq!(sync(&mut ca, 44_000, 40_000), (true, 44_000, 39_000));
+    assert_eq!((ca.rtt_min_us, ca.rtt_max_us), (39_000, 83_000));
+    // an 80-ms flow beside a 20-ms one to the same address, 40-ms buffer:
+    // a 60-ms gap is no queue
+    ca.rtt_min_us = 80_000;
+    ca.rtt_max_us = 120_000;
+    assert_eq!(sync(&mut ca, 40_000, 20_000), (true, 40_000, 20_000));
+    assert_eq!((ca.rtt_min_us, ca.rtt_max_us), (80_000, 120_000));
+    // no path yet: give both
+    assert_eq!(sync(&mut ca, 0, 0), (true, 40_000, 80_000));
 }
