@@ -133,6 +133,8 @@ enum {
 	CTCP_F_SLOT = 8,	/* slot is known */
 	CTCP_F_PROBE_SHIFT = 4, /* bits 4-5: probe rounds left */
 	CTCP_F_PROBE = 3 << 4,
+	CTCP_F_SINCE_SHIFT = 6, /* bits 6-7: probes ended since the last loss */
+	CTCP_F_SINCE = 3 << 6,
 };
 
 _Static_assert(sizeof(struct ctcp_plus) <= CCL_CA_PRIV_SIZE, "ctcp state must fit icsk_ca_priv");
@@ -294,6 +296,7 @@ void BPF_PROG(ctcp_plus_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 			r.probe_w = ca->ep_cwnd_l;
 			r.comp = !!(ca->flags & CTCP_F_COMP);
 			r.ref_cl = ca->ref_cl;
+			r.probes_since_loss = (ca->flags & CTCP_F_SINCE) >> CTCP_F_SINCE_SHIFT;
 			ctcp_round_update(&r, &p);
 			ca->ref_cl = r.ref_cl;
 			ca->eps = r.eps > 255 ? 255 : (u8)r.eps;
@@ -307,6 +310,7 @@ void BPF_PROG(ctcp_plus_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 				ca->slot = (u8)r.slot;
 			}
 			ca->flags |= (u8)((r.probe & 3) << CTCP_F_PROBE_SHIFT);
+			ca->flags |= (u8)((r.probes_since_loss & 3) << CTCP_F_SINCE_SHIFT);
 			if (r.probe) {
 				ca->ep_cwnd_l = r.probe_w;
 				ca->ep_q_us = r.probe_min_us;
@@ -357,7 +361,7 @@ __u32 BPF_PROG(ctcp_plus_ssthresh, struct sock *sk)
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct ctcp_plus *ca = inet_csk_ca(sk);
 	struct ccl_ctcp_plus_params p;
-	u32 ssth, floor;
+	u32 ssth, floor, w;
 
 	ccl_params(ccl_profile_of(sk), &p);
 	stat_inc(CCL_STAT_LOSS_EVENTS);
@@ -368,7 +372,13 @@ __u32 BPF_PROG(ctcp_plus_ssthresh, struct sock *sk)
 		ctcp_resync(tp->snd_cwnd, &ca->cwnd_l, &ca->dwnd_q10);
 		ca->last_cwnd = tp->snd_cwnd;
 	}
-	floor = ctcp_loss_floor(tp->snd_cwnd, ca->last_rtt_us, ca->rtt_max_us, ca->base_rtt_us, &p);
+	/* in a probe, the window from before it (its probe_w is ep_cwnd_l) */
+	w = ctcp_loss_window(tp->snd_cwnd, ca->flags & CTCP_F_PROBE, ca->ep_cwnd_l);
+	if (w != tp->snd_cwnd) {
+		ca->cwnd_l = w;
+		ca->dwnd_q10 = 0;
+	}
+	floor = ctcp_loss_floor(w, ca->last_rtt_us, ca->rtt_max_us, ca->base_rtt_us, &p);
 	if (floor) {
 		/*
 		 * A random loss shows neither the buffer (TUBE would learn a
@@ -388,13 +398,13 @@ __u32 BPF_PROG(ctcp_plus_ssthresh, struct sock *sk)
 			ca->gamma = g < 5 ? 5 : (g > 30 ? 30 : g);
 			ca->diff_reno_q10 = -1;
 		}
-		ca->w_loss = tp->snd_cwnd;
+		ca->w_loss = w;
 	}
-	ssth = ctcp_loss(tp->snd_cwnd, p.beta_q10, floor, &ca->cwnd_l, &ca->dwnd_q10);
+	ssth = ctcp_loss(w, p.beta_q10, floor, &ca->cwnd_l, &ca->dwnd_q10);
 	ca->ep = 0;
 	ca->eps = 0;
 	ca->ref_cl = 0;
-	ca->flags &= ~(CTCP_F_GREW | CTCP_F_PROBE);
+	ca->flags &= ~(CTCP_F_GREW | CTCP_F_PROBE | CTCP_F_SINCE);
 	ca->cwnd_cnt = 0;
 	ca->grow_q10 = 0;
 	return ccl_ssth_mark(sk, ssth);
@@ -412,7 +422,7 @@ void BPF_PROG(ctcp_plus_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 		ca->grow_q10 = 0;
 		ca->ep = 0;
 		ca->eps = 0;
-		ca->flags &= ~(CTCP_F_GREW | CTCP_F_PROBE);
+		ca->flags &= ~(CTCP_F_GREW | CTCP_F_PROBE | CTCP_F_SINCE);
 	} else if (ev == CA_EVENT_TX_START || ev == CA_EVENT_CWND_RESTART) {
 		ctcp_plus_rearm(tp, ca); /* keep base_rtt */
 	}

@@ -1252,9 +1252,10 @@ fn ctcp_plus_one_episode_between_two_losses() {
 /// probe_ms (2000 by default; 5000 here): at its first round in a new slot of the host
 /// clock the flow holds its pipe swnd baseRTT/RTT, without growth, for two
 /// more rounds.  A probe whose smallest round RTT still shows more than
-/// max(qmax/4, 0.5 ms) of queue makes it compete: the window from before
+/// max(qmax/8, 0.5 ms) of queue makes it compete: the window from before
 /// the probe comes back, and ep_per_loss and ep_rounds apply.  One that
-/// shows at most max(qmax/8, 0.25 ms) ends competing: the seed's episodes.
+/// shows at most max(qmax/16, 0.25 ms), from the third probe after a loss
+/// on, ends competing: the seed's episodes.
 #[test]
 fn ctcp_plus_probe_tells_another_senders_queue_from_its_own() {
     assert_eq!(ctcp_params(1).probe_ms, 2000, "on by default");
@@ -1297,18 +1298,30 @@ fn ctcp_plus_probe_tells_another_senders_queue_from_its_own() {
     (r.gamma, r.eps, r.dwnd_q10) = (30, 1, 0);
     assert_eq!(step(&mut r, 6_000, 60_000), comp);
     assert_eq!((r.cwnd_l, r.ep), (300, 0), "no second episode");
-    // the next slot's probe sees 1 ms of queue (under qmax/16 = 2.5 ms)
+    // the next slot's probe sees 1 ms of queue (under qmax/16 = 2.5 ms),
+    // but it is only the second probe since the loss (the loss both flows
+    // took may have emptied the queue): still competing
     r.gamma = 1000;
+    assert_eq!(r.probes_since_loss, 1);
     assert_eq!(step(&mut r, 10_000, 60_000), probe | comp);
     step(&mut r, 10_060, 45_000);
-    assert_eq!(step(&mut r, 10_120, 41_000), probe);
+    assert_eq!(step(&mut r, 10_120, 41_000), probe | comp);
+    assert_eq!(
+        (r.comp, r.probes_since_loss),
+        (1, 2),
+        "too soon after a loss"
+    );
+    // the third probe since the loss sees it too: not competing
+    assert_eq!(step(&mut r, 15_000, 60_000), probe | comp);
+    step(&mut r, 15_060, 45_000);
+    assert_eq!(step(&mut r, 15_120, 41_000), probe);
     assert_eq!((r.comp, r.cwnd_l), (0, 200), "not competing: from the pipe");
     // not competing, the seed's episode: a second cut before a loss
     (r.gamma, r.eps, r.cwnd_l) = (30, 1, 300);
-    step(&mut r, 11_000, 60_000);
+    step(&mut r, 16_000, 60_000);
     assert_eq!((r.cwnd_l, r.ep), (200, 1), "the seed's cut");
     // the next slot's probe ends the episode: every flow probes together
-    assert_eq!(step(&mut r, 15_000, 60_000), probe);
+    assert_eq!(step(&mut r, 20_000, 60_000), probe);
     assert_eq!((r.ep, r.probe), (0, 2));
     // not competing, each episode's loss window is compared with the one
     // the first since the loss started from (300): 270 is within 7/8 of
@@ -1316,18 +1329,18 @@ fn ctcp_plus_probe_tells_another_senders_queue_from_its_own() {
     (r.probe, r.ep, r.dwnd_q10) = (0, 0, 0);
     assert_eq!(r.ref_cl, 300, "the first episode's loss window");
     r.cwnd_l = 270;
-    assert_eq!(step(&mut r, 16_000, 60_000), 0);
+    assert_eq!(step(&mut r, 21_000, 60_000), 0);
     assert_eq!((r.ep, r.comp), (1, 0), "a seed's episode");
     (r.ep, r.dwnd_q10, r.cwnd_l) = (0, 0, 260);
-    assert_eq!(step(&mut r, 17_000, 60_000), comp);
+    assert_eq!(step(&mut r, 22_000, 60_000), comp);
     assert_eq!(
         (r.comp, r.ref_cl, r.cwnd_l, r.ep),
         (1, 0, 260, 0),
         "competing, after three episodes since the loss: no cut"
     );
     // competing, the flow still probes in every slot
-    (r.gamma, r.slot) = (1000, 4);
-    assert_eq!(step(&mut r, 25_000, 60_000), probe | comp, "slot 5");
+    (r.gamma, r.slot) = (1000, 5);
+    assert_eq!(step(&mut r, 30_000, 60_000), probe | comp, "slot 6");
     // probe_ms = 0: never probes; ep_per_loss applies always
     let p0: intf::ccl_ctcp_plus_params = Algo::CtcpPlus.params_struct(&[("probe_ms", "0")]);
     let mut r = intf::ctcp_round {
@@ -1438,6 +1451,21 @@ fn ctcp_loss_keeps_swnd_times_one_minus_beta() {
     let (mut cl, mut dw) = (100u32, 0u32);
     let ssth = unsafe { intf::ctcp_loss(300, 512, 120, &mut cl, &mut dw) };
     assert_eq!(ssth, 150);
+}
+
+/// A loss in a probe is judged with the window from before the probe (the
+/// queue that overflowed was that window's): 200 segments cut to a 100-segment
+/// pipe lose to 100, not 50.  Outside a probe, or with a probe window below
+/// the kernel's, the kernel's window.
+#[test]
+fn ctcp_loss_in_a_probe_halves_the_window_before_it() {
+    let w = |swnd, probing, probe_w| unsafe { intf::ctcp_loss_window(swnd, probing, probe_w) };
+    assert_eq!(w(100, true, 200), 200);
+    assert_eq!(w(100, false, 200), 100);
+    assert_eq!(w(100, true, 80), 100);
+    let (mut cl, mut dw) = (w(100, true, 200), 0u32);
+    let ssth = unsafe { intf::ctcp_loss(200, 512, 0, &mut cl, &mut dw) };
+    assert_eq!((cl, dw, ssth), (100, 0, 100));
 }
 
 /// The split re-made from the kernel's window always sums to it; a stale
