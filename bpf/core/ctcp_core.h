@@ -115,7 +115,7 @@ struct ctcp_round {
 /* ep: the episode met a queue it did not make (ep_rounds) */
 #define CTCP_EP_YIELD 255
 #define CTCP_SLOT_NONE 0xffffffffU
-#define CTCP_PROBE_ROUNDS 2 /* rounds after the probe's cut; the second reads the drained queue */
+#define CTCP_PROBE_ROUNDS 3    /* rounds held after the cut; the last two read the queue */
 #define CTCP_COMP_ENTER_US 500 /* a probe's queue above max(qmax/8, this): competing */
 #define CTCP_COMP_EXIT_US 250  /* ... at most max(qmax/16, this): not competing */
 #define CTCP_LEAVE_PROBES 2    /* ... from the third probe after a loss on */

@@ -1250,7 +1250,7 @@ fn ctcp_plus_one_episode_between_two_losses() {
 }
 
 /// probe_ms (2000 by default; 5000 here): at its first round in a new slot of the host
-/// clock the flow holds its pipe swnd baseRTT/RTT, without growth, for two
+/// clock the flow holds its pipe swnd baseRTT/RTT, without growth, for three
 /// more rounds.  A probe whose smallest round RTT still shows more than
 /// max(qmax/8, 0.5 ms) of queue makes it compete: the window from before
 /// the probe comes back, and ep_per_loss and ep_rounds apply.  One that
@@ -1288,10 +1288,11 @@ fn ctcp_plus_probe_tells_another_senders_queue_from_its_own() {
     );
     assert_eq!(step(&mut r, 4_900, 58_000), 0, "same slot");
     assert_eq!(step(&mut r, 5_000, 58_000), probe, "a new slot: the probe");
-    assert_eq!((r.cwnd_l, r.dwnd_q10, r.probe, r.probe_w), (200, 0, 2, 300));
-    // 22 ms, then 20 ms of queue stay (over qmax/8 = 5 ms): competing
+    assert_eq!((r.cwnd_l, r.dwnd_q10, r.probe, r.probe_w), (200, 0, 3, 300));
+    // 22, 21, then 20 ms of queue stay (over qmax/8 = 5 ms): competing
     assert_eq!(step(&mut r, 5_060, 62_000), probe);
-    assert_eq!(step(&mut r, 5_120, 60_000), probe | comp);
+    assert_eq!(step(&mut r, 5_120, 61_000), probe);
+    assert_eq!(step(&mut r, 5_180, 60_000), probe | comp);
     assert_eq!((r.comp, r.probe, r.cwnd_l), (1, 0, 300), "the window back");
     // competing: one episode between two losses; eps = 1 and Diff >= gamma
     // leaves the loss window alone
@@ -1304,8 +1305,9 @@ fn ctcp_plus_probe_tells_another_senders_queue_from_its_own() {
     r.gamma = 1000;
     assert_eq!(r.probes_since_loss, 1);
     assert_eq!(step(&mut r, 10_000, 60_000), probe | comp);
-    step(&mut r, 10_060, 45_000);
-    assert_eq!(step(&mut r, 10_120, 41_000), probe | comp);
+    step(&mut r, 10_060, 50_000);
+    step(&mut r, 10_120, 45_000);
+    assert_eq!(step(&mut r, 10_180, 41_000), probe | comp);
     assert_eq!(
         (r.comp, r.probes_since_loss),
         (1, 2),
@@ -1313,8 +1315,9 @@ fn ctcp_plus_probe_tells_another_senders_queue_from_its_own() {
     );
     // the third probe since the loss sees it too: not competing
     assert_eq!(step(&mut r, 15_000, 60_000), probe | comp);
-    step(&mut r, 15_060, 45_000);
-    assert_eq!(step(&mut r, 15_120, 41_000), probe);
+    step(&mut r, 15_060, 50_000);
+    step(&mut r, 15_120, 45_000);
+    assert_eq!(step(&mut r, 15_180, 41_000), probe);
     assert_eq!((r.comp, r.cwnd_l), (0, 200), "not competing: from the pipe");
     // not competing, the seed's episode: a second cut before a loss
     (r.gamma, r.eps, r.cwnd_l) = (30, 1, 300);
@@ -1322,7 +1325,7 @@ fn ctcp_plus_probe_tells_another_senders_queue_from_its_own() {
     assert_eq!((r.cwnd_l, r.ep), (200, 1), "the seed's cut");
     // the next slot's probe ends the episode: every flow probes together
     assert_eq!(step(&mut r, 20_000, 60_000), probe);
-    assert_eq!((r.ep, r.probe), (0, 2));
+    assert_eq!((r.ep, r.probe), (0, 3));
     // not competing, each episode's loss window is compared with the one
     // the first since the loss started from (300): 270 is within 7/8 of
     // it, 260 is not: another sender takes the room each cut leaves
