@@ -63,8 +63,10 @@
  *     share well among ctcp_plus flows but keep 0.09 of the link against
  *     one cubic, where reno keeps 0.33-0.55.  probe_ms (default 2000):
  *     every slot of the host clock all ctcp_plus flows hold their pipe for
- *     3 rounds; a queue that stays (over qmax/8) is another sender's and the
- *     flow competes until a probe sees it gone (qmax/16).  Competing:
+ *     4 rounds; a queue that stays (over qmax/8) is another sender's and the
+ *     flow competes until a probe, from the third after a loss, sees it
+ *     gone (qmax/16).  A loss in a probe halves the window from before it.
+ *     Competing:
  *     ep_per_loss (1): one episode between two losses, started only once
  *     dwnd has grown since the loss and the brake took it back to 0; and
  *     ep_rounds (4): an episode whose queue is another sender's yields (the
@@ -81,7 +83,7 @@
  *            EP --competing: ep_rounds rounds at Diff >= gamma, or Diff <
  *            gamma_exit with the queue kept--> YIELD (cut undone, Reno
  *            growth) --loss--> CTCP
- *            any --new probe_ms slot--> PROBE (hold the pipe 3 rounds; judge
+ *            any --new probe_ms slot--> PROBE (hold the pipe 4 rounds; judge
  *            the queue: competing or not) --> CTCP
  */
 #include "ccload.bpf.h"
@@ -355,6 +357,16 @@ void BPF_PROG(ctcp_plus_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 	ca->last_cwnd = tp->snd_cwnd;
 }
 
+/* What a loss (dupack or RTO) ends: an episode, the count of episodes and
+ * dwnd's growth since the last loss, a probe and the probes since a loss. */
+static __always_inline void ctcp_plus_loss_reset(struct ctcp_plus *ca)
+{
+	ca->ep = 0;
+	ca->eps = 0;
+	ca->grow_q10 = 0;
+	ca->flags &= ~(CTCP_F_GREW | CTCP_F_PROBE | CTCP_F_SINCE);
+}
+
 SEC("struct_ops")
 __u32 BPF_PROG(ctcp_plus_ssthresh, struct sock *sk)
 {
@@ -401,12 +413,9 @@ __u32 BPF_PROG(ctcp_plus_ssthresh, struct sock *sk)
 		ca->w_loss = w;
 	}
 	ssth = ctcp_loss(w, p.beta_q10, floor, &ca->cwnd_l, &ca->dwnd_q10);
-	ca->ep = 0;
-	ca->eps = 0;
+	ctcp_plus_loss_reset(ca);
 	ca->ref_cl = 0;
-	ca->flags &= ~(CTCP_F_GREW | CTCP_F_PROBE | CTCP_F_SINCE);
 	ca->cwnd_cnt = 0;
-	ca->grow_q10 = 0;
 	return ccl_ssth_mark(sk, ssth);
 }
 
@@ -419,10 +428,7 @@ void BPF_PROG(ctcp_plus_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 	if (ev == CA_EVENT_LOSS) {
 		stat_inc(CCL_STAT_RTO);
 		ca->dwnd_q10 = 0; /* timeout: dwnd = 0; cwnd_l re-synced in cong_avoid */
-		ca->grow_q10 = 0;
-		ca->ep = 0;
-		ca->eps = 0;
-		ca->flags &= ~(CTCP_F_GREW | CTCP_F_PROBE | CTCP_F_SINCE);
+		ctcp_plus_loss_reset(ca);
 	} else if (ev == CA_EVENT_TX_START || ev == CA_EVENT_CWND_RESTART) {
 		ctcp_plus_rearm(tp, ca); /* keep base_rtt */
 	}
