@@ -84,13 +84,22 @@ pub fn run_case(
         if t >= end || STOP.load(Ordering::Relaxed) {
             break;
         }
-        for (i, f) in flows.iter().enumerate() {
-            if !started[i] && t >= f.start {
-                started[i] = true;
-                let (s, th) = start_flow(&link, i, f, t0, stop_all.clone())?;
-                socks[i] = Some(s);
-                threads.push(th);
-            }
+        // Flows due together connect first and then send together: a
+        // connect takes a round trip, and flows that each started sending
+        // after the previous one's handshake were an RTT apart in slow
+        // start, the first with twice the second's window throughout.
+        let due: Vec<usize> = (0..flows.len())
+            .filter(|&i| !started[i] && t >= flows[i].start)
+            .collect();
+        let mut connected = Vec::new();
+        for &i in &due {
+            started[i] = true;
+            let s = connect_flow(&link, i, &flows[i], t0)?;
+            socks[i] = Some(s.clone());
+            connected.push((i, s));
+        }
+        for (i, s) in connected {
+            threads.push(start_sender(s, &flows[i], t0, stop_all.clone()));
         }
         for (i, s) in socks.iter().enumerate() {
             let Some(s) = s else { continue };
@@ -185,13 +194,14 @@ fn repair_counts(algo: ccload::algos::Algo) -> Option<[u64; 2]> {
 
 type FlowThread = std::thread::JoinHandle<()>;
 
-fn start_flow(
+/// Connect flow `i` through `link` and start its receiver; nothing is sent
+/// until [`start_sender`].
+fn connect_flow(
     link: &Bottleneck,
     i: usize,
     f: &Flow,
     t0: Instant,
-    stop_all: Arc<AtomicBool>,
-) -> anyhow::Result<(Arc<TcpStream>, FlowThread)> {
+) -> anyhow::Result<Arc<TcpStream>> {
     let bind: SocketAddr = (link.receiver_ip, 0).into();
     let cc = f.cc.clone();
     let listener = link.receiver.run(move || -> std::io::Result<TcpListener> {
@@ -228,10 +238,19 @@ fn start_flow(
             connect(sock, addr)
         })
         .map_err(|e| anyhow::anyhow!("flow {i} ({}): {e}", f.cc))?;
-    let s = Arc::new(stream);
-    let s2 = s.clone();
+    Ok(Arc::new(stream))
+}
+
+/// Send on a connected flow until its stop time, its byte count or the
+/// end of the run.
+fn start_sender(
+    s2: Arc<TcpStream>,
+    f: &Flow,
+    t0: Instant,
+    stop_all: Arc<AtomicBool>,
+) -> FlowThread {
     let (stop, bytes) = (f.stop, f.bytes);
-    let th = std::thread::spawn(move || {
+    std::thread::spawn(move || {
         let chunk = vec![0x5au8; 1 << 16];
         let mut left = bytes.unwrap_or(u64::MAX);
         let mut w: &TcpStream = &s2;
@@ -251,6 +270,5 @@ fn start_flow(
             }
         }
         let _ = s2.shutdown(std::net::Shutdown::Write);
-    });
-    Ok((s, th))
+    })
 }
