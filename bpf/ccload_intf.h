@@ -151,6 +151,7 @@ enum ccl_phase {
 	X(rto_reset, "rto_reset", 1, 0, 0, 1, "", "1 = reset the estimator on RTO too")         \
 	X(loss_bw, "loss_bw", 1, 1, 0, 1, "", "after a loss: 1 = estimate kept, RI toward BW x BaseRTT; 0 = restarts from 0 (Fig. 2 literally)") \
 	X(ssth_floor, "ssth_floor", 1, 2, 2, 100, "segments", "floor of the written ssthresh")  \
+	X(ai_rtt_ms, "ai_rtt_ms", 1, 25, 0, 1000, "ms", "above this base RTT congestion avoidance grows BaseRTT/ai_rtt_ms segments a round, one per ai_rtt_ms of time (H-TCP's RTT scaling); 0 = one a round (Reno, the paper)") \
 	X(trace_every, "trace_every", 1, 1, 0, 1000, "samples", "telemetry every N samples; 0 = off") \
 	X(trace_ms, "trace_ms", 1, 0, 0, 60000, "ms", "at most one record per flow per N ms; 0 = no time limit")
 

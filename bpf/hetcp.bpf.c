@@ -43,6 +43,13 @@
  *     reno's" failed at 20M/10ms/BDP2/1e-4, 0.9994x).  The kept estimate is
  *     at most the rate ACKs return, so after a congestive loss the target is
  *     the BDP; two flows still converge (docs/hetcp.md, "Random loss").
+ *  6. Congestion avoidance above a base RTT of ai_rtt_ms (default 25) grows
+ *     BaseRTT/ai_rtt_ms segments a round (H-TCP's RTT scaling), where the
+ *     paper's is Reno's one: with the estimate kept through a loss (5.) a
+ *     flow's rate survives it, so of two flows with different RTTs the
+ *     shorter one's faster growth is never given back, and an 80-ms flow
+ *     beside a 20-ms one kept less than cubic's 80-ms flow keeps
+ *     (docs/hetcp.md, "Sharing a link").  ai_rtt_ms = 0 is the paper's.
  *
  *   phases:   SS --loss--> (PRR halving) --> CA <--> RI
  *             RI: cwnd < ssthresh after a loss (+1 per segment toward the BDP)
@@ -236,7 +243,8 @@ void BPF_PROG(hetcp_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 	if (tp->snd_cwnd < tp->snd_ssthresh)
 		acked = tcp_slow_start(tp, acked);
 	if (acked)
-		tcp_cong_avoid_ai(tp, tp->snd_cwnd, acked);
+		tcp_cong_avoid_ai(tp, hetcp_ai_window(tp->snd_cwnd, ca->base_rtt_us, p.ai_rtt_ms),
+				  acked);
 	ccl_guard_wrote_cwnd(sk);
 }
 

@@ -133,6 +133,29 @@ CCL_CORE u32 hetcp_ri_ssth(u32 loss_bw, u32 cwnd, u32 cur_ssthresh, u32 gtsw_sst
 	return gtsw_ssth > floor ? gtsw_ssth : floor;
 }
 
+/*
+ * The window Reno's additive increase counts against, scaled by the base
+ * RTT (ai_rtt_ms, H-TCP's RTT scaling; 0 = Reno):
+ *   cwnd += alpha / cwnd per segment,  alpha = max(1, BaseRTT / RTT_ref)
+ * i.e. one segment per cwnd / alpha acknowledged.  Reno's window grows one
+ * segment a round, so of two flows through one bottleneck the one with 4x
+ * the RTT grows 4x slower in segments per second, and since a kept
+ * estimate (loss_bw 1) preserves each flow's rate through a loss, the
+ * shorter flow's lead only grows: an 80-ms hetcp beside a 20-ms one kept
+ * 0.28-0.29 of the link where cubic's kept 0.37-0.41.  Scaled, every flow
+ * above RTT_ref grows RTT_ref^-1 segments per second, as CUBIC's window
+ * grows in time, not rounds; below RTT_ref it is Reno.
+ */
+CCL_CORE u32 hetcp_ai_window(u32 cwnd, u32 base_rtt_us, u32 ai_rtt_ms)
+{
+	u64 ref = (u64)ai_rtt_ms * 1000, w;
+
+	if (!ai_rtt_ms || base_rtt_us == CCL_U32_MAX || base_rtt_us <= ref)
+		return cwnd;
+	w = (u64)cwnd * ref / base_rtt_us;
+	return w ? (u32)w : 1;
+}
+
 /* BW in Mbit/s for a segment size of mss bytes. */
 CCL_CORE u32 hetcp_bw_mbps(u64 bw_q8, u32 mss)
 {

@@ -670,6 +670,62 @@ fn hetcp_sample_interval_is_fig2() {
     );
 }
 
+/// Reno's increase counted against cwnd / alpha, alpha = max(1, BaseRTT /
+/// RTT_ref): the f64 model, and two flows of 20 and 80 ms growing for 10 s
+/// of congestion avoidance (one segment per w acknowledged, as
+/// tcp_cong_avoid_ai counts).
+#[test]
+fn hetcp_ai_window_grows_in_time_above_its_reference_rtt() {
+    let aiw = |cwnd, base, ref_ms| unsafe { intf::hetcp_ai_window(cwnd, base, ref_ms) };
+    for cwnd in [1u32, 2, 10, 333, 1583, 100_000] {
+        for base in [50u32, 10_000, 20_000, 25_000, 80_000, 190_000, 2_000_000] {
+            for ref_ms in [0u32, 1, 25, 100, 1000] {
+                let alpha = if ref_ms == 0 {
+                    1.0
+                } else {
+                    (base as f64 / (ref_ms as f64 * 1000.0)).max(1.0)
+                };
+                let want = (cwnd as f64 / alpha).floor().max(1.0);
+                let got = aiw(cwnd, base, ref_ms);
+                assert_eq!(got as f64, want, "cwnd {cwnd} base {base} ref {ref_ms}");
+            }
+        }
+    }
+    assert_eq!(aiw(100, u32::MAX, 25), 100, "no RTT sample yet: Reno");
+    // Segments gained in 10 s by a flow of `rtt_ms` starting at 100.
+    let gain = |rtt_ms: u32, ref_ms: u32| {
+        let (mut cwnd, mut cnt) = (100u32, 0u32);
+        for _ in 0..(10_000 / rtt_ms) {
+            // a round acknowledges the window it started with
+            let round = cwnd;
+            for _ in 0..round {
+                cnt += 1;
+                let w = aiw(cwnd, rtt_ms * 1000, ref_ms);
+                if cnt >= w {
+                    cwnd += cnt / w;
+                    cnt = 0;
+                }
+            }
+        }
+        (cwnd - 100) as f64
+    };
+    let (short, long) = (gain(20, 0), gain(80, 0));
+    assert!(
+        (long / short - 0.25).abs() < 0.02,
+        "Reno: {short} vs {long} segments"
+    );
+    let (short, long) = (gain(20, 25), gain(80, 25));
+    let per_s = 1000.0 / 25.0 * 10.0;
+    assert!(
+        (long - per_s).abs() / per_s < 0.05,
+        "80 ms scaled: {long} of {per_s}"
+    );
+    assert!(
+        (short - 500.0).abs() < 5.0,
+        "20 ms, below the reference: Reno, {short}"
+    );
+}
+
 #[test]
 fn hetcp_estimate_converges_to_the_ack_rate() {
     // Fig. 2 run against a constant ACK clock of R seg/s with cwnd = 500
