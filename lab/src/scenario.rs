@@ -55,6 +55,12 @@ pub struct Scenario {
     /// Only these (case, ccs) pairs run (empty = the whole grid x ccs).
     #[serde(default)]
     pub cells: Vec<Cell>,
+    /// Scenarios (configs/lab/<name>.toml) that `lab check` of this one
+    /// checks too, each into a sub-directory of that name: acceptance
+    /// takes coexist's multi-flow cells, whose grid is not its own.
+    /// Absent from the serialised scenario when empty (runs' identity).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<String>,
 }
 
 /// One grid case and the CCs to run in it.
@@ -159,7 +165,11 @@ pub struct Check {
     /// `lab check`: a comparison with `against` that fails on one run per
     /// CC is confirmed, not retried: both CCs are measured again in that
     /// case until each has this many runs, and the mean over all of them
-    /// (the failing one included) is judged.  0 or 1: the single run stands.
+    /// (the failing one included) is judged.  In a check without
+    /// `against`, an absolute floor (e.g. share_min) that fails on one run
+    /// is confirmed the same way on the mean of `cc`'s runs; in a check
+    /// with one, its floors are never confirmed.  0 or 1: the single run
+    /// stands.
     #[serde(default)]
     pub confirm_reps: u32,
     /// Cases whose failing comparison is confirmed on a different number
@@ -761,6 +771,12 @@ impl Scenario {
                 let other = |f: &dyn Fn(&RunSummary) -> f64| mean(&theirs, f);
                 let against = c.against.clone().unwrap_or_default();
                 let n_runs = mine.len();
+                // What a miss is confirmed on: a comparison's confirm_reps;
+                // an absolute floor's only in a check without `against`
+                // (set below around the floors), judged on the mean of all
+                // the runs.
+                let confirm =
+                    std::cell::Cell::new(if c.against.is_some() { confirm_reps } else { 0 });
                 // A comparison's verdict: on one run of `cc`, the means
                 // against the bound; on repetitions of both, the paired test
                 // on `margin(a, b)` (>= 0: within) per shared repetition.
@@ -803,7 +819,7 @@ impl Scenario {
                             pass,
                             why: c.why.clone(),
                             runs: n_runs,
-                            confirm_reps: if c.against.is_some() { confirm_reps } else { 0 },
+                            confirm_reps: confirm.get(),
                             paired,
                         });
                     }
@@ -865,6 +881,7 @@ impl Scenario {
                     );
                 }
                 // absolute floors on one of the run's own values
+                let compared = confirm.replace(if c.against.is_some() { 0 } else { confirm_reps });
                 let share = |r: &RunSummary| r.share_of(&parse_cc(&r.cc).0);
                 let floors: [(&'static str, Option<f64>, &Metric); 4] = [
                     ("utilisation", c.utilisation_min, &|r| r.utilisation),
@@ -919,6 +936,7 @@ impl Scenario {
                         v.is_some_and(|v| v <= x * o + s),
                     );
                 }
+                confirm.set(compared);
                 if let (Some(x), Some(o)) = (c.share_ratio_min, other(&share)) {
                     let (v, p, pass) = compare(&share, o, &|a, b| a - x * b);
                     push("share", v, o, format!(">= {x} x {o:.3}"), p, pass);
@@ -1054,6 +1072,15 @@ mod tests {
                 let limit = if q.checks.is_empty() { 120.0 } else { 600.0 };
                 assert!(secs < limit, "{}: quick takes ~{secs:.0} s", p.display());
                 assert!(!s.cases().is_empty());
+                for other in &s.also {
+                    let o = Scenario::load(&dir.join(format!("{other}.toml")))
+                        .unwrap_or_else(|e| panic!("{}: also {other}: {e:#}", p.display()));
+                    assert!(
+                        !o.checks.is_empty(),
+                        "{other}: `also` checks it, it has no checks"
+                    );
+                    assert!(o.also.is_empty(), "{other}: `also` nests one level only");
+                }
                 n += 1;
             }
         }
@@ -1223,9 +1250,27 @@ why = "absolute"
         assert!(o[0].paired.is_none());
         let o = s.evaluate(&[run("ctcp_plus", 0, 67.0), run("reno", 0, 70.0)]);
         assert!(o[0].pass);
-        // An absolute threshold has nothing to compare: never confirmed.
+        // An absolute floor of a check without `against` is confirmed too,
+        // on the mean of the CC's runs (a share against one reno: a Reno
+        // pair's split in one 40-s run is the luck of its first losses).
         let o = s.evaluate(&[run("ctcp_plus", 0, 40.0), run("reno", 0, 70.0)]);
-        assert!(!o[2].pass && o[2].confirm_reps == 0 && o[2].metric == "utilisation");
+        assert!(!o[2].pass && o[2].confirm_reps == 3 && o[2].metric == "utilisation");
+        let o = s.evaluate(&[
+            run("ctcp_plus", 0, 40.0),
+            run("ctcp_plus", 1, 70.0),
+            run("ctcp_plus", 2, 60.0),
+        ]);
+        let u = o.iter().find(|o| o.metric == "utilisation").unwrap();
+        assert!(
+            u.pass && u.runs == 3 && (u.value - 0.5667).abs() < 1e-3,
+            "{u:?}"
+        );
+        let o = s.evaluate(&[
+            run("ctcp_plus", 0, 40.0),
+            run("ctcp_plus", 1, 50.0),
+            run("ctcp_plus", 2, 55.0),
+        ]);
+        assert!(!o.iter().find(|o| o.metric == "utilisation").unwrap().pass);
         let judge = |a: [f64; 3], b: [f64; 3]| {
             let mut runs = Vec::new();
             for i in 0..3 {

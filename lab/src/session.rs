@@ -547,6 +547,39 @@ pub fn check(
     resume: Option<PathBuf>,
     all_runs: bool,
 ) -> Result<()> {
+    let also = Scenario::load(&scenario_path(root, name)?)?.also;
+    let (dir, mine) = check_one(root, name, quick, out, resume, all_runs)?;
+    let mut failed: Vec<String> = Vec::new();
+    if let Err(e) = mine {
+        failed.push(format!("{name}: {e:#}"));
+    }
+    for other in &also {
+        if STOP.load(Ordering::Relaxed) {
+            break;
+        }
+        println!("\n{name}: also {other} (in {})", dir.join(other).display());
+        let (out, resume) = sub_dir(&dir, other);
+        if let Err(e) = check_one(root, other, quick, out, resume, all_runs)?.1 {
+            failed.push(format!("{other}: {e:#}"));
+        }
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        bail!("{}", failed.join("; "))
+    }
+}
+
+/// `check` of one scenario: its results directory, and whether its
+/// thresholds held (an error here is one that stops the check).
+fn check_one(
+    root: &Path,
+    name: &str,
+    quick: bool,
+    out: Option<PathBuf>,
+    resume: Option<PathBuf>,
+    all_runs: bool,
+) -> Result<(PathBuf, Result<()>)> {
     let only = if all_runs {
         None
     } else {
@@ -682,13 +715,14 @@ pub fn check(
         if quick { " --quick" } else { "" },
         dir.display()
     );
-    judge(
+    let verdict = judge(
         &dir,
         &runs,
         &outcomes,
         planned,
         interrupted.then_some(&resume_cmd),
-    )
+    );
+    Ok((dir, verdict))
 }
 
 /// A check's sub-directory (`again/`, `confirm/`) as `run_with`'s (out,
@@ -855,9 +889,7 @@ fn confirm_cells(
     outcomes: &[crate::scenario::CheckOutcome],
 ) -> Vec<(crate::scenario::Cell, usize)> {
     let (mut cells, mut more) = (Vec::new(), Vec::<usize>::new());
-    let wanting = |o: &&crate::scenario::CheckOutcome| {
-        !o.against.is_empty() && o.confirm_reps as usize > o.runs
-    };
+    let wanting = |o: &&crate::scenario::CheckOutcome| o.confirm_reps as usize > o.runs;
     for o in outcomes.iter().filter(wanting).filter(|o| !o.pass) {
         let i = add_pair(&mut cells, sc, o);
         more.resize(cells.len(), 0);
@@ -866,11 +898,12 @@ fn confirm_cells(
     // Until no comparison touches a re-measured CC without being in its cell.
     loop {
         let touched = outcomes.iter().filter(wanting).find(|o| {
-            cells.iter().any(|c: &crate::scenario::Cell| {
-                c.case == o.case
-                    && [&o.cc, &o.against].iter().any(|x| c.ccs.contains(x))
-                    && ![&o.cc, &o.against].iter().all(|x| c.ccs.contains(x))
-            })
+            !o.against.is_empty()
+                && cells.iter().any(|c: &crate::scenario::Cell| {
+                    c.case == o.case
+                        && [&o.cc, &o.against].iter().any(|x| c.ccs.contains(x))
+                        && ![&o.cc, &o.against].iter().all(|x| c.ccs.contains(x))
+                })
         });
         match touched {
             Some(o) => {
@@ -1180,6 +1213,10 @@ mod tests {
             o("F", "ub_reno", "reno", false, 1, 3),
             o("F", "ctcp_plus", "reno", true, 1, 3),
             o("F", "hetcp", "cubic", true, 1, 3),
+            // an absolute floor of a check without `against` (share_min):
+            // its CC alone, and never when it passed
+            o("G", "ctcp_plus", "", false, 1, 3),
+            o("A", "ccpd", "", true, 1, 3),
         ];
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let sc = Scenario::load(&scenario_path(&root, "acceptance").unwrap()).unwrap();
@@ -1199,6 +1236,7 @@ mod tests {
                 ("D".to_string(), v(&["ub_reno", "reno"]), 1),
                 ("E".to_string(), v(&["ub_reno", "reno"]), 8),
                 ("F".to_string(), v(&["ub_reno", "reno", "ctcp_plus"]), 2),
+                ("G".to_string(), v(&["ctcp_plus"]), 2),
             ]
         );
     }
