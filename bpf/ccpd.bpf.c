@@ -63,10 +63,12 @@
  *     cwnd-limited, as every Linux CC does (RFC 7661).  Slow start also ends
  *     on HyStart's ACK-train and delay signals (ss_exit = 1, checked in
  *     pkts_acked): waiting for the first loss retransmitted the overshoot.
- * 10. Open: RTT noise read as queue holds the window at 42 % of a 10-ms
- *     path with a 10-packet buffer.  q_rtt = 1 (queue from the round's
- *     minimum RTT) fills it but retransmits more elsewhere; not the default
- *     (docs/ccpd.md).
+ * 10. RTT noise only adds delay, and read as queue it held the window at a
+ *     third of a 10-ms path with a 10-packet buffer.  The law's x and d come
+ *     from the smoothed RTT less its excess over the round's smallest sample,
+ *     up to q_noise (default 0.5 ms; 0 = the paper's smoothed RTT);
+ *     q_rtt = 1 (the round's minimum alone) retransmits more on deeper
+ *     buffers (docs/ccpd.md).
  * 11. An RTT sample is clamped to m + n / C, n = packets delivered while its
  *     packet was out (ack_sample->in_flight / mss): no queue explains more.
  *     rtt_max only grows, and one 20-ms stall of the path read as queue

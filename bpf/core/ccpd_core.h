@@ -349,6 +349,33 @@ CCL_CORE u32 ccpd_rtts(const struct ccpd *ca)
 	return ca->rtts_q3 >> 3;
 }
 
+/*
+ * The RTT the L1 law reads its queue from, at a round start: the smoothed
+ * RTT s (q_rtt 0, the paper) less the noise it carries, or the round's
+ * smallest sample (q_rtt 1, as Vegas).  RTT noise (ACK batching, timer and
+ * scheduling jitter) only adds delay, so s sits above the queue's delay by
+ * the noise's mean, while the round's smallest sample carries the least of
+ * it.  With q_rtt 0 the law subtracts s - round_min, up to noise_us:
+ *   s' = s - min(s - round_min, noise_us)
+ * noise_us (q_noise, default 500) is the largest mean noise it takes for
+ * noise: at 10 ms with a 10-packet (1.2-ms) buffer the lab's mean noise was
+ * 0.35-0.55 ms and held the window at a third of the pipe; on deeper
+ * buffers 0.5 ms is a small part of the queue the law targets, so a queue
+ * that swings within a round (whose minimum then reads low) cannot hide.
+ * round_min CCL_U32_MAX: no sample this round, s as it is.
+ */
+CCL_CORE u32 ccpd_law_rtt(u32 s, u32 round_min, u32 q_rtt, u32 noise_us)
+{
+	u32 spread;
+
+	if (round_min == CCL_U32_MAX)
+		return s;
+	if (q_rtt == 1)
+		return round_min;
+	spread = s > round_min ? s - round_min : 0;
+	return s - (spread < noise_us ? spread : noise_us);
+}
+
 CCL_CORE u32 ccpd_fb(const struct ccpd *ca)
 {
 	return ca->fb_cur > ca->fb_prev ? ca->fb_cur : ca->fb_prev;
@@ -1035,19 +1062,14 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 
 	l->rtt_min_us = ca->rtt_min_us != CCL_U32_MAX ? ca->rtt_min_us : 0;
 	/*
-	 * The queue the L1 law regulates, x = C (s - m) and d = w (s - m) / s:
-	 * from the smoothed RTT (q_rtt = 0, the paper) or from the smallest RTT
-	 * of the round just completed (q_rtt = 1, as Vegas).  RTT noise only adds
-	 * delay, so the smoothed RTT sits above rtt_min by the mean noise even
-	 * with an empty queue: with a buffer of a few packets the law reads that
-	 * noise as its equilibrium queue and holds the window below the pipe (43 %
-	 * of 100 Mbit/s at 10 ms with a 10-packet buffer).  The round minimum
-	 * fixes that cell (with bmax_on_loss = 1: 89-91 Mbit/s) but measured 196
-	 * retransmissions against cubic's 36 at 10 ms, BDP/2, where the smoothed
-	 * RTT had 3-6, so it is not the default yet (docs/ccpd.md).
+	 * The queue the L1 law regulates, x = C (s - m) and d = w (s - m) / s,
+	 * with s from ccpd_law_rtt (the smoothed RTT less its noise, up to
+	 * q_noise).  The round's minimum alone (q_rtt = 1) measured 196
+	 * retransmissions against cubic's 36 at 10 ms, BDP/2 (docs/ccpd.md).
+	 * The round minimum is known at a round start only, when the law runs.
 	 */
-	l->rtts_us =
-		p->mode != 0 && p->q_rtt == 1 && prev_min != CCL_U32_MAX ? prev_min : ccpd_rtts(ca);
+	l->rtts_us = p->mode != 0 ? ccpd_law_rtt(ccpd_rtts(ca), prev_min, p->q_rtt, p->q_noise_us) :
+				    ccpd_rtts(ca);
 	l->in_flight = a->in_flight;
 	l->kp_q10 = p->kp_q10;
 	l->cwnd_min = p->cwnd_min;

@@ -822,6 +822,24 @@ fn ccpd_rto_in_recovery_never_gives_a_zero_window() {
     assert_eq!(unsafe { intf::ccpd_on_undo(50, 40) }, 50);
 }
 
+/// s' = s - min(s - round_min, noise): the f64 model, the Vegas reading
+/// (q_rtt 1) and a round without samples.
+#[test]
+fn ccpd_law_rtt_takes_the_rounds_spread_for_noise_up_to_its_bound() {
+    let f = |s, min, q, n| unsafe { intf::ccpd_law_rtt(s, min, q, n) };
+    for s in [100u32, 10_000, 10_500, 40_000, 250_000] {
+        for min in [90u32, 9_900, 10_000, 10_400, 39_000, 260_000] {
+            for n in [0u32, 250, 500, 100_000] {
+                let want = s as f64 - (s as f64 - min as f64).max(0.0).min(n as f64);
+                assert_eq!(f(s, min, 0, n) as f64, want, "s {s} min {min} n {n}");
+                assert_eq!(f(s, min, 1, n), min, "q_rtt 1: the round's minimum");
+            }
+        }
+        assert_eq!(f(s, u32::MAX, 0, 500), s, "no sample this round");
+        assert_eq!(f(s, u32::MAX, 1, 500), s, "no sample this round");
+    }
+}
+
 /// A buffer of a few packets on a short path, with ACK-time jitter.  The
 /// default law reads the queue from the smoothed RTT, which jitter lifts by
 /// its mean: at 0.3 ms it still fills the pipe, at 1 ms (as large as the
@@ -845,11 +863,11 @@ fn ccpd_closed_loop_tiny_buffer_with_jitter() {
         );
         util
     };
-    for j in [0.0, 0.3] {
+    for j in [0.0, 0.3, 1.0] {
         assert!(util_of(j, &[]) > 0.9, "defaults, jitter {j} ms");
     }
     assert!(
-        util_of(1.0, &[]) < 0.6,
+        util_of(1.0, &[("q_noise", "0")]) < 0.6,
         "the smoothed-RTT law reads 1 ms of jitter as queue"
     );
     let vegas = [("q_rtt", "1"), ("bmax_on_loss", "1")];

@@ -181,7 +181,7 @@ enum LabCmd {
         #[arg(long, conflicts_with = "out")]
         resume: Option<PathBuf>,
         /// Measure every (case, cc) of the scenario, not only the runs a
-        /// threshold reads (the acceptance grid: 378 runs instead of 217).
+        /// threshold reads (the acceptance grid: 378 runs instead of 219).
         #[arg(long)]
         all_runs: bool,
     },
