@@ -142,7 +142,7 @@ CCL_CORE u32 hetcp_ri_ssth(u32 loss_bw, u32 cwnd, u32 cur_ssthresh, u32 gtsw_sst
  * the RTT grows 4x slower in segments per second, and since a kept
  * estimate (loss_bw 1) preserves each flow's rate through a loss, the
  * shorter flow's lead only grows: an 80-ms hetcp beside a 20-ms one kept
- * 0.28-0.29 of the link where cubic's kept 0.37-0.41.  Scaled, every flow
+ * 0.28-0.29 of the link where cubic's kept 0.26-0.41.  Scaled, every flow
  * above RTT_ref grows RTT_ref^-1 segments per second, as CUBIC's window
  * grows in time, not rounds; below RTT_ref it is Reno.
  */

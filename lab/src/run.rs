@@ -91,14 +91,12 @@ pub fn run_case(
         let due: Vec<usize> = (0..flows.len())
             .filter(|&i| !started[i] && t >= flows[i].start)
             .collect();
-        let mut connected = Vec::new();
         for &i in &due {
             started[i] = true;
-            let s = connect_flow(&link, i, &flows[i], t0)?;
-            socks[i] = Some(s.clone());
-            connected.push((i, s));
+            socks[i] = Some(connect_flow(&link, i, &flows[i], t0)?);
         }
-        for (i, s) in connected {
+        for &i in &due {
+            let s = socks[i].clone().expect("connected above");
             threads.push(start_sender(s, &flows[i], t0, stop_all.clone()));
         }
         for (i, s) in socks.iter().enumerate() {
