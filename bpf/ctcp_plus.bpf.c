@@ -64,7 +64,8 @@
  *     one cubic, where reno keeps 0.33-0.55.  probe_ms (default 2000):
  *     every slot of the host clock all ctcp_plus flows hold their pipe for
  *     4 rounds; a queue that stays (over qmax/8) is another sender's and the
- *     flow competes until a probe, from the third after a loss, sees it
+ *     flow competes (its window from before the probe back, with a segment
+ *     per round held) until a probe, from the third after a loss, sees it
  *     gone (qmax/16).  A loss in a probe halves the window from before it.
  *     Competing:
  *     ep_per_loss (1): one episode between two losses, started only once

@@ -148,7 +148,7 @@ struct ctcp_round {
  */
 CCL_CORE bool ctcp_probe(struct ctcp_round *r, const struct ccl_ctcp_plus_params *p)
 {
-	u32 slot, qmax, q, enter, leave;
+	u32 slot, qmax, q, enter, leave, grown = 0;
 
 	if (!p->probe_ms) {
 		r->probe = 0;
@@ -169,6 +169,7 @@ CCL_CORE bool ctcp_probe(struct ctcp_round *r, const struct ccl_ctcp_plus_params
 		if (qmax && r->probe_min_us != CCL_U32_MAX) {
 			if (q > enter) {
 				r->comp = 1;
+				grown = CTCP_PROBE_ROUNDS;
 			} else if (q <= leave && r->comp &&
 				   r->probes_since_loss >= CTCP_LEAVE_PROBES) {
 				r->comp = 0;
@@ -178,10 +179,16 @@ CCL_CORE bool ctcp_probe(struct ctcp_round *r, const struct ccl_ctcp_plus_params
 		if (r->probes_since_loss < CTCP_LEAVE_PROBES)
 			r->probes_since_loss++;
 		/* Competing, the window from before the probe comes back; the
-		 * competitor took the drained queue at once.  Otherwise the law
-		 * regrows from the pipe into the emptied queue. */
-		if (r->comp && r->probe_w > r->cwnd_l + (r->dwnd_q10 >> 10)) {
-			r->cwnd_l = r->probe_w;
+		 * competitor took the drained queue at once.  If the queue stayed
+		 * through the probe, with Reno's segment for each round held: the
+		 * competitor kept growing (without them, against one reno the flow
+		 * grew 23 segments in every 27 rounds to reno's 27).  A queue that
+		 * drained was other ctcp_plus flows' (or a loss's): no growth, or
+		 * a flow wrongly competing outgrew them (eight flows, Jain 0.92
+		 * and 0.93).  Otherwise the law regrows from the pipe into the
+		 * emptied queue. */
+		if (r->comp && r->probe_w + grown > r->cwnd_l + (r->dwnd_q10 >> 10)) {
+			r->cwnd_l = r->probe_w + grown;
 			r->cwnd_l_frac = 0;
 			r->dwnd_q10 = 0;
 		}

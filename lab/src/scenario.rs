@@ -145,6 +145,13 @@ pub struct Check {
     /// 0.8x its fair share in a 1-s bin <= x (a run where it never does
     /// fails)
     pub late_fair_max_s: Option<f64>,
+    /// late_fair_s(cc) <= x * late_fair_s(against) + late_fair_slack_s in
+    /// the same case: how fast the late flow gets its share, against the
+    /// kernel CC whose law `cc` keeps on that link (a late flow that never
+    /// gets it counts as infinitely slow)
+    pub late_fair_ratio_max: Option<f64>,
+    #[serde(default)]
+    pub late_fair_slack_s: f64,
     /// absolute: the goodput of the run's flows of `cc` over the link's
     /// payload capacity >= x
     pub share_min: Option<f64>,
@@ -941,6 +948,19 @@ impl Scenario {
                     let (v, p, pass) = compare(&share, o, &|a, b| a - x * b);
                     push("share", v, o, format!(">= {x} x {o:.3}"), p, pass);
                 }
+                let late = |r: &RunSummary| r.late_fair_s.unwrap_or(f64::INFINITY);
+                if let (Some(x), Some(o)) = (c.late_fair_ratio_max, other(&late)) {
+                    let s = c.late_fair_slack_s;
+                    let (v, p, pass) = compare(&late, o, &|a, b| x * b + s - a);
+                    push(
+                        "late_fair_s",
+                        v,
+                        o,
+                        format!("<= {x} x {o:.1} + {s}"),
+                        p,
+                        pass,
+                    );
+                }
                 let long = |r: &RunSummary| r.long_rtt_share().unwrap_or(f64::NAN);
                 if let (Some(x), Some(o)) = (c.long_rtt_share_ratio_min, other(&long)) {
                     let (v, p, pass) = compare(&long, o, &|a, b| a - x * b);
@@ -1569,6 +1589,55 @@ why = "absolute"
         let mut r = run("ccpd", [1.0, 1.0, 1.0]);
         r.flows.iter_mut().for_each(|f| f.path_rtt_ms = None);
         assert_eq!(r.long_rtt_share(), None);
+    }
+
+    /// `late_fair_ratio_max` holds the late flow's time to its share to the
+    /// reference CC's in the same case, plus `late_fair_slack_s`; a late
+    /// flow that never gets its share fails.
+    #[test]
+    fn a_late_joiner_is_held_to_the_reference_ccs() {
+        let s = scenario(
+            r#"["ub_reno", "reno"]"#,
+            1,
+            "[grid]\nrate_mbit = 100\nrtt_ms = [40]\nbuffer_bdp = [0.5]\n[quick]\n\
+             [[mixes]]\nname = \"late\"\nflows = [{ cc = \"$cc\" }, \
+             { cc = \"$cc\", start_s = 5 }]\n\
+             [[checks]]\ncc = \"ub_reno\"\nagainst = \"reno\"\nmix = [\"late\"]\n\
+             late_fair_ratio_max = 1.0\nlate_fair_slack_s = 2\nwhy = \"as reno\"\n",
+        );
+        s.validate().unwrap();
+        let label = s.cases()[0].label.clone();
+        let run = |cc: &str, rep: u32, late: Option<f64>| RunSummary {
+            case: label.clone(),
+            cc: cc.into(),
+            rep,
+            late_fair_s: late,
+            ..Default::default()
+        };
+        let judge = |runs: &[RunSummary]| {
+            let o = s.evaluate(runs);
+            assert_eq!(o.len(), 1, "{o:?}");
+            assert_eq!(o[0].metric, "late_fair_s");
+            (o[0].value, o[0].pass)
+        };
+        // reno's late flow took 12 s: 13 s passes, 15 s does not
+        assert_eq!(
+            judge(&[run("ub_reno", 0, Some(13.0)), run("reno", 0, Some(12.0))]),
+            (13.0, true)
+        );
+        assert!(!judge(&[run("ub_reno", 0, Some(15.0)), run("reno", 0, Some(12.0))]).1);
+        // never fair: fails
+        assert!(!judge(&[run("ub_reno", 0, None), run("reno", 0, Some(12.0))]).1);
+        // on repetitions, the paired test: 0/0, 11/10, 13/12 s pass
+        let reps = [
+            run("ub_reno", 0, Some(0.0)),
+            run("reno", 0, Some(0.0)),
+            run("ub_reno", 1, Some(11.0)),
+            run("reno", 1, Some(10.0)),
+            run("ub_reno", 2, Some(13.0)),
+            run("reno", 2, Some(12.0)),
+        ];
+        assert!(judge(&reps).1);
     }
 
     /// paired_loss: one seed per (case, repetition), shared by the CCs;

@@ -1309,7 +1309,9 @@ fn ctcp_plus_one_episode_between_two_losses() {
 /// clock the flow holds its pipe swnd baseRTT/RTT, without growth, for three
 /// more rounds.  A probe whose smallest round RTT still shows more than
 /// max(qmax/8, 0.5 ms) of queue makes it compete: the window from before
-/// the probe comes back, and ep_per_loss and ep_rounds apply.  One that
+/// the probe comes back (with a segment for each round held if the queue
+/// stayed), and
+/// ep_per_loss and ep_rounds apply.  One that
 /// shows at most max(qmax/16, 0.25 ms), from the third probe after a loss
 /// on, ends competing: the seed's episodes.
 #[test]
@@ -1349,12 +1351,16 @@ fn ctcp_plus_probe_tells_another_senders_queue_from_its_own() {
     assert_eq!(step(&mut r, 5_060, 62_000), probe);
     assert_eq!(step(&mut r, 5_120, 61_000), probe);
     assert_eq!(step(&mut r, 5_180, 60_000), probe | comp);
-    assert_eq!((r.comp, r.probe, r.cwnd_l), (1, 0, 300), "the window back");
+    assert_eq!(
+        (r.comp, r.probe, r.cwnd_l),
+        (1, 0, 303),
+        "the window back, with Reno's segment for each of the 3 rounds held"
+    );
     // competing: one episode between two losses; eps = 1 and Diff >= gamma
     // leaves the loss window alone
     (r.gamma, r.eps, r.dwnd_q10) = (30, 1, 0);
     assert_eq!(step(&mut r, 6_000, 60_000), comp);
-    assert_eq!((r.cwnd_l, r.ep), (300, 0), "no second episode");
+    assert_eq!((r.cwnd_l, r.ep), (303, 0), "no second episode");
     // the next slot's probe sees 1 ms of queue (under qmax/16 = 2.5 ms),
     // but it is only the second probe since the loss (the loss both flows
     // took may have emptied the queue): still competing
@@ -1365,9 +1371,9 @@ fn ctcp_plus_probe_tells_another_senders_queue_from_its_own() {
     step(&mut r, 10_120, 45_000);
     assert_eq!(step(&mut r, 10_180, 41_000), probe | comp);
     assert_eq!(
-        (r.comp, r.probes_since_loss),
-        (1, 2),
-        "too soon after a loss"
+        (r.comp, r.probes_since_loss, r.cwnd_l),
+        (1, 2, 300),
+        "too soon after a loss; the queue drained: the window back without growth"
     );
     // the third probe since the loss sees it too: not competing
     assert_eq!(step(&mut r, 15_000, 60_000), probe | comp);
