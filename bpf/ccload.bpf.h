@@ -123,4 +123,22 @@ static __always_inline void ccl_event_fill(struct ccl_event *ev, const struct so
 	}
 }
 
+/* A path as the flows to one destination see it: per network namespace and
+ * destination address (ccpd's buffer and base RTT, ctcp_plus's gamma). */
+struct ccl_path_key {
+	u64 net_cookie;
+	u32 family;
+	u32 daddr[4];
+};
+
+static __always_inline void ccl_path_key_of(struct sock *sk, struct ccl_path_key *k)
+{
+	k->net_cookie = sk->__sk_common.skc_net.net->net_cookie;
+	k->family = sk->__sk_common.skc_family;
+	if (k->family == AF_INET6)
+		__builtin_memcpy(k->daddr, &sk->__sk_common.skc_v6_daddr, 16);
+	else
+		k->daddr[0] = sk->__sk_common.skc_daddr;
+}
+
 #endif /* __CCLOAD_BPF_H */

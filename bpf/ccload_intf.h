@@ -162,7 +162,7 @@ enum ccl_phase {
 	X(beta_q10, "beta", CCL_Q10, CCL_Q10 / 2, 0, CCL_Q10, "", "multiplicative decrease of swnd on loss") \
 	X(zeta_q10, "zeta", CCL_Q10, 2 * CCL_Q10, 0, 4 * CCL_Q10, "", "dwnd shrink per segment of Diff") \
 	X(gamma, "gamma", 1, 30, 1, 1000, "segments", "Diff threshold (early congestion)")      \
-	X(gamma_tune, "gamma_tune", 1, 1, 0, 1, "", "TUBE gamma auto-tuning (5..30)")           \
+	X(gamma_tune, "gamma_tune", 1, 2, 0, 2, "", "TUBE gamma tuning (5..30) at each loss: 2 = one gamma per path, shared by its flows; 1 = each flow its own (the paper); 0 = off") \
 	X(low_wnd, "low_wnd", 1, 0, 0, 10000, "segments", "delay component active above (the Compound draft: 38; 0 = at any window)")      \
 	X(min_samples, "min_samples", 1, 3, 1, 16, "", "RTT samples per round for an update")   \
 	X(rtt_mode, "rtt_mode", 1, 1, 0, 1, "", "round RTT: 0 = min, 1 = mean")                 \

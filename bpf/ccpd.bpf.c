@@ -109,12 +109,6 @@ _Static_assert(sizeof(struct ccpd) <= CCL_CA_PRIV_SIZE, "ccpd state must fit ics
 
 /* share: a path's buffer delay and base RTT (ccpd_path_sync), per network
  * namespace and destination address; forgotten CCPD_PATH_TTL_S after its last flow. */
-struct ccpd_path_key {
-	u64 net_cookie;
-	u32 family;
-	u32 daddr[4];
-};
-
 struct ccpd_path {
 	struct ccpd_path_est est; /* buffer delay and base RTT */
 	u32 t_s;		  /* ktime, s, of the last write */
@@ -125,22 +119,17 @@ struct ccpd_path {
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 4096);
-	__type(key, struct ccpd_path_key);
+	__type(key, struct ccl_path_key);
 	__type(value, struct ccpd_path);
 } ccpd_paths SEC(".maps");
 
 static __always_inline void ccpd_path_round(struct sock *sk, struct ccpd *ca)
 {
-	struct ccpd_path_key k = {};
+	struct ccl_path_key k = {};
 	struct ccpd_path *v, nv = {};
 	u32 now_s = (u32)(bpf_ktime_get_ns() / 1000000000);
 
-	k.net_cookie = sk->__sk_common.skc_net.net->net_cookie;
-	k.family = sk->__sk_common.skc_family;
-	if (k.family == AF_INET6)
-		__builtin_memcpy(k.daddr, &sk->__sk_common.skc_v6_daddr, 16);
-	else
-		k.daddr[0] = sk->__sk_common.skc_daddr;
+	ccl_path_key_of(sk, &k);
 	v = bpf_map_lookup_elem(&ccpd_paths, &k);
 	if (v && now_s - v->t_s < CCPD_PATH_TTL_S)
 		nv.est = v->est;

