@@ -123,6 +123,12 @@ static __always_inline void ccl_event_fill(struct ccl_event *ev, const struct so
 	}
 }
 
+/* ktime in whole seconds (the age of per-path state) */
+static __always_inline u32 ccl_now_s(void)
+{
+	return (u32)(bpf_ktime_get_ns() / CCL_NSEC_PER_SEC);
+}
+
 /* A path as the flows to one destination see it: per network namespace and
  * destination address (ccpd's buffer and base RTT, ctcp_plus's gamma). */
 struct ccl_path_key {

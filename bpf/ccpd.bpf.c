@@ -127,7 +127,7 @@ static __always_inline void ccpd_path_round(struct sock *sk, struct ccpd *ca)
 {
 	struct ccl_path_key k = {};
 	struct ccpd_path *v, nv = {};
-	u32 now_s = (u32)(bpf_ktime_get_ns() / 1000000000);
+	u32 now_s = ccl_now_s();
 
 	ccl_path_key_of(sk, &k);
 	v = bpf_map_lookup_elem(&ccpd_paths, &k);

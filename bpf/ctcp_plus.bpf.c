@@ -166,27 +166,26 @@ struct {
 	__type(value, struct ctcp_path);
 } ctcp_paths SEC(".maps");
 
-/* The path's gamma into *gamma, if it has a fresh one. */
-static __always_inline void ctcp_path_gamma(struct sock *sk, u32 *gamma)
+/* The path's gamma if it has a fresh one, else `own`. */
+static __always_inline u32 ctcp_path_gamma(const struct ccl_path_key *k, u32 own)
 {
-	struct ccl_path_key k = {};
-	struct ctcp_path *v;
-	u32 now_s = (u32)(bpf_ktime_get_ns() / 1000000000);
+	struct ctcp_path *v = bpf_map_lookup_elem(&ctcp_paths, k);
 
-	ccl_path_key_of(sk, &k);
-	v = bpf_map_lookup_elem(&ctcp_paths, &k);
-	if (v && now_s - v->t_s < CTCP_PATH_TTL_S && v->gamma)
-		*gamma = v->gamma;
+	return v && ccl_now_s() - v->t_s < CTCP_PATH_TTL_S && v->gamma ? v->gamma : own;
 }
 
-static __always_inline void ctcp_path_gamma_set(struct sock *sk, u32 gamma)
+/* TUBE on the path's gamma (or `own`, the flow's, when it has none fresh);
+ * the result is the path's.  Returns it. */
+static __always_inline u32 ctcp_path_tube(struct sock *sk, u32 own, s32 diff_reno_q10)
 {
 	struct ccl_path_key k = {};
-	struct ctcp_path v = { .gamma = gamma };
+	struct ctcp_path v = {};
 
-	v.t_s = (u32)(bpf_ktime_get_ns() / 1000000000);
 	ccl_path_key_of(sk, &k);
+	v.gamma = ctcp_tube(ctcp_path_gamma(&k, own), diff_reno_q10);
+	v.t_s = ccl_now_s();
 	bpf_map_update_elem(&ctcp_paths, &k, &v, BPF_ANY);
+	return v.gamma;
 }
 
 static __always_inline void ctcp_plus_rearm(struct tcp_sock *tp, struct ctcp_plus *ca)
@@ -319,8 +318,12 @@ void BPF_PROG(ctcp_plus_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 		r.rule = 0;
 		ca->grow_q10 = 0;
 		/* gamma_tune 2: the path's gamma, as the flows to it last tuned it */
-		if (p.gamma_tune == 2)
-			ctcp_path_gamma(sk, &ca->gamma);
+		if (p.gamma_tune == 2) {
+			struct ccl_path_key k = {};
+
+			ccl_path_key_of(sk, &k);
+			ca->gamma = ctcp_path_gamma(&k, ca->gamma);
+		}
 		if ((ca->flags & CTCP_F_ENABLED) && ca->cnt_rtt >= p.min_samples &&
 		    tp->snd_cwnd >= tp->snd_ssthresh && ca->cwnd_l >= p.low_wnd &&
 		    ca->base_rtt_us != CCL_U32_MAX) {
@@ -455,11 +458,9 @@ __u32 BPF_PROG(ctcp_plus_ssthresh, struct sock *sk)
 	} else {
 		/* TUBE: gamma += (0.75 diff_reno - gamma) / 2, clipped to [5, 30]. */
 		if (p.gamma_tune && ca->diff_reno_q10 >= 0) {
-			if (p.gamma_tune == 2)
-				ctcp_path_gamma(sk, &ca->gamma);
-			ca->gamma = ctcp_tube(ca->gamma, ca->diff_reno_q10);
-			if (p.gamma_tune == 2)
-				ctcp_path_gamma_set(sk, ca->gamma);
+			ca->gamma = p.gamma_tune == 2 ?
+					    ctcp_path_tube(sk, ca->gamma, ca->diff_reno_q10) :
+					    ctcp_tube(ca->gamma, ca->diff_reno_q10);
 			ca->diff_reno_q10 = -1;
 		}
 		ca->w_loss = w;

@@ -909,8 +909,10 @@ impl Scenario {
                         );
                     }
                 }
+                // a late flow that never gets its share: infinitely slow
+                let late = |r: &RunSummary| r.late_fair_s.unwrap_or(f64::INFINITY);
                 if let Some(x) = c.late_fair_max_s {
-                    let v = me(&|r| r.late_fair_s.unwrap_or(f64::INFINITY));
+                    let v = me(&late);
                     push(
                         "late_fair_s",
                         v,
@@ -948,7 +950,6 @@ impl Scenario {
                     let (v, p, pass) = compare(&share, o, &|a, b| a - x * b);
                     push("share", v, o, format!(">= {x} x {o:.3}"), p, pass);
                 }
-                let late = |r: &RunSummary| r.late_fair_s.unwrap_or(f64::INFINITY);
                 if let (Some(x), Some(o)) = (c.late_fair_ratio_max, other(&late)) {
                     let s = c.late_fair_slack_s;
                     let (v, p, pass) = compare(&late, o, &|a, b| x * b + s - a);
