@@ -84,7 +84,8 @@
  *     flows keep one stable queue below the buffer; the buffer's delay
  *     rtt_max - m and the base RTT m are shared by the flows to one
  *     destination (ccpd_paths, below); synchronised drains every drain_ms; competitive AIMD while a
- *     drain leaves another sender's queue.
+ *     drain leaves another sender's queue, until a drain finds it empty while the path's ccpd
+ *     flows carried >= 3/4 C (their rates summed in ccpd_paths).
  *
  *   state diagram (phase):
  *
@@ -108,10 +109,14 @@ char _license[] SEC("license") = "GPL";
 _Static_assert(sizeof(struct ccpd) <= CCL_CA_PRIV_SIZE, "ccpd state must fit icsk_ca_priv");
 
 /* share: a path's buffer delay and base RTT (ccpd_path_sync), per network
- * namespace and destination address; forgotten CCPD_PATH_TTL_S after its last flow. */
+ * namespace and destination address; forgotten CCPD_PATH_TTL_S after its last flow.
+ * And the rates its flows carried when the last drain began (ccpd_drain). */
 struct ccpd_path {
 	struct ccpd_path_est est; /* buffer delay and base RTT */
 	u32 t_s;		  /* ktime, s, of the last write */
+	/* (64-bit: the BPF target's v1-v2 atomics are 64-bit) */
+	u64 drain_slot; /* the drain_ms slot of drain_sps */
+	u64 drain_sps;	/* the flows' rates when its drain began, summed, seg/s */
 };
 
 #define CCPD_PATH_TTL_S 10
@@ -141,6 +146,44 @@ static __always_inline void ccpd_path_round(struct sock *sk, struct ccpd *ca)
 		return;
 	nv.t_s = now_s;
 	bpf_map_update_elem(&ccpd_paths, &k, &nv, BPF_ANY);
+}
+
+/* share: a drain began in `slot`: add the flow's rate `sps` to its path's
+ * sum.  The first flow of a slot restarts the sum.  A flow that adds
+ * between another's restart of the slot and its store is lost: the path
+ * reads its sum low, and its flows compete a slot longer. */
+static __noinline void ccpd_path_drain(struct sock *sk, u32 slot, u32 sps)
+{
+	struct ccl_path_key k = {};
+	struct ccpd_path *v, nv = {};
+	u64 old;
+
+	ccl_path_key_of(sk, &k);
+	v = bpf_map_lookup_elem(&ccpd_paths, &k);
+	if (!v) {
+		nv.t_s = ccl_now_s();
+		nv.drain_slot = slot;
+		nv.drain_sps = sps;
+		bpf_map_update_elem(&ccpd_paths, &k, &nv, BPF_NOEXIST);
+		return;
+	}
+	old = v->drain_slot;
+	if (old != slot && __sync_val_compare_and_swap(&v->drain_slot, old, slot) == old)
+		v->drain_sps = sps;
+	else
+		__sync_fetch_and_add(&v->drain_sps, sps);
+}
+
+/* share, draining: the sum ccpd_path_drain made for the drain in hand
+ * (`slot`, its low 8 bits), or 0. */
+static __noinline u32 ccpd_path_drained(struct sock *sk, u8 slot)
+{
+	struct ccl_path_key k = {};
+	struct ccpd_path *v;
+
+	ccl_path_key_of(sk, &k);
+	v = bpf_map_lookup_elem(&ccpd_paths, &k);
+	return v && (u8)v->drain_slot == slot ? ccl_sat32(v->drain_sps) : 0;
 }
 
 SEC("struct_ops")
@@ -224,8 +267,12 @@ void BPF_PROG(ccpd_cong_control, struct sock *sk, u32 ack, int flag, const struc
 	a.tp_delivered = tp->delivered;
 	a.snd_una = tp->snd_una;
 	a.snd_nxt = tp->snd_nxt;
+	if (ca->sh & CCPD_SH_DRAINING)
+		a.path_sps = ccpd_path_drained(sk, ca->drain_slot);
 
 	ccpd_on_ack(ca, &p, &a, &o);
+	if (o.drain_sps)
+		ccpd_path_drain(sk, o.drain_slot, o.drain_sps);
 
 	if (o.reno_ai)
 		tcp_cong_avoid_ai(tp, tp->snd_cwnd, a.acked);

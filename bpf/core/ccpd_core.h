@@ -236,7 +236,8 @@ enum ccpd_share_bits {
 #define CCPD_DRAIN_MIN_US 200000 /* a drain lasts max(this, 2 smoothed RTTs) */
 #define CCPD_DRAIN_Q10 768	 /* ... competing, at 3/4 of the pipe share */
 #define CCPD_COMP_ENTER_US 500	 /* a drain's queue above max(qmax/4, this): competing */
-#define CCPD_COMP_EXIT_US 250	 /* ... at most max(qmax/8, this): not competing */
+#define CCPD_COMP_EXIT_US 250	 /* ... at most max(qmax/8, this): not competing, */
+#define CCPD_COMP_EXIT_Q10 768	 /* ... when the path's ccpd flows carried >= 3/4 C */
 #define CCPD_COMP_BETA_Q10 717	 /* competing: a congestive loss holds 0.7 W */
 #define CCPD_COMP_GROW_US 10000	 /* competing: grow s / 10 ms segments per round (>= 1) */
 #define CCPD_MED_SHIFT 4	 /* pair median moves 1/16 per sample */
@@ -318,6 +319,8 @@ struct ccpd_ack {
 	u32 tp_delivered;    /* tp->delivered */
 	u32 snd_una;
 	u32 snd_nxt;
+	u32 path_sps; /* share, draining: the rates the path's ccpd flows carried
+		       * before this slot's drain, summed (segments/s; 0 = none) */
 };
 
 struct ccpd_out {
@@ -329,6 +332,8 @@ struct ccpd_out {
 	u32 g_q10;	/* derivative gain of this round */
 	u32 ev;		/* enum ccpd_ev bits */
 	s32 losses;	/* packets lost while holding (for the stats) */
+	u32 drain_sps;	/* share: a drain began, at this rate (segments/s) */
+	u32 drain_slot; /* ... in this drain_ms slot of the host's clock */
 	u32 law;	/* enum ccpd_law_in_force */
 	struct ccpd_law l;
 };
@@ -859,6 +864,18 @@ CCL_CORE void ccpd_share_sync(struct ccpd *ca, const struct ccl_ccpd_params *p)
 }
 
 /*
+ * Competing: the window w_q10 carries at least half the link at capacity
+ * c_sps over the smoothed RTT s_us (w >= C s / 2, the fair window of two
+ * flows): below it the flow grows its full step, from it one segment a
+ * round.  Against more than one competitor the flow aims at half the link,
+ * more than its share: the step assumes the common case of one.
+ */
+CCL_CORE int ccpd_has_half(u32 w_q10, u32 c_sps, u32 s_us)
+{
+	return (u64)w_q10 >= ccl_segs_q10(c_sps, s_us) / 2;
+}
+
+/*
  * share: a synchronised drain.  Every flow's clock is the host's, so every
  * ccpd flow on the host starts one at the first ACK of each drain_ms slot.
  * For max(200 ms, 2 s) the window is the flow's pipe share w m / s: the flow
@@ -877,12 +894,32 @@ CCL_CORE void ccpd_share_sync(struct ccpd *ca, const struct ccl_ccpd_params *p)
  *   - a queue that stays is another sender's, one that does not back off from
  *     delay (cubic, reno): the flow competes (below) until a drain sees the
  *     queue empty again.
+ * A drain's empty queue ends competing only when the path's ccpd flows
+ * carried at least 3/4 of C before it (a->path_sps, the rates the flows
+ * reported at the drain's start, summed per path by bpf/ccpd.bpf.c; at
+ * least the flow's own): then no other sender shares the link.
+ * Otherwise the drain fell in a competitor's trough.  A cubic just after
+ * its loss (0.7 of half the link) with this flow at 3/4 of its pipe share
+ * fills less than the pipe, and a reno at BDP/2 leaves the queue under the
+ * exit bound in most drains; a flow that left backed off from the queue
+ * the competitor rebuilt until the next slot (against reno at BDP/2, 45 to
+ * 23 Mbit/s in 5 s).
  * Returns the window to hold (segments) while draining, or 0.
  */
-CCL_CORE u32 ccpd_drain(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 now_us, u32 ca_state)
+CCL_CORE_GLOBAL u32 ccpd_drain(struct ccpd *ca, const struct ccl_ccpd_params *p,
+			       const struct ccpd_ack *a, u32 c_sps, struct ccpd_out *o)
 {
-	u32 slot = now_us / (p->drain_ms * 1000), m = ca->rtt_min_us, s = ccpd_rtts(ca);
-	u32 w = ca->w_q10 >> 10, qmax, dq, enter, leave;
+	u32 slot, m, s, w, qmax, dq, enter, leave;
+	u64 mine, path;
+
+	/* a global subprogram (inlined, cong_control went past the
+	 * verifier's 1M-instruction limit): it checks its pointers */
+	if (!ca || !p || !a || !o || !p->drain_ms)
+		return 0;
+	slot = a->now_us / (p->drain_ms * 1000);
+	m = ca->rtt_min_us;
+	s = ccpd_rtts(ca);
+	w = ca->w_q10 >> 10;
 
 	if (!(ca->sh & CCPD_SH_SLOT)) {
 		ca->drain_slot = (u8)slot;
@@ -890,13 +927,15 @@ CCL_CORE u32 ccpd_drain(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 no
 		return 0;
 	}
 	if (!(ca->sh & CCPD_SH_DRAINING)) {
-		if ((u8)slot == ca->drain_slot || ca_state != CCL_CA_OPEN || m == CCL_U32_MAX)
+		if ((u8)slot == ca->drain_slot || a->ca_state != CCL_CA_OPEN || m == CCL_U32_MAX)
 			return 0;
 		ca->drain_slot = (u8)slot;
 		ca->sh |= CCPD_SH_DRAINING;
 		ca->w_saved = w;
 		ca->drain_min_us = CCL_U32_MAX;
-		ca->drain_end_us = now_us + (u32)ccl_max64(CCPD_DRAIN_MIN_US, 2 * (u64)s);
+		ca->drain_end_us = a->now_us + (u32)ccl_max64(CCPD_DRAIN_MIN_US, 2 * (u64)s);
+		o->drain_sps = ccl_sat32(s ? (u64)w * CCL_USEC_PER_SEC / s : 0);
+		o->drain_slot = slot;
 		w = s > m ? (u32)((u64)w * m / s) : w;
 		if (ca->sh & CCPD_SH_COMP)
 			w = (u32)((u64)w * CCPD_DRAIN_Q10 >> 10);
@@ -904,7 +943,7 @@ CCL_CORE u32 ccpd_drain(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 no
 		ca->w_q10 = w << 10;
 		return w;
 	}
-	if ((s32)(now_us - ca->drain_end_us) < 0)
+	if ((s32)(a->now_us - ca->drain_end_us) < 0)
 		return w > p->cwnd_min ? w : p->cwnd_min;
 	/* The drain ends: did the queue empty? */
 	ca->sh &= ~CCPD_SH_DRAINING;
@@ -913,9 +952,13 @@ CCL_CORE u32 ccpd_drain(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 no
 		dq = ca->drain_min_us > m ? ca->drain_min_us - m : 0;
 		enter = qmax / 4 > CCPD_COMP_ENTER_US ? qmax / 4 : CCPD_COMP_ENTER_US;
 		leave = qmax / 8 > CCPD_COMP_EXIT_US ? qmax / 8 : CCPD_COMP_EXIT_US;
+		/* (the drain took s down: over rtt_max the flow's own rate
+		 * errs low, towards competing) */
+		mine = ca->rtt_max_us ? (u64)ca->w_saved * CCL_USEC_PER_SEC / ca->rtt_max_us : 0;
+		path = ccl_max64(a->path_sps, mine);
 		if (dq > enter)
 			ca->sh |= CCPD_SH_COMP;
-		else if (dq <= leave)
+		else if (dq <= leave && (path << 10) >= (u64)c_sps * CCPD_COMP_EXIT_Q10)
 			ca->sh &= ~CCPD_SH_COMP;
 	}
 	/* Competing, the window before the drain comes back (AIMD would take
@@ -1087,7 +1130,7 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		/* CA before any capacity estimate: Reno AI (by the caller). */
 		o->reno_ai = a->cwnd_limited;
 		ca->w_q10 = (u32)ccl_min64((u64)o->snd_cwnd << 10, CCL_U32_MAX);
-	} else if (p->share && p->mode != 0 && (cw = ccpd_drain(ca, p, a->now_us, a->ca_state))) {
+	} else if (p->share && p->mode != 0 && (cw = ccpd_drain(ca, p, a, o->c_sps, o))) {
 		o->law = CCPD_LAW_DRAIN;
 		o->controlled = 1;
 		l->cwnd_max = ccpd_cwnd_max(&l->est, p->cwnd_min, a->cwnd_clamp);
@@ -1096,18 +1139,18 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		/*
 		 * Competing: the queue stays when every ccpd flow drains, so a
 		 * loss-based flow keeps it, and a delay law would hand it the link.
-		 * AIMD: w grows by max(1, s / 10 ms) segments a round, additive so
-		 * that competing ccpd flows still converge; a congestive loss holds
-		 * 0.7 W, cubic's beta (ccpd_cong_hold).  At s / 20 ms, about
-		 * cubic's own pace at 40 ms, ccpd kept 0.34-0.46 of the link
-		 * against one cubic in 20-s runs (100 Mbit/s, 40 ms, 1 BDP): it
-		 * competes only from the drain that finds cubic's queue, and loses
-		 * the drains; at s / 10 ms, 0.51-0.57 (and 0.43-0.64 against
-		 * reno).  In the last eighth of the buffer, s >= m + 7/8 qmax,
-		 * one segment a round, as cubic slows near W_max: the steps of
-		 * s / 10 ms that found the buffer full lost about as many
-		 * segments each (at BDP/2, 157-174 retransmissions to cubic's
-		 * 35-38; with the slow step 121-132 to cubic's 54-136).
+		 * AIMD: w grows by max(1, s / 10 ms) segments a round while it
+		 * carries less than half the link (w < C s / 2, ccpd_has_half),
+		 * one segment a round from there; additive, so that competing
+		 * ccpd flows still converge; a congestive loss holds 0.7 W,
+		 * cubic's beta (ccpd_cong_hold).  Against one cubic (100 Mbit/s,
+		 * 40 ms, 1 BDP, 20-s runs) the flow enters at a few segments, at
+		 * the drain that finds cubic's queue:
+		 *   - one segment a round in the last eighth of the buffer
+		 *     (where cubic keeps it) took 4.5 s from 7 to 104 segments;
+		 *   - s / 10 ms everywhere took 0.65-0.73 of the link by 20 s;
+		 *   - s / 10 ms up to half the link: fair from 6-8 s on, 0.45-0.55
+		 *     of the link in every second of 10-20 s.
 		 */
 		o->law = CCPD_LAW_COMP;
 		o->controlled = 1;
@@ -1115,7 +1158,7 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		if (o->round_start && a->cwnd_limited) {
 			u64 w = ca->w_q10, inc = ((u64)l->rtts_us << 10) / CCPD_COMP_GROW_US;
 
-			if (l->rtts_us >= l->rtt_min_us + ccpd_qmax_us(ca) / 8 * 7)
+			if (ccpd_has_half(ca->w_q10, o->c_sps, l->rtts_us))
 				inc = CCL_Q10;
 			w += inc > CCL_Q10 ? inc : CCL_Q10;
 			ca->w_q10 = ccpd_clamp_w_q10((s64)ccl_min64(w, CCL_U32_MAX), p->cwnd_min,

@@ -134,6 +134,8 @@ pub(crate) fn run(link: Link, p: &intf::ccl_ccpd_params, secs: f64, seed: u64) -
     let mut now = 0u64;
     let mut cwnd: u32 = 10;
     let mut cwnd_cnt: u32 = 0;
+    // the path's drain sum (bpf/ccpd.bpf.c): this flow is the path's only one
+    let mut path_sps = 0u32;
     let mut ssthresh: u32 = u32::MAX;
     let mut state = intf::CCL_CA_OPEN;
     let mut snd_una = 0u64;
@@ -468,6 +470,7 @@ pub(crate) fn run(link: Link, p: &intf::ccl_ccpd_params, secs: f64, seed: u64) -
             tp_delivered: delivered as u32,
             snd_una: (snd_una * mss as u64) as u32,
             snd_nxt: (snd_nxt * mss as u64) as u32,
+            path_sps,
         };
         if link.pair_over > 0.0 {
             ca.cap_sps = (link.rate_pps * link.pair_over) as u32;
@@ -475,6 +478,9 @@ pub(crate) fn run(link: Link, p: &intf::ccl_ccpd_params, secs: f64, seed: u64) -
         }
         let mut o = intf::ccpd_out::default();
         unsafe { intf::ccpd_on_ack(&mut ca, p, &in_ack, &mut o) };
+        if o.drain_sps != 0 {
+            path_sps = o.drain_sps;
+        }
         if o.reno_ai != 0 {
             // tcp_cong_avoid_ai(tp, cwnd, acked)
             cwnd_cnt += newly;
@@ -1155,9 +1161,11 @@ fn shared_flow(p: &intf::ccl_ccpd_params) -> intf::ccpd {
 }
 
 /// One drain: a flow in CA holds its pipe share w m / s (3/4 of it competing) for max(200 ms, 2 s)
-/// from the first ACK of a new slot; a drain whose smallest RTT shows a
-/// queue of more than a quarter of the buffer's delay means another sender
-/// keeps the queue (competing), and one that shows an empty queue ends it.
+/// from the first ACK of a new slot, and reports its rate for the path's
+/// sum; a drain whose smallest RTT shows a queue of more than a quarter of
+/// the buffer's delay means another sender keeps the queue (competing), and
+/// one that shows an empty queue ends it when the path's ccpd flows carried
+/// at least 3/4 of C (otherwise it fell in a competitor's trough).
 #[test]
 fn ccpd_drain_holds_the_pipe_share_and_detects_a_competitor() {
     let p = ccpd_params(&[("drain_ms", "5000")]);
@@ -1168,44 +1176,67 @@ fn ccpd_drain_holds_the_pipe_share_and_detects_a_competitor() {
     ca.rtts_q3 = 60_000 << 3;
     ca.w_q10 = 300 << 10;
     ca.fb_cur = 5_000;
-    let open = intf::CCL_CA_OPEN;
-    let drain =
-        |ca: &mut intf::ccpd, t_ms: u32| unsafe { intf::ccpd_drain(ca, &p, t_ms * 1000, open) };
-    assert_eq!(drain(&mut ca, 1_000), 0, "the first ACK learns the slot");
-    assert_eq!(drain(&mut ca, 4_900), 0, "same slot: no drain");
-    // slot 1: the pipe share, 300 x 40 / 60
-    assert_eq!(drain(&mut ca, 5_001), 200);
-    let sample = |ca: &mut intf::ccpd, rtt: i32, t_ms: u32| unsafe {
-        intf::ccpd_on_rtt(ca, &p, open, rtt, 0, t_ms * 1000, 200)
+    let c = 8_333; // C: 3/4 of it is 6_250 segments/s
+
+    // (the window to hold, the rate a drain that began reported)
+    let drain = |ca: &mut intf::ccpd, t_ms: u32, path_sps: u32| {
+        let a = intf::ccpd_ack {
+            now_us: t_ms * 1000,
+            ca_state: intf::CCL_CA_OPEN,
+            path_sps,
+            ..Default::default()
+        };
+        let mut o = intf::ccpd_out::default();
+        let w = unsafe { intf::ccpd_drain(ca, &p, &a, c, &mut o) };
+        (w, o.drain_sps)
     };
+    let sample = |ca: &mut intf::ccpd, rtt: i32, t_ms: u32| unsafe {
+        intf::ccpd_on_rtt(ca, &p, intf::CCL_CA_OPEN, rtt, 0, t_ms * 1000, 200)
+    };
+    let competing = |ca: &intf::ccpd| ca.sh as u32 & intf::CCPD_SH_COMP != 0;
+    assert_eq!(
+        drain(&mut ca, 1_000, 0),
+        (0, 0),
+        "the first ACK learns the slot"
+    );
+    assert_eq!(drain(&mut ca, 4_900, 0), (0, 0), "same slot: no drain");
+    // slot 1: the pipe share, 300 x 40 / 60, and the rate 300 / 60 ms
+    assert_eq!(drain(&mut ca, 5_001, 0), (200, 5_000));
     // a queue of 20 ms stays through the drain (another sender keeps it)
     sample(&mut ca, 60_000, 5_050);
     assert_eq!(
-        drain(&mut ca, 5_150),
-        200,
+        drain(&mut ca, 5_150, 0),
+        (200, 0),
         "the drain lasts max(200 ms, 2 s)"
     );
-    assert_eq!(drain(&mut ca, 5_130 + 2 * 60), 0, "... and ends");
-    assert_ne!(
-        ca.sh as u32 & intf::CCPD_SH_COMP,
-        0,
-        "a queue of 20 of 30 ms: competing"
-    );
+    assert_eq!(drain(&mut ca, 5_130 + 2 * 60, 0).0, 0, "... and ends");
+    assert!(competing(&ca), "a queue of 20 of 30 ms: competing");
     assert_eq!(
         ca.w_q10 >> 10,
         300,
         "competing: the window before the drain comes back"
     );
-    // competing, the next slot's drain holds 3/4 of the pipe share, and
-    // sees the queue empty: the competitor left
-    assert_eq!(drain(&mut ca, 10_000), 150);
+    // competing, the next slot's drain holds 3/4 of the pipe share and sees
+    // the queue empty, but the path's flows carried 0.6 C: a competitor's
+    // trough after its loss
+    assert_eq!(drain(&mut ca, 10_000, 0).0, 150);
     sample(&mut ca, 40_300, 10_050);
-    assert_eq!(drain(&mut ca, 10_300), 0);
-    assert_eq!(
-        ca.sh as u32 & intf::CCPD_SH_COMP,
-        0,
-        "an empty queue: not competing"
-    );
+    assert_eq!(drain(&mut ca, 10_300, 5_000).0, 0);
+    assert!(competing(&ca), "empty, at 0.6 C: still competing");
+    assert_eq!(ca.w_q10 >> 10, 300, "... with the window from before it");
+    // the same with no sum from the path: the flow's own rate, 300 over
+    // rtt_max (70 ms), is 0.51 C (s back at 60 ms: the same drain)
+    ca.rtts_q3 = 60_000 << 3;
+    assert_eq!(drain(&mut ca, 15_000, 0).0, 150);
+    sample(&mut ca, 40_300, 15_050);
+    assert_eq!(drain(&mut ca, 15_300, 0).0, 0);
+    assert!(competing(&ca), "empty, at its own 0.51 C: still competing");
+    // the path's flows carried 0.84 C: no one else is on the link
+    ca.rtts_q3 = 60_000 << 3;
+    assert_eq!(drain(&mut ca, 20_000, 0).0, 150);
+    sample(&mut ca, 40_300, 20_050);
+    assert_eq!(drain(&mut ca, 20_300, 7_000).0, 0);
+    assert!(!competing(&ca), "empty, at 0.84 C: not competing");
     assert_eq!(
         ca.w_q10 >> 10,
         150,
@@ -1214,8 +1245,8 @@ fn ccpd_drain_holds_the_pipe_share_and_detects_a_competitor() {
     // a loss in a drain judges the window the flow had before it
     ca.w_q10 = 300 << 10;
     let share = 300 * 40_000 / (ca.rtts_q3 >> 3);
-    assert_eq!(drain(&mut ca, 15_000), share);
-    let hold = unsafe { intf::ccpd_on_ssthresh(&mut ca, &p, share, 10_000, 15_050_000) };
+    assert_eq!(drain(&mut ca, 25_000, 0).0, share);
+    let hold = unsafe { intf::ccpd_on_ssthresh(&mut ca, &p, share, 10_000, 25_050_000) };
     assert_eq!(
         ca.sh as u32 & intf::CCPD_SH_DRAINING,
         0,
@@ -1252,18 +1283,18 @@ fn ccpd_competing_loss_holds_seven_tenths() {
     assert_ne!(law, comp);
 }
 
-/// Competing, the window grows s / 10 ms segments a round (at least one),
-/// and one segment a round in the last eighth of the buffer, s >= m + 7/8
-/// qmax: a step of s / 10 ms that finds the buffer full loses about as many
-/// segments.
+/// Competing, the window grows s / 10 ms segments a round (at least one)
+/// while it carries less than half the link (w < C s / 2), and one segment
+/// a round from there: against one cubic a flow gets to its share within
+/// seconds, and from there grows no faster than the other.
 #[test]
-fn ccpd_competing_growth_slows_in_the_last_eighth_of_the_buffer() {
+fn ccpd_competing_growth_slows_at_half_the_link() {
     let p = ccpd_params(&[("drain_ms", "5000")]);
     let mut ca = shared_flow(&p);
     ca.phase = intf::CCL_PHASE_CA as u8;
     ca.rtt_min_us = 40_000;
-    ca.rtt_max_us = 80_000; // qmax 40 ms: the last eighth from 75 ms
-    ca.cap_sps = 8_333;
+    ca.rtt_max_us = 80_000;
+    ca.cap_sps = 8_333; // half the link: 4_167 segments/s
     ca.fb_cur = 4_000;
     ca.w_q10 = 200 << 10;
     ca.sh |= (intf::CCPD_SH_COMP | intf::CCPD_SH_SLOT) as u8;
@@ -1292,11 +1323,21 @@ fn ccpd_competing_growth_slows_in_the_last_eighth_of_the_buffer() {
         assert_eq!(o.law, intf::CCPD_LAW_COMP);
         o.snd_cwnd
     };
-    assert_eq!(round(&mut ca, 60_000), 206, "s = 60 ms: 6 segments a round");
-    // the window keeps its fraction (Q10): 206 + 7.4 + 1 + 4.8 = 219.2
-    assert_eq!(round(&mut ca, 74_000), 213, "s = 74 ms: 7.4 (below 75 ms)");
-    assert_eq!(round(&mut ca, 76_000), 214, "s = 76 ms: the last eighth, 1");
-    assert_eq!(round(&mut ca, 48_000), 219, "s = 48 ms: 4.8 again");
+    assert_eq!(
+        round(&mut ca, 60_000),
+        206,
+        "s = 60 ms, below C s / 2 = 250: 6 segments a round"
+    );
+    // the window keeps its fraction (Q10): 206 + 7.4 + 7.6 = 220.999
+    assert_eq!(round(&mut ca, 74_000), 213, "s = 74 ms: 7.4");
+    assert_eq!(round(&mut ca, 76_000), 220, "s = 76 ms: 7.6");
+    ca.w_q10 = 320 << 10;
+    assert_eq!(
+        round(&mut ca, 76_000),
+        321,
+        "s = 76 ms, over C s / 2 = 316: 1"
+    );
+    assert_eq!(round(&mut ca, 48_000), 322, "s = 48 ms: still 1");
 }
 
 /// N ccpd flows on one bottleneck, a round-synchronous fluid model: every
