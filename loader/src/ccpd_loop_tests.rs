@@ -1258,6 +1258,38 @@ fn ccpd_drain_holds_the_pipe_share_and_detects_a_competitor() {
     );
 }
 
+/// The base RTT m the law reads is at least `rtt_floor` (default 250 us):
+/// a veth pair's smallest sample, 4 us, made every packet past the first
+/// two a queue.  A path of milliseconds keeps its own m; 0 is the paper's.
+#[test]
+fn ccpd_base_rtt_is_at_least_the_floor() {
+    let m_after = |floor: &str, rtts: &[i32]| {
+        let p = ccpd_params(&[("rtt_floor", floor)]);
+        let mut ca = intf::ccpd::default();
+        unsafe { intf::ccpd_on_init(&mut ca, 0, 0) };
+        for (i, r) in rtts.iter().enumerate() {
+            unsafe { intf::ccpd_on_rtt(&mut ca, &p, intf::CCL_CA_OPEN, *r, 0, i as u32 * 10, 10) };
+        }
+        ca.rtt_min_us
+    };
+    assert_eq!(m_after("250", &[12, 4, 30]), 250, "a LAN's 4 us: the floor");
+    assert_eq!(
+        m_after("0", &[12, 4, 30]),
+        4,
+        "no floor: the smallest sample"
+    );
+    assert_eq!(
+        m_after("250", &[41_000, 40_100]),
+        40_100,
+        "a WAN path: its own"
+    );
+    // the law reads no queue below the floor: x = C (s - m) = 0 at s = 200 us
+    let mut e = intf::ccpd_est::default();
+    unsafe { intf::ccpd_estimate(1_000_000, 250, 300, 200, 4, &mut e) };
+    assert_eq!(e.x_q10, 0);
+    assert_eq!(e.p_q10 >> 10, 250, "P = C m: 250 segments at 10^6/s");
+}
+
 /// Competing, a congestive loss holds 0.7 W (cubic's beta), as the
 /// loss-based flow that keeps the queue full does, not the law's target.
 #[test]
