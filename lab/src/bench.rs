@@ -16,6 +16,10 @@
 //!     cubic in the same cgroup unwatched, interleaved the same way.
 //!     (A controller's own aggregates are part of its (b) numbers: they
 //!     cannot be switched off.)
+//! (d) Cost: where a loopback transfer's CPU goes (BPF run time, consumer).
+//! (e) CPU per byte: every controller and cubic at a fixed 1 Gbit/s over
+//!     a veth pair (MTU 1500, no offloads), both ends' thread CPU,
+//!     alternated repetitions; medians and ratios to cubic's.
 
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read};
@@ -279,6 +283,62 @@ pub struct Report {
     pub datapath: Vec<PathRow>,
     pub aggregates: Vec<PathRow>,
     pub cost: Vec<CostRow>,
+    pub cpu: Vec<CpuRow>,
+}
+
+/// (e) One CC at a fixed rate: per repetition, both ends' CPU per byte
+/// (ns) and the rate reached (Gbit/s).
+pub struct CpuRow {
+    pub cc: String,
+    pub ns_per_byte: Vec<f64>,
+    pub gbps: Vec<f64>,
+}
+
+/// (e)'s rate, bit/s, and seconds per transfer.
+const CPU_RATE_BIT_S: f64 = 1e9;
+const CPU_SECS: f64 = 5.0;
+/// ALGORITHMS / issue 42: every controller within this of cubic's CPU per byte.
+pub const CPU_RATIO_MAX: f64 = 1.15;
+
+/// (e): `reps` paced transfers of each CC over a fresh veth pair, in
+/// rotating order.
+fn cpu_per_byte(reps: usize) -> Result<Vec<CpuRow>> {
+    use ccload_testbed::{traffic, veth::VethPair};
+    let pair = VethPair::new(false);
+    let ccs = ["cubic", "ccpd", "hetcp", "ctcp_plus", "ub_reno"];
+    let mut rows: Vec<CpuRow> = ccs
+        .iter()
+        .map(|c| CpuRow {
+            cc: c.to_string(),
+            ns_per_byte: Vec::new(),
+            gbps: Vec::new(),
+        })
+        .collect();
+    for r in 0..reps {
+        for k in 0..ccs.len() {
+            let i = (k + r) % ccs.len();
+            let bind = std::net::SocketAddr::new(pair.b_ip.into(), 0);
+            let t = traffic::paced_across(&pair.a, &pair.b, ccs[i], CPU_RATE_BIT_S, CPU_SECS, bind)
+                .with_context(|| format!("paced transfer with {}", ccs[i]))?;
+            anyhow::ensure!(
+                t.sender_cc == ccs[i],
+                "the sender ran {} instead of {}",
+                t.sender_cc,
+                ccs[i]
+            );
+            let gbps = t.bytes as f64 * 8.0 / t.secs / 1e9;
+            eprintln!(
+                "bench: rep {r} {}: {gbps:.2} Gbit/s, CPU sender {:.2} s receiver {:.2} s, {:.2} ns/byte",
+                ccs[i],
+                t.sender_cpu_s,
+                t.receiver_cpu_s,
+                t.ns_per_byte()
+            );
+            rows[i].ns_per_byte.push(t.ns_per_byte());
+            rows[i].gbps.push(gbps);
+        }
+    }
+    Ok(rows)
 }
 
 /// (d) CPU cost: where a loopback transfer's CPU time goes, from the
@@ -444,8 +504,8 @@ fn set_trace(every: u32) -> Result<()> {
     .map(drop)
 }
 
-/// Run the bench; `only` = "consumer", "datapath", "aggregates" or "cost"
-/// runs one part.
+/// Run the bench; `only` = "consumer", "datapath", "aggregates", "cost"
+/// or "cpu" runs one part.
 pub fn run(secs: f64, reps: usize, bytes: u64, out: &Path, only: Option<&str>) -> Result<Report> {
     ccload_testbed::privileged_skip_reason().map_or(Ok(()), |r| {
         Err(anyhow::anyhow!("bench needs root and BPF: {r}"))
@@ -610,12 +670,18 @@ pub fn run(secs: f64, reps: usize, bytes: u64, out: &Path, only: Option<&str>) -
             )?);
             drop(cg);
         }
+        let mut cpu = Vec::new();
+        if part("cpu") {
+            set_trace(0)?;
+            cpu = cpu_per_byte(reps)?;
+        }
         Ok(Report {
             consumer,
             real_flows,
             datapath,
             aggregates,
             cost,
+            cpu,
         })
     })();
     for a in ours {
@@ -747,6 +813,47 @@ pub fn render(r: &Report, secs: f64, reps: usize, bytes: u64) -> String {
                 c.share(c.bpf_ns),
                 c.ns_per_run(),
                 c.share(c.consumer_ns)
+            );
+        }
+    }
+    if !r.cpu.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n### (e) CPU per byte at {} Gbit/s, veth pair, MTU 1500, no offloads, {reps} alternated {CPU_SECS}-s transfers (sender and receiver thread CPU)\n",
+            CPU_RATE_BIT_S / 1e9
+        );
+        let _ = writeln!(
+            o,
+            "| CC | Gbit/s (median) | ns per byte (median) | min-max | vs cubic | within {CPU_RATIO_MAX}x |"
+        );
+        let _ = writeln!(o, "|---|---:|---:|---:|---:|---|");
+        let mut rows: Vec<(String, f64, f64, f64, f64)> = r
+            .cpu
+            .iter()
+            .map(|c| {
+                let mut v = c.ns_per_byte.clone();
+                let mut g = c.gbps.clone();
+                let lo = v.iter().cloned().fold(f64::INFINITY, f64::min);
+                let hi = v.iter().cloned().fold(0.0, f64::max);
+                (c.cc.clone(), median(&mut g), median(&mut v), lo, hi)
+            })
+            .collect();
+        let base = rows
+            .iter()
+            .find(|x| x.0 == "cubic")
+            .map_or(f64::NAN, |x| x.2);
+        for (cc, g, med, lo, hi) in rows.iter_mut() {
+            let ratio = *med / base;
+            let within = if cc == "cubic" {
+                "-"
+            } else if ratio <= CPU_RATIO_MAX {
+                "yes"
+            } else {
+                "**no**"
+            };
+            let _ = writeln!(
+                o,
+                "| {cc} | {g:.2} | {med:.2} | {lo:.2}-{hi:.2} | {ratio:.2}x | {within} |"
             );
         }
     }

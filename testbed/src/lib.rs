@@ -5,6 +5,7 @@
 //! - [`link`]: the papers' dumbbell (sender, router with TBF + drop-tail
 //!   pfifo, receiver) with random loss and a userspace [`delay`] line.
 //! - [`traffic`]: bulk transfers with a chosen congestion control.
+//! - [`veth`]: two namespaces on one veth pair, nothing between them.
 //! - [`tcpinfo`], [`nl`]: per-socket TCP_INFO and qdisc sampling.
 //!
 //! The `lab` crate runs scenarios on it; the privileged tests use it
@@ -21,6 +22,7 @@ pub mod netns;
 pub mod nl;
 pub mod tcpinfo;
 pub mod traffic;
+pub mod veth;
 
 /// Why privileged work (BPF, netns, qdiscs) cannot run here, if it cannot.
 pub fn privileged_skip_reason() -> Option<String> {

@@ -108,10 +108,16 @@ fn ns_sysctl(ns: &NetNs, key: &str, val: &str) {
 }
 
 fn offloads_off(ns: &NetNs, dev: &str) {
+    set_offloads(ns, dev, false);
+}
+
+/// TSO, GSO and GRO of `dev` in `ns` on or off.
+pub(crate) fn set_offloads(ns: &NetNs, dev: &str, on: bool) {
+    let v = if on { "on" } else { "off" };
     // Not every offload is settable on every device; ignore the exit code.
     let _ = std::process::Command::new("ip")
         .args(["netns", "exec", &ns.name, "ethtool", "-K", dev])
-        .args(["tso", "off", "gso", "off", "gro", "off"])
+        .args(["tso", v, "gso", v, "gro", v])
         .output();
 }
 

@@ -223,3 +223,109 @@ pub fn connect(fd: std::os::fd::OwnedFd, addr: SocketAddr) -> std::io::Result<Tc
     }
     Ok(unsafe { TcpStream::from_raw_fd(fd.into_raw_fd()) })
 }
+
+/// CPU time (user and system) of the calling thread so far, s: what the
+/// kernel charges to it, the softirq work done in its context included.
+pub fn thread_cpu_s() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// A transfer at a fixed rate and what it cost each end.
+#[derive(Debug)]
+pub struct Paced {
+    pub bytes: u64,
+    pub secs: f64,
+    pub sender_cc: String,
+    /// CPU of the sending thread, s (on a veth pair the receiver's stack
+    /// runs in the sender's softirq context, and the other way round).
+    pub sender_cpu_s: f64,
+    /// CPU of the receiving thread, s.
+    pub receiver_cpu_s: f64,
+}
+
+impl Paced {
+    /// Both ends' CPU per byte delivered, ns.
+    pub fn ns_per_byte(&self) -> f64 {
+        (self.sender_cpu_s + self.receiver_cpu_s) * 1e9 / self.bytes.max(1) as f64
+    }
+}
+
+/// Send at `rate_bit_s` (in 64-KiB writes, each due when the bytes before
+/// it are, at that rate) for `secs` from a client in `snd` to a server in
+/// `rcv` listening on `bind`, both ends with `cc`.
+pub fn paced_across(
+    snd: &NetNs,
+    rcv: &NetNs,
+    cc: &str,
+    rate_bit_s: f64,
+    secs: f64,
+    bind: SocketAddr,
+) -> std::io::Result<Paced> {
+    let cc1 = cc.to_string();
+    let listener = rcv.run(move || listen(&cc1, bind))?;
+    let addr = listener.local_addr()?;
+    let server = std::thread::spawn(move || -> std::io::Result<(u64, f64)> {
+        let (mut s, _) = listener.accept()?;
+        let cpu0 = thread_cpu_s();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut total = 0u64;
+        loop {
+            let n = s.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            total += n as u64;
+        }
+        Ok((total, thread_cpu_s() - cpu0))
+    });
+    let cc2 = cc.to_string();
+    let sent = snd.run(move || -> std::io::Result<(String, f64, f64)> {
+        let sock = socket_for(addr)?;
+        set_cc(sock.as_raw_fd(), &cc2)?;
+        let mut c = connect(sock, addr)?;
+        let sender_cc = get_cc(c.as_raw_fd());
+        let chunk = vec![0x5au8; 64 << 10];
+        let bytes_per_s = rate_bit_s / 8.0;
+        let cpu0 = thread_cpu_s();
+        let start = Instant::now();
+        let mut sent = 0u64;
+        while start.elapsed().as_secs_f64() < secs {
+            let due = std::time::Duration::from_secs_f64(sent as f64 / bytes_per_s);
+            if let Some(wait) = due.checked_sub(start.elapsed()) {
+                std::thread::sleep(wait);
+            }
+            c.write_all(&chunk)?;
+            sent += chunk.len() as u64;
+        }
+        c.shutdown(std::net::Shutdown::Write)?;
+        let mut sink = [0u8; 16];
+        while c.read(&mut sink)? > 0 {}
+        Ok((
+            sender_cc,
+            start.elapsed().as_secs_f64(),
+            thread_cpu_s() - cpu0,
+        ))
+    });
+    let (sender_cc, secs, sender_cpu_s) = match sent {
+        Err(e) => {
+            let _ = snd.run(move || TcpStream::connect(addr).map(drop));
+            let _ = server.join();
+            return Err(e);
+        }
+        Ok(x) => x,
+    };
+    let (bytes, receiver_cpu_s) = server.join().expect("server thread")?;
+    Ok(Paced {
+        bytes,
+        secs,
+        sender_cc,
+        sender_cpu_s,
+        receiver_cpu_s,
+    })
+}

@@ -89,8 +89,8 @@ enum Task {
         /// Results folder (default lab-results/bench-<time>).
         #[arg(long)]
         out: Option<PathBuf>,
-        /// Only one part: consumer, datapath, aggregates or cost.
-        #[arg(long, value_parser = ["consumer", "datapath", "aggregates", "cost"])]
+        /// Only one part: consumer, datapath, aggregates, cost or cpu.
+        #[arg(long, value_parser = ["consumer", "datapath", "aggregates", "cost", "cpu"])]
         only: Option<String>,
     },
     /// Install the binary, systemd unit, completions, man pages, docs and
