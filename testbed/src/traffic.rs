@@ -154,6 +154,25 @@ pub fn transfer(cc: &str, bytes: u64, bind: SocketAddr) -> std::io::Result<Trans
     finish(server, send(addr, cc, bytes))
 }
 
+/// A listener in `rcv` on `bind` with `cc`, and its address.
+fn listen_in(
+    rcv: &NetNs,
+    cc: &str,
+    bind: SocketAddr,
+) -> std::io::Result<(TcpListener, SocketAddr)> {
+    let cc = cc.to_string();
+    let listener = rcv.run(move || listen(&cc, bind))?;
+    let addr = listener.local_addr()?;
+    Ok((listener, addr))
+}
+
+/// The sender never connected (say its CC was not registered): wake the
+/// server's accept so that its thread ends instead of leaking.
+fn unblock<T>(snd: &NetNs, addr: SocketAddr, server: std::thread::JoinHandle<T>) {
+    let _ = snd.run(move || TcpStream::connect(addr).map(drop));
+    let _ = server.join();
+}
+
 /// Send `bytes` from a client in `snd` to a server in `rcv` listening on
 /// `bind` (an address of `rcv`), both ends with `cc`.
 pub fn transfer_across(
@@ -163,18 +182,13 @@ pub fn transfer_across(
     bytes: u64,
     bind: SocketAddr,
 ) -> std::io::Result<Transfer> {
-    let cc1 = cc.to_string();
-    let listener = rcv.run(move || listen(&cc1, bind))?;
-    let addr = listener.local_addr()?;
+    let (listener, addr) = listen_in(rcv, cc, bind)?;
     let server = std::thread::spawn(move || serve(listener));
     let cc2 = cc.to_string();
     let sent = snd.run(move || send(addr, &cc2, bytes));
     match sent {
-        // The sender never connected (say its CC was not registered): wake
-        // the server's accept so its thread ends instead of leaking.
         Err(e) => {
-            let _ = snd.run(move || TcpStream::connect(addr).map(drop));
-            let _ = server.join();
+            unblock(snd, addr, server);
             Err(e)
         }
         ok => finish(server, ok),
@@ -267,9 +281,7 @@ pub fn paced_across(
     secs: f64,
     bind: SocketAddr,
 ) -> std::io::Result<Paced> {
-    let cc1 = cc.to_string();
-    let listener = rcv.run(move || listen(&cc1, bind))?;
-    let addr = listener.local_addr()?;
+    let (listener, addr) = listen_in(rcv, cc, bind)?;
     let server = std::thread::spawn(move || -> std::io::Result<(u64, f64)> {
         let (mut s, _) = listener.accept()?;
         let cpu0 = thread_cpu_s();
@@ -314,8 +326,7 @@ pub fn paced_across(
     });
     let (sender_cc, secs, sender_cpu_s) = match sent {
         Err(e) => {
-            let _ = snd.run(move || TcpStream::connect(addr).map(drop));
-            let _ = server.join();
+            unblock(snd, addr, server);
             return Err(e);
         }
         Ok(x) => x,
