@@ -271,7 +271,8 @@ void BPF_PROG(ccpd_cong_control, struct sock *sk, u32 ack, int flag, const struc
 	a.tp_delivered = tp->delivered;
 	a.snd_una = tp->snd_una;
 	a.snd_nxt = tp->snd_nxt;
-	if (ca->sh & CCPD_SH_DRAINING)
+	/* the path's sum, read on the ACK that ends the drain only */
+	if (ccpd_drain_ends(ca, a.now_us))
 		a.path_sps = ccpd_path_drained(sk, ca->drain_slot);
 
 	ccpd_on_ack(ca, &p, &a, &o);

@@ -319,8 +319,9 @@ struct ccpd_ack {
 	u32 tp_delivered;    /* tp->delivered */
 	u32 snd_una;
 	u32 snd_nxt;
-	u32 path_sps; /* share, draining: the rates the path's ccpd flows carried
-		       * before this slot's drain, summed (segments/s; 0 = none) */
+	u32 path_sps; /* share, at a drain's end (ccpd_drain_ends): the rates the
+		       * path's ccpd flows carried before this slot's drain,
+		       * summed (segments/s; 0 = none) */
 };
 
 struct ccpd_out {
@@ -888,6 +889,13 @@ CCL_CORE int ccpd_has_half(u32 w_q10, u32 c_sps, u32 s_us)
 	return (u64)w_q10 >= ccl_segs_q10(c_sps, s_us) / 2;
 }
 
+/* share: the flow is in a drain that ends at this ACK or has ended (the
+ * ACK on which ccpd_drain judges it, and reads a->path_sps). */
+CCL_CORE bool ccpd_drain_ends(const struct ccpd *ca, u32 now_us)
+{
+	return (ca->sh & CCPD_SH_DRAINING) && (s32)(now_us - ca->drain_end_us) >= 0;
+}
+
 /*
  * share: a synchronised drain.  Every flow's clock is the host's, so every
  * ccpd flow on the host starts one at the first ACK of each drain_ms slot.
@@ -956,7 +964,7 @@ CCL_CORE_GLOBAL u32 ccpd_drain(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		ca->w_q10 = w << 10;
 		return w;
 	}
-	if ((s32)(a->now_us - ca->drain_end_us) < 0)
+	if (!ccpd_drain_ends(ca, a->now_us))
 		return w > p->cwnd_min ? w : p->cwnd_min;
 	/* The drain ends: did the queue empty? */
 	ca->sh &= ~CCPD_SH_DRAINING;

@@ -827,23 +827,23 @@ pub fn render(r: &Report, secs: f64, reps: usize, bytes: u64) -> String {
             "| CC | Gbit/s (median) | ns per byte (median) | min-max | vs cubic | within {CPU_RATIO_MAX}x |"
         );
         let _ = writeln!(o, "|---|---:|---:|---:|---:|---|");
-        let mut rows: Vec<(String, f64, f64, f64, f64)> = r
+        // (cc, median Gbit/s, median ns/byte, min, max): median sorts
+        let rows: Vec<(&str, f64, f64, f64, f64)> = r
             .cpu
             .iter()
             .map(|c| {
                 let mut v = c.ns_per_byte.clone();
                 let mut g = c.gbps.clone();
-                let lo = v.iter().cloned().fold(f64::INFINITY, f64::min);
-                let hi = v.iter().cloned().fold(0.0, f64::max);
-                (c.cc.clone(), median(&mut g), median(&mut v), lo, hi)
+                let med = median(&mut v);
+                (c.cc.as_str(), median(&mut g), med, v[0], v[v.len() - 1])
             })
             .collect();
         let base = rows
             .iter()
             .find(|x| x.0 == "cubic")
             .map_or(f64::NAN, |x| x.2);
-        for (cc, g, med, lo, hi) in rows.iter_mut() {
-            let ratio = *med / base;
+        for &(cc, g, med, lo, hi) in &rows {
+            let ratio = med / base;
             let within = if cc == "cubic" {
                 "-"
             } else if ratio <= CPU_RATIO_MAX {
