@@ -9,7 +9,7 @@
 //! default_cc = "cubic"              # optional, initial netns only
 //! [algos.ccpd]                      # attach; `set` = profile 0 tunables
 //! set = { kp = 4 }
-//! [profiles.latency]                # named profile -> id 1.. per algorithm
+//! [profiles.latency]                # named profile: a stable id 1..15 (profiles.rs)
 //! algo = "ccpd"
 //! set = { kp = 2, kd = 100 }
 //! [[cgroups]]
@@ -34,7 +34,7 @@
 //! Size: over 400 lines because parsing, validation, the plan (diff) and its
 //! execution are one reconciliation; its tests are a third of it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
@@ -172,6 +172,9 @@ pub struct Desired {
     pub cgroups: BTreeMap<PathBuf, (String, u32)>,
     /// Rollouts `serve` runs, validated.
     pub rollouts: Vec<crate::rollout::Opts>,
+    /// Ids of removed profiles that flows or bindings still hold: `plan`
+    /// leaves their tunables as they are (profiles.rs).
+    pub keep_params: BTreeSet<(Algo, u32)>,
     pub serve: ServeCfgResolved,
 }
 
@@ -244,6 +247,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Desired> {
         profile_names: BTreeMap::new(),
         cgroups: BTreeMap::new(),
         rollouts: Vec::new(),
+        keep_params: BTreeSet::new(),
         serve: ServeCfgResolved {
             metrics: cfg.serve.metrics.clone(),
             remove_on_exit: cfg.serve.on_exit == OnExit::Remove,
@@ -287,7 +291,8 @@ pub fn parse(file: &Path, text: &str) -> Result<Desired> {
         let p = params_from(file, text, algo, &a.set)?;
         d.algos.entry(algo).or_default().insert(0, p);
     }
-    // Named profiles: ids 1.. per algorithm in name order.
+    // Named profiles: ids 1.. per algorithm in name order; `apply` and
+    // `serve` renumber them to their stable ids (profiles.rs).
     let mut next: BTreeMap<Algo, u32> = BTreeMap::new();
     let mut by_name: BTreeMap<String, (Algo, u32)> = BTreeMap::new();
     for (name, pc) in &cfg.profiles {
@@ -618,6 +623,9 @@ pub fn plan(d: &Desired) -> Result<Vec<Change>> {
             out.push(Change::Attach(algo));
         }
         for id in 0..intf::CCL_NR_PROFILES {
+            if d.keep_params.contains(&(algo, id)) {
+                continue;
+            }
             let want = profiles
                 .get(&id)
                 .cloned()
@@ -741,44 +749,6 @@ pub fn execute(changes: &[Change], verbose: bool) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Where `apply` and `serve` record the profile names of the applied config,
-/// so `tune --profile NAME` and `cgroup set --profile NAME` can use them.
-pub const PROFILE_NAMES: &str = "/run/ccload/profiles.json";
-
-/// Record `d`'s profile names (algorithm -> name -> id).
-pub fn save_profile_names(d: &Desired) -> Result<()> {
-    let mut m: BTreeMap<&str, BTreeMap<&str, u32>> = BTreeMap::new();
-    for ((algo, id), name) in &d.profile_names {
-        m.entry(algo.name()).or_default().insert(name, *id);
-    }
-    std::fs::create_dir_all("/run/ccload")?;
-    std::fs::write(PROFILE_NAMES, serde_json::to_string_pretty(&m)?)?;
-    Ok(())
-}
-
-/// A profile given as an id, or as a name of the last applied config.
-pub fn resolve_profile(algo: &str, text: &str) -> Result<u32> {
-    if let Ok(id) = text.parse::<u32>() {
-        return Ok(id);
-    }
-    let m: BTreeMap<String, BTreeMap<String, u32>> = std::fs::read_to_string(PROFILE_NAMES)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default();
-    let known = m.get(algo).cloned().unwrap_or_default();
-    match known.get(text) {
-        Some(id) => Ok(*id),
-        None => bail!(
-            "unknown profile `{text}` for {algo} (named profiles come from `ccload apply`; known: {})",
-            if known.is_empty() {
-                "none".to_string()
-            } else {
-                known.keys().cloned().collect::<Vec<_>>().join(", ")
-            }
-        ),
-    }
 }
 
 #[cfg(test)]

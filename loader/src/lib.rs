@@ -20,6 +20,7 @@ pub mod leftovers;
 pub(crate) mod lock;
 pub mod netlink;
 pub mod output;
+pub mod profiles;
 pub mod rollout;
 pub(crate) mod serve;
 pub(crate) mod stats;

@@ -620,3 +620,159 @@ fn a_harmful_canary_is_rolled_back_and_a_good_one_promoted() {
     assert!(!ccload_ok(&["status"]).contains("rollout of"));
     ccload_ok(&["tune", "--algo", "ccpd", "--profile", "5", "--reset"]);
 }
+
+/// Stable profile ids (issue 40): flows bound by `apply` to profiles `web`
+/// and `zz` keep their tunables across an apply that adds `api` (which
+/// sorts first: numbered in name order it would take web's id) and removes
+/// `zz` and its cgroup: web keeps its id, zz's id is retired while its flow
+/// lives (its tunables stay; api takes another id).
+#[test]
+fn flows_keep_their_profiles_tunables_across_an_apply_that_adds_and_removes() {
+    let _s = privileged!();
+    struct Cleanup(std::path::PathBuf);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = ccload(&["detach", "--all"]);
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let dir = std::env::temp_dir().join(format!("ccl-ids-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let _c = Cleanup(dir.clone());
+    let (web, zz, sink) = (
+        TestCgroup::new("web"),
+        TestCgroup::new("zz"),
+        TestCgroup::new("sink"),
+    );
+    let profile = |name: &str, kp: u32| {
+        format!("[profiles.{name}]\nalgo = \"ccpd\"\nset = {{ kp = {kp}, kd = 0 }}\n")
+    };
+    let bind = |cg: &TestCgroup, name: &str| {
+        format!(
+            "[[cgroups]]\npath = \"{}\"\nalgo = \"ccpd\"\nprofile = \"{name}\"\n",
+            cg.path()
+        )
+    };
+    let apply = |file: &str, text: String| {
+        let p = dir.join(file);
+        std::fs::write(&p, text).unwrap();
+        ccload_ok(&["apply", p.to_str().unwrap()])
+    };
+    let head = "[algos.ccpd]\nset = { kd = 0 }\n";
+    apply(
+        "before.toml",
+        format!(
+            "{head}{}{}{}{}",
+            profile("web", 8),
+            profile("zz", 4),
+            bind(&web, "web"),
+            bind(&zz, "zz")
+        ),
+    );
+    assert_eq!(cgroup_binding(web.path()), Some(("ccpd".into(), 1)));
+    assert_eq!(cgroup_binding(zz.path()), Some(("ccpd".into(), 2)));
+    let link = Bottleneck::new(LinkCfg {
+        rate_mbit: 40.0,
+        buffer_pkts: 60,
+        delay_ms: 5.0,
+        ..Default::default()
+    });
+    let mut w = Watch::start(&["--algo", "ccpd"]);
+    assert!(w.wait_holding("ccpd"), "watch never took ccpd's ring");
+    // Two flows of 16 MB, one from each cgroup, at once.
+    let flow = |cg: &TestCgroup| {
+        let srv = Helper::spawn(&[sink.path(), &link.receiver.name, "listen", "10.77.2.2"]);
+        let port = srv.get("PORT");
+        let cli = Helper::spawn(&[
+            cg.path(),
+            &link.sender.name,
+            "connect",
+            &format!("10.77.2.2:{port}"),
+            &(16 * MB).to_string(),
+        ]);
+        assert_eq!(cli.get("CC"), "ccpd");
+        (format!("10.77.2.2:{port}"), srv, cli)
+    };
+    let (to_web, web_srv, _web_cli) = flow(&web);
+    let (to_zz, zz_srv, _zz_cli) = flow(&zz);
+    // Kp of the controlled rounds of one flow, (before, after) `t_us`.
+    let mut recs: Vec<serde_json::Value> = Vec::new();
+    let kps = |recs: &[serde_json::Value], remote: &str, t: i64, after: bool| -> Vec<i64> {
+        recs.iter()
+            .filter(|r| r["remote"] == remote && (i(r, "t_us") > t) == after)
+            // the law (L0/L1) in force, not a drain or the competitive mode
+            .filter(|r| i(r, "mode") <= 1)
+            .filter_map(|r| ccpd_kp_used(r, &[2048, 4096, 8192]))
+            .collect()
+    };
+    // Both flows under control with their profiles' Kp, then the apply.
+    let ok = wait_until(Duration::from_secs(20), || {
+        while let Ok(r) = w.rx.try_recv() {
+            recs.push(r);
+        }
+        kps(&recs, &to_web, i64::MAX, false).len() >= 3
+            && kps(&recs, &to_zz, i64::MAX, false).len() >= 3
+    });
+    assert!(ok, "both flows under control before the apply");
+    let out = apply(
+        "after.toml",
+        format!(
+            "{head}{}{}{}",
+            profile("api", 4),
+            profile("web", 8),
+            bind(&web, "web")
+        ),
+    );
+    eprintln!("{out}");
+    let t_applied = (monotonic_ns() / 1000) as i64;
+    assert_eq!(web_srv.get("BYTES"), (16 * MB).to_string());
+    assert_eq!(zz_srv.get("BYTES"), (16 * MB).to_string());
+    while let Ok(r) = w.rx.recv_timeout(Duration::from_millis(300)) {
+        recs.push(r);
+    }
+    w.stop();
+    let (wb, wa) = (
+        kps(&recs, &to_web, t_applied, false),
+        kps(&recs, &to_web, t_applied, true),
+    );
+    let (zb, za) = (
+        kps(&recs, &to_zz, t_applied, false),
+        kps(&recs, &to_zz, t_applied, true),
+    );
+    eprintln!(
+        "controlled rounds before/after the apply: web {}/{}, zz {}/{}",
+        wb.len(),
+        wa.len(),
+        zb.len(),
+        za.len()
+    );
+    assert!(wb.iter().all(|&k| k == 8192), "web before: {wb:?}");
+    assert!(zb.iter().all(|&k| k == 4096), "zz before: {zb:?}");
+    assert!(
+        wa.len() >= 3 && wa.iter().all(|&k| k == 8192),
+        "web after: {wa:?}"
+    );
+    assert!(
+        za.len() >= 3 && za.iter().all(|&k| k == 4096),
+        "zz after: {za:?}"
+    );
+    // web kept its id and binding; zz's id is retired, api took the next.
+    assert_eq!(cgroup_binding(web.path()), Some(("ccpd".into(), 1)));
+    assert_eq!(cgroup_binding(zz.path()), None);
+    let api = ccload_ok(&["tune", "--algo", "ccpd", "--show", "--profile", "api"]);
+    assert!(api.starts_with("ccpd profile 3:"), "{api}");
+    let ids: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(ccload::profiles::PROFILE_IDS).unwrap())
+            .unwrap();
+    assert_eq!(ids["ccpd"]["retired"]["2"], "zz", "{ids}");
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}

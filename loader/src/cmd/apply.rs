@@ -5,18 +5,19 @@ use std::path::Path;
 use anyhow::Result;
 
 use crate::output::Out;
-use crate::{bpf, config};
+use crate::{bpf, config, profiles};
 
 pub(super) fn run(file: &Path, dry_run: bool, verbose: bool, out: Out) -> Result<i32> {
-    let d = config::load(file)?;
+    let mut d = config::load(file)?;
     if !dry_run {
         bpf::require_root()?;
     }
+    let ids = profiles::stabilise(&mut d)?;
     let plan = config::plan(&d)?;
     if out.json {
         if !dry_run && !plan.is_empty() {
             config::execute(&plan, verbose)?;
-            config::save_profile_names(&d)?;
+            profiles::save(&ids)?;
         }
         out.emit(&serde_json::json!({
             "file": file,
@@ -37,7 +38,7 @@ pub(super) fn run(file: &Path, dry_run: bool, verbose: bool, out: Out) -> Result
         println!("(dry run: nothing changed)");
     } else {
         config::execute(&plan, verbose)?;
-        config::save_profile_names(&d)?;
+        profiles::save(&ids)?;
         println!("{}: applied {} change(s)", file.display(), plan.len());
     }
     Ok(0)

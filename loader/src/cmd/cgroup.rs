@@ -14,7 +14,7 @@ pub(super) fn run(cmd: CgroupCmd, out: Out) -> Result<i32> {
             algo,
             profile,
         } => {
-            let profile = crate::config::resolve_profile(&algo, &profile)?;
+            let profile = crate::profiles::resolve(&algo, &profile)?;
             let b = cgroup::set(&path, &algo, profile)?;
             if out.json {
                 out.emit(&json!({

@@ -89,7 +89,7 @@ pub(super) fn run(a: RolloutArgs, out: Out) -> Result<i32> {
             .collect::<Result<_>>()?
     };
     let o = rollout::Opts {
-        profile: crate::config::resolve_profile(&algo, &a.profile)?,
+        profile: crate::profiles::resolve(&algo, &a.profile)?,
         algo,
         canary: a.canary.clone().unwrap_or_default(),
         control: a.control.clone().unwrap_or_default(),

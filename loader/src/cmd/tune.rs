@@ -16,7 +16,7 @@ pub(super) fn run(
     reset: bool,
     out: Out,
 ) -> Result<i32> {
-    let profile = crate::config::resolve_profile(algo.name(), profile)?;
+    let profile = crate::profiles::resolve(algo.name(), profile)?;
     if profile >= crate::intf::CCL_NR_PROFILES {
         bail!(
             "profile {profile} out of range 0..{}",

@@ -224,7 +224,8 @@ impl State {
     }
 }
 
-fn apply(d: &Desired, verbose: bool) -> Result<()> {
+/// Reconcile the kernel to `d`; returns `d` with its profiles' stable ids.
+fn apply(mut d: Desired, verbose: bool) -> Result<Desired> {
     // Held while the kernel state is reconciled, as every CLI command does.
     // A daemon outwaits busy operators (six times the CLI's wait) rather
     // than give up a start or a reload.
@@ -244,7 +245,8 @@ fn apply(d: &Desired, verbose: bool) -> Result<()> {
             other => break other?,
         }
     };
-    let plan = config::plan(d)?;
+    let ids = crate::profiles::stabilise(&mut d)?;
+    let plan = config::plan(&d)?;
     if plan.is_empty() {
         log(6, "config: kernel already matches");
     }
@@ -252,7 +254,8 @@ fn apply(d: &Desired, verbose: bool) -> Result<()> {
         log(6, format!("config: {c}"));
     }
     config::execute(&plan, verbose)?;
-    config::save_profile_names(d)
+    crate::profiles::save(&ids)?;
+    Ok(d)
 }
 
 type Queue = Rc<RefCell<Vec<Vec<u8>>>>;
@@ -341,8 +344,7 @@ enum Exit {
 pub fn run(config_path: &Path, verbose: bool, json_logs: bool) -> Result<()> {
     let _ = LOG_FORMAT.set(log_format(json_logs));
     bpf::require_root()?;
-    let desired = config::load(config_path)?;
-    apply(&desired, verbose).context("initial config apply")?;
+    let desired = apply(config::load(config_path)?, verbose).context("initial config apply")?;
     log(6, format!("applied {}", config_path.display()));
     let st = Rc::new(State::new(desired));
     st.metrics.borrow_mut().applies = 1;
@@ -365,7 +367,7 @@ pub fn run(config_path: &Path, verbose: bool, json_logs: bool) -> Result<()> {
             st.rollouts.borrow_mut().stop_all();
             if d.serve.remove_on_exit {
                 let empty = config::parse(Path::new("<on_exit = remove>"), "")?;
-                apply(&empty, verbose)?;
+                apply(empty, verbose)?;
                 log(6, "exit: removed ccload's kernel state (on_exit = remove)");
             } else {
                 log(6, "exit: kernel state kept (on_exit = keep)");
@@ -551,7 +553,7 @@ async fn main_loop(path: PathBuf, st: Rc<State>, verbose: bool) -> Result<Exit> 
         if reload {
             log(6, format!("SIGHUP: reloading {}", path.display()));
             notify(&format!("RELOADING=1\nMONOTONIC_USEC={}", monotonic_usec()));
-            match config::load(&path).and_then(|d| apply(&d, verbose).map(|_| d)) {
+            match config::load(&path).and_then(|d| apply(d, verbose)) {
                 Ok(d) => {
                     st.rollouts.borrow_mut().sync(&d.rollouts);
                     *st.desired.borrow_mut() = d;
