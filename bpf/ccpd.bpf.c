@@ -37,24 +37,25 @@
  *     measures the previous round's window, and with that delay 1.5/(1+2Kp)
  *     swings the queue between empty and full.
  *  6. Clamp P + B - max(2, B/8): below the path storage, not at it.
- *  7. Loss: the kernel retransmits.  A loss is congestive when the smoothed
- *     RTT shows a nearly full buffer (s >= m + 3/4 (rtt_max - m)), Recovery
- *     is re-entered within an RTT of leaving it, the window is at the clamp,
- *     or (in slow start, in place of the RTT and clamp tests, which there
- *     measure the slow start itself) the RTT shows the slow-start exit's
- *     queue, or (checked in pkts_acked) the Recovery has seen a burst of 3
- *     losses: the window is then held at the L1
- *     equilibrium window (pipe share + Kp B/(1+2Kp)), and at most
- *     P_fb + Kp (W - P_fb)/(1+2Kp) with P_fb the pipe at the delivery rate
- *     (C may read 25 % above the link, more than a BDP/8 buffer).
- *     Otherwise (random loss) it is held as the paper says, and a slow
- *     start goes on (one drop at a window of 82 of 1,583 segments otherwise
- *     left the law ~40 s to fill the path).  Holding every
- *     loss locked the flow in Recovery once cwnd passed the path storage
- *     (179 of 220 rounds, 586k retransmissions in 15 s at 20 ms): the kernel
- *     re-enters Recovery on the ACK that ends it and ssthresh() held the
- *     same window again.  A congestive loss in CA also sets rtt_max to the
- *     smoothed RTT (bmax_on_loss = 1, default), so B follows the buffer.
+ *  7. Loss: the kernel retransmits.  Over a nearly empty queue (smoothed
+ *     RTT under clamp(m/16, rtt_floor, 16 ms) above m) a loss is random.
+ *     Otherwise it is congestive when the smoothed RTT shows a nearly full
+ *     buffer (s >= m + 3/4 (rtt_max - m)), Recovery is re-entered within an
+ *     RTT of leaving it, the window is at the clamp, or (in slow start, in
+ *     place of these, which there measure the slow start itself) the RTT
+ *     shows the slow-start exit's queue; or (checked in pkts_acked) the
+ *     Recovery has seen a burst of 3 losses with a queue, or W/8 without:
+ *     the window is then held at the L1 equilibrium window (pipe share +
+ *     Kp B/(1+2Kp)), and at most P_fb + Kp (W - P_fb)/(1+2Kp) with P_fb the
+ *     pipe at the delivery rate (C may read 25 % above the link, more than
+ *     a BDP/8 buffer).  Otherwise (random loss) it is held as the paper
+ *     says, and the law (or slow start, up to one doubling) goes on through
+ *     the Recovery, fed by its RTT samples (docs/ccpd.md, "Heavy random
+ *     loss").  Holding every loss locked the flow in Recovery once cwnd
+ *     passed the path storage: the kernel re-enters Recovery on the ACK that
+ *     ends it and ssthresh() held the same window again.  A congestive loss
+ *     in CA also sets rtt_max to the smoothed RTT (bmax_on_loss = 1,
+ *     default), so B follows the buffer.
  *  8. RTO: slow start back to the last law window, handled in
  *     set_state(TCP_CA_Loss), because an RTO in Recovery skips ssthresh()
  *     and CA_EVENT_LOSS (a target of 0 there gave cwnd 0).  undo_cwnd
@@ -90,11 +91,16 @@
  *     veth pair the smallest sample, 4 us, made every packet past the first two
  *     a queue (windows of 2-13 segments, half cubic's rate, 1.1-1.9x its CPU
  *     at 1 Gbit/s).  Paths of a millisecond and more keep their own m.
+ * 14. Paced (pace = 1): 1.2x W mss / srtt, 2x in slow start, the kernel's
+ *     ratios, with SK_PACING_NEEDED (no fq needed); the ACK arming a packet
+ *     pair sends its quota unpaced.  The paper's sender is unpaced, and its
+ *     bursts overflowed a 10-packet buffer below the path storage
+ *     (docs/ccpd.md, "Pacing").
  *
  *   state diagram (phase):
  *
  *     SS --congestive loss (hold: law target)---> CA <-------------+
- *      |  (a random loss is held; slow start goes on)
+ *      |  (a random loss is held; slow start and the law go on)
  *      |                                 |  congestive: target      |
  *      |                                 |  random: hold cwnd       |
  *      +--RTO--> SS_RTO --cwnd == target, Open--+------------------+
@@ -197,6 +203,9 @@ void BPF_PROG(ccpd_init, struct sock *sk)
 
 	ccpd_on_init(inet_csk_ca(sk), tp->delivered, (u32)tp->tcp_mstamp);
 	ccl_flow_init(sk);
+	/* TCP's own pacing (no fq needed): the rate is set in cong_control */
+	if (sk->sk_pacing_status == SK_PACING_NONE)
+		sk->sk_pacing_status = SK_PACING_NEEDED;
 }
 
 static __always_inline void ccpd_emit(struct sock *sk, struct ccpd *ca,
@@ -293,8 +302,16 @@ void BPF_PROG(ccpd_cong_control, struct sock *sk, u32 ack, int flag, const struc
 	if (o.losses > 0)
 		stat_add(CCL_STAT_LOSS_HELD, o.losses);
 
-	/* No pacing; keeps the probe pairs back to back. */
-	sk->sk_pacing_rate = ~0UL;
+	/* Paced, except the ACK that arms a packet pair: the quota it frees
+	 * goes out back to back. */
+	if (!p.pace || (o.ev & CCPD_EV_PAIR_ARMED)) {
+		sk->sk_pacing_rate = ~0UL;
+	} else {
+		u64 rate = ccpd_pacing_rate(tp->mss_cache, tp->snd_cwnd, tp->srtt_us >> 3,
+					    ca->phase != CCL_PHASE_CA);
+
+		sk->sk_pacing_rate = rate ? rate : ~0UL;
+	}
 
 	/* Telemetry every round in every state. */
 	if (o.round_start && ccl_trace_due(sk, ca->round.cnt, p))
@@ -315,10 +332,8 @@ void BPF_PROG(ccpd_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 	ccl_params(ccl_profile_of(sk), &p);
 	if (ca->sh & CCPD_SH_PATH)
 		ccpd_path_round(sk, ca);
-	if (state == CCL_CA_RECOVERY) {
+	if (state == CCL_CA_RECOVERY)
 		ccpd_on_recovery_ack(ca, &p, tp->snd_cwnd_clamp);
-		return;
-	}
 	/* sample->in_flight is bytes: mss x the packets delivered while the
 	 * sampled packet was out (tcp_clean_rtx_queue), i.e. what was in
 	 * flight ahead of it when it left. */

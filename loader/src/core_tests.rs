@@ -331,6 +331,35 @@ fn ccpd_gains() {
     assert_eq!(unsafe { intf::ccpd_gain_q10(100, 0, 256) }, 256);
 }
 
+#[test]
+fn ccpd_pacing_rate_is_the_kernels_rule() {
+    // rate = gain x W x mss / srtt (tcp_update_pacing_rate): 1.2 in CA, 2 in
+    // slow start; exact to the byte per second (integer division).
+    for (mss, w, srtt, ss) in [
+        (1448u32, 83u32, 10_000u32, 0u32),
+        (1448, 1583, 190_000, 1),
+        (9000, 7, 40, 0),
+    ] {
+        let got = unsafe { intf::ccpd_pacing_rate(mss, w, srtt, ss) } as f64;
+        let gain = if ss != 0 { 2.0 } else { 1.2 };
+        let want = gain * w as f64 * mss as f64 * 1e6 / srtt as f64;
+        assert!(
+            (got - want).abs() <= 2.0,
+            "{mss} {w} {srtt} {ss}: {got} vs {want}"
+        );
+    }
+    // 83 segments of 1448 bytes in 10 ms, paced 1.2x: 14.4 MB/s (115 Mbit/s).
+    assert_eq!(
+        unsafe { intf::ccpd_pacing_rate(1448, 83, 10_000, 0) },
+        14_422_080
+    );
+    assert_eq!(
+        unsafe { intf::ccpd_pacing_rate(1448, 83, 0, 0) },
+        0,
+        "no srtt: unpaced"
+    );
+}
+
 fn run_l1(
     w: f64,
     m: u32,
