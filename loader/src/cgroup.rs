@@ -131,6 +131,32 @@ fn normalize(p: &Path) -> PathBuf {
     out
 }
 
+/// `path` (which need not exist) is inside a cgroup v2 hierarchy: its
+/// nearest existing ancestor is a cgroup v2 directory.
+pub fn check_in_cgroup2(path: &Path) -> Result<()> {
+    let mut p = path;
+    while !p.exists() {
+        p = p
+            .parent()
+            .with_context(|| format!("{}: no existing ancestor", path.display()))?;
+    }
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes())?;
+    // SAFETY: statfs on a valid C string into a zeroed struct.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("statfs {}", p.display()));
+    }
+    if st.f_type as i64 != CGROUP2_SUPER_MAGIC {
+        bail!(
+            "{} is not in a cgroup v2 hierarchy ({} is not a cgroup v2 directory)",
+            path.display(),
+            p.display()
+        );
+    }
+    Ok(())
+}
+
 /// The cgroup v2 id (its kernfs inode) of `path`, which must be a cgroup v2
 /// directory.
 pub fn cgroup_id(path: &Path) -> Result<u64> {
@@ -360,6 +386,19 @@ fn find_path(id: u64) -> Option<PathBuf> {
 }
 
 pub fn list() -> Result<Vec<Binding>> {
+    read_bindings(true)
+}
+
+/// The bindings without their paths (finding a path walks the cgroup tree):
+/// cgroup id -> (algorithm, profile).
+pub fn bound_ids() -> Result<std::collections::BTreeMap<u64, (String, u32)>> {
+    Ok(read_bindings(false)?
+        .into_iter()
+        .map(|b| (b.cgroup_id, (b.algo, b.profile)))
+        .collect())
+}
+
+fn read_bindings(paths: bool) -> Result<Vec<Binding>> {
     let mut out = Vec::new();
     let Ok(rd) = std::fs::read_dir(cg_root()) else {
         return Ok(out);
@@ -395,7 +434,7 @@ pub fn list() -> Result<Vec<Binding>> {
             )?;
         }
         out.push(Binding {
-            cgroup: find_path(id),
+            cgroup: if paths { find_path(id) } else { None },
             cgroup_id: id,
             algo: bpf::c_name(&b.algo),
             profile: b.profile,

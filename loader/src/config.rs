@@ -12,8 +12,8 @@
 //! [profiles.latency]                # named profile: a stable id 1..15 (profiles.rs)
 //! algo = "ccpd"
 //! set = { kp = 2, kd = 100 }
-//! [[cgroups]]
-//! path = "/sys/fs/cgroup/web.slice"
+//! [[cgroups]]                       # may not exist yet; may be a glob
+//! path = "/sys/fs/cgroup/web.slice"  # (cgroup_rules.rs)
 //! algo = "ccpd"
 //! profile = "latency"
 //! [[rollouts]]                      # `ccload serve` runs them (ccload rollout)
@@ -42,6 +42,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::algos::{Algo, Params};
+use crate::cgroup_rules::{self, CgroupRule};
 use crate::{bpf, cgroup, intf, sysctl};
 
 #[derive(Debug, Deserialize)]
@@ -168,8 +169,8 @@ pub struct Desired {
     pub algos: BTreeMap<Algo, BTreeMap<u32, Params>>,
     /// Profile names per (algo, id), for messages and metrics labels.
     pub profile_names: BTreeMap<(Algo, u32), String>,
-    /// cgroup path -> (CC name, profile id).
-    pub cgroups: BTreeMap<PathBuf, (String, u32)>,
+    /// The `[[cgroups]]` entries, in file order (cgroup_rules.rs).
+    pub cgroups: Vec<CgroupRule>,
     /// Rollouts `serve` runs, validated.
     pub rollouts: Vec<crate::rollout::Opts>,
     /// Ids of removed profiles that flows or bindings still hold: `plan`
@@ -245,7 +246,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Desired> {
         default_cc: cfg.default_cc.as_ref().map(|s| s.get_ref().clone()),
         algos: BTreeMap::new(),
         profile_names: BTreeMap::new(),
-        cgroups: BTreeMap::new(),
+        cgroups: Vec::new(),
         rollouts: Vec::new(),
         keep_params: BTreeSet::new(),
         serve: ServeCfgResolved {
@@ -329,26 +330,45 @@ pub fn parse(file: &Path, text: &str) -> Result<Desired> {
         by_name.insert(name.get_ref().clone(), (algo, *id));
         *id += 1;
     }
-    // Two spellings of one cgroup (a relative path, a second mount) are one
-    // cgroup: keyed by id.
+    // Two spellings of one existing cgroup (a relative path, a second
+    // mount) are one cgroup: keyed by id.  An entry may also name a cgroup
+    // that does not exist yet, or many with wildcards (cgroup_rules.rs).
     let mut ids: BTreeMap<u64, PathBuf> = BTreeMap::new();
+    let mut patterns: Vec<PathBuf> = Vec::new();
     for c in &cfg.cgroups {
-        let cg = cgroup::CgroupDir::open(c.path.get_ref())
-            .map_err(|e| at(file, text, c.path.span(), format!("{e:#}")))?;
-        if let Some(first) = ids.insert(cg.id, cg.path.clone()) {
+        let given = c.path.get_ref();
+        let pattern = if cgroup_rules::has_glob(given) || !given.exists() {
+            cgroup_rules::check_pattern(given).map_err(|e| at(file, text, c.path.span(), e))?;
+            cgroup::check_in_cgroup2(given)
+                .map_err(|e| at(file, text, c.path.span(), format!("{e:#}")))?;
+            given.clone()
+        } else {
+            let cg = cgroup::CgroupDir::open(given)
+                .map_err(|e| at(file, text, c.path.span(), format!("{e:#}")))?;
+            if let Some(first) = ids.insert(cg.id, cg.path.clone()) {
+                return Err(at(
+                    file,
+                    text,
+                    c.path.span(),
+                    format!(
+                        "cgroup listed twice: {} is {} (cgroup id {})",
+                        given.display(),
+                        first.display(),
+                        cg.id
+                    ),
+                ));
+            }
+            cg.path
+        };
+        if patterns.contains(&pattern) {
             return Err(at(
                 file,
                 text,
                 c.path.span(),
-                format!(
-                    "cgroup listed twice: {} is {} (cgroup id {})",
-                    c.path.get_ref().display(),
-                    first.display(),
-                    cg.id
-                ),
+                format!("cgroup listed twice: {}", pattern.display()),
             ));
         }
-        let path = &cg.path;
+        patterns.push(pattern.clone());
         let name = c.algo.get_ref();
         let ours = name.parse::<Algo>().ok();
         let profile = match (&c.profile, ours) {
@@ -400,7 +420,11 @@ pub fn parse(file: &Path, text: &str) -> Result<Desired> {
             }
             _ => {}
         }
-        d.cgroups.insert(path.clone(), (name.clone(), profile));
+        d.cgroups.push(CgroupRule {
+            pattern,
+            cc: name.clone(),
+            profile,
+        });
     }
     for r in &cfg.rollouts {
         let name = r.algo.get_ref();
@@ -468,7 +492,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Desired> {
             .map_err(|e| at(file, text, r.control.span(), format!("{e:#}")))?;
         let cg = cgroup::CgroupDir::open(r.canary.get_ref())
             .map_err(|e| at(file, text, r.canary.span(), format!("{e:#}")))?;
-        if d.cgroups.contains_key(&cg.path) {
+        if d.cgroups.iter().any(|r| r.matches(&cg.path)) {
             return Err(at(
                 file,
                 text,
@@ -651,6 +675,25 @@ pub fn plan(d: &Desired) -> Result<Vec<Change>> {
             out.push(Change::Detach(a));
         }
     }
+    out.extend(plan_cgroups(d)?);
+    if let Some(to) = &d.default_cc {
+        let from = sysctl::default_cc()?;
+        if &from != to {
+            sysctl::check_can_default(to)?;
+            out.push(Change::DefaultCc {
+                from,
+                to: to.clone(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The binds and unbinds that take the cgroup bindings to `d`'s entries as
+/// they resolve now (cgroup_rules.rs).  `serve` runs this alone when the
+/// cgroup tree changes.
+pub fn plan_cgroups(d: &Desired) -> Result<Vec<Change>> {
+    let mut out = Vec::new();
     // The cgroups of a rollout in progress are the rollout's, not the
     // config's: neither bound nor unbound here.
     let mut in_rollout: Vec<u64> = Vec::new();
@@ -666,18 +709,18 @@ pub fn plan(d: &Desired) -> Result<Vec<Change>> {
         .map(|b| (b.cgroup_id, b))
         .collect();
     let mut wanted_ids = Vec::new();
-    for (path, (algo, profile)) in &d.cgroups {
-        let id = cgroup::cgroup_id(path)?;
+    for (path, id, i) in cgroup_rules::resolve(&d.cgroups).bound {
+        let r = &d.cgroups[i];
         wanted_ids.push(id);
         if in_rollout.contains(&id) {
             continue;
         }
         match have.get(&id) {
-            Some(b) if &b.algo == algo && b.profile == *profile => {}
+            Some(b) if b.algo == r.cc && b.profile == r.profile => {}
             _ => out.push(Change::Bind {
-                path: path.clone(),
-                algo: algo.clone(),
-                profile: *profile,
+                path,
+                algo: r.cc.clone(),
+                profile: r.profile,
             }),
         }
     }
@@ -687,16 +730,6 @@ pub fn plan(d: &Desired) -> Result<Vec<Change>> {
             out.push(Change::Unbind {
                 id: *id,
                 path: b.cgroup.clone(),
-            });
-        }
-    }
-    if let Some(to) = &d.default_cc {
-        let from = sysctl::default_cc()?;
-        if &from != to {
-            sysctl::check_can_default(to)?;
-            out.push(Change::DefaultCc {
-                from,
-                to: to.clone(),
             });
         }
     }
@@ -780,9 +813,16 @@ mod tests {
             e.starts_with("t.toml:3:8:") && e.contains("not in [algos]"),
             "{e}"
         );
+        // A path that does not exist yet is fine inside a cgroup v2 tree
+        // (cgroup_rules.rs), not outside one; nor is a relative pattern.
         let e = err("[algos.ccpd]\n[[cgroups]]\npath = \"/nonexistent-cg\"\nalgo = \"ccpd\"\n");
         assert!(
-            e.starts_with("t.toml:3:8:") && e.contains("no such directory"),
+            e.starts_with("t.toml:3:8:") && e.contains("not in a cgroup v2 hierarchy"),
+            "{e}"
+        );
+        let e = err("[algos.ccpd]\n[[cgroups]]\npath = \"rel/*\"\nalgo = \"ccpd\"\n");
+        assert!(
+            e.starts_with("t.toml:3:8:") && e.contains("must be absolute"),
             "{e}"
         );
         let e = err("[serve]\non_exit = \"maybe\"\n");

@@ -10,6 +10,7 @@ pub mod algos;
 pub mod bench;
 pub mod bpf;
 pub mod cgroup;
+pub mod cgroup_rules;
 pub mod cli;
 pub mod cmd;
 pub mod config;

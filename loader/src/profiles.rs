@@ -184,9 +184,9 @@ pub fn renumber(
         .into_iter()
         .map(|((algo, id), n)| ((algo, stable(algo, id)), n))
         .collect();
-    for (cc, profile) in d.cgroups.values_mut() {
-        if let Ok(algo) = cc.parse::<Algo>() {
-            *profile = stable(algo, *profile);
+    for r in &mut d.cgroups {
+        if let Ok(algo) = r.cc.parse::<Algo>() {
+            r.profile = stable(algo, r.profile);
         }
     }
     for r in &mut d.rollouts {
@@ -329,13 +329,16 @@ mod tests {
     fn renumber_moves_every_reference_and_keeps_retired_tunables() {
         let mut d = desired(&["api", "web"]);
         assert_eq!(d.profile_names[&(Algo::Ccpd, 2)], "web");
-        d.cgroups
-            .insert("/x".into(), ("ccpd".to_string(), 2 /* web */));
+        d.cgroups.push(crate::cgroup_rules::CgroupRule {
+            pattern: "/x".into(),
+            cc: "ccpd".to_string(),
+            profile: 2, // web
+        });
         let prev = Registry::from([("ccpd".to_string(), ids(&[("web", 1), ("zz", 2)]))]);
         let next = renumber(&mut d, &prev, &[Algo::Ccpd], |_, id| id == 2).unwrap();
         assert_eq!(d.profile_names[&(Algo::Ccpd, 1)], "web");
         assert_eq!(d.profile_names[&(Algo::Ccpd, 3)], "api");
-        assert_eq!(d.cgroups[std::path::Path::new("/x")].1, 1);
+        assert_eq!(d.cgroups[0].profile, 1);
         let keys: Vec<u32> = d.algos[&Algo::Ccpd].keys().copied().collect();
         assert_eq!(keys, [0, 1, 3]);
         assert!(d.keep_params.contains(&(Algo::Ccpd, 2)));

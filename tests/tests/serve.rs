@@ -808,3 +808,235 @@ fn the_daemon_runs_a_rollout_from_its_config_across_a_reload() {
     );
     assert!(d.stop().success());
 }
+
+/// The daemon applies a changed config file without a signal (issue 40): a
+/// ConfigMap-style update (the kubelet renames a new `..data` symlink into
+/// the mounted directory; the file is a symlink through it) retunes ccpd;
+/// an invalid new file is reported, counted and the running state kept; the
+/// next good one is applied.
+#[test]
+fn a_changed_config_file_is_applied_without_a_signal() {
+    let _s = privileged!();
+    let dir = std::env::temp_dir().join(format!("ccl-serve-cm-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let _c = Cleanup(dir.clone());
+    // One ConfigMap version: its directory, then the ..data swap.
+    let mut version = 0;
+    let mut publish = |kp: u32| {
+        version += 1;
+        let v = dir.join(format!("..v{version}"));
+        std::fs::create_dir(&v).unwrap();
+        std::fs::write(
+            v.join("ccload.toml"),
+            format!("[algos.ccpd]\nset = {{ kp = {kp} }}\n[serve]\nmetrics = \"127.0.0.1:0\"\n"),
+        )
+        .unwrap();
+        let tmp = dir.join("..data_tmp");
+        std::os::unix::fs::symlink(format!("..v{version}"), &tmp).unwrap();
+        std::fs::rename(&tmp, dir.join("..data")).unwrap();
+    };
+    publish(3);
+    let cfg = dir.join("ccload.toml");
+    std::os::unix::fs::symlink("..data/ccload.toml", &cfg).unwrap();
+    let kp = || {
+        ccload::bpf::read_params(ccload::algos::Algo::Ccpd, 0)
+            .ok()
+            .and_then(|p| p.get("kp"))
+            .map_or(0, |k| k / 1024)
+    };
+    let d = Daemon::start(&cfg);
+    let addr = d.addr();
+    assert!(wait_until(Duration::from_secs(15), || kp() == 3), "start");
+    publish(5);
+    assert!(
+        wait_until(Duration::from_secs(5), || kp() == 5),
+        "the swap was not applied: {:?}",
+        d.log.lock().unwrap()
+    );
+    assert!(d.logged("config file changed: reloading"));
+    // kp 99 is out of range: refused, counted, kp stays 5.
+    publish(99);
+    assert!(
+        wait_until(Duration::from_secs(5), || d.logged("reload failed")),
+        "{:?}",
+        d.log.lock().unwrap()
+    );
+    assert_eq!(kp(), 5);
+    let m = scrape(&addr).unwrap();
+    assert_eq!(metric(&m, "ccload_config_errors_total"), 1.0);
+    publish(7);
+    assert!(
+        wait_until(Duration::from_secs(5), || kp() == 7),
+        "after a bad one"
+    );
+    assert_eq!(
+        metric(&scrape(&addr).unwrap(), "ccload_config_applies_total"),
+        3.0
+    );
+    d.stop();
+}
+
+/// The congestion control a connection from cgroup `cg` gets (a short
+/// transfer through `link`), as the client's socket reports it.
+fn cc_of_a_connection(link: &Bottleneck, cg: &std::path::Path) -> String {
+    let helper = ccload_bin().with_file_name("ccl-sockhelper");
+    let mut srv = Command::new(&helper)
+        .args(["-", &link.receiver.name, "listen", "10.77.2.2"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(srv.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let port = line
+        .trim()
+        .strip_prefix("PORT ")
+        .expect("PORT line")
+        .to_string();
+    let cli = Command::new(&helper)
+        .args([
+            cg.to_str().unwrap(),
+            &link.sender.name,
+            "connect",
+            &format!("10.77.2.2:{port}"),
+            "10000",
+        ])
+        .output()
+        .unwrap();
+    let _ = srv.kill();
+    let _ = srv.wait();
+    let text = String::from_utf8_lossy(&cli.stdout).to_string();
+    text.lines()
+        .find_map(|l| l.strip_prefix("CC "))
+        .unwrap_or_else(|| panic!("no CC line: {text}"))
+        .to_string()
+}
+
+/// Cgroups that come and go (issue 40): `[[cgroups]]` entries may name
+/// cgroups that do not exist yet and may be globs.  The daemon binds a
+/// cgroup within 1 s of its mkdir, binds it again after an rmdir + mkdir
+/// (a service restart), and binds each of three cgroups a glob matches;
+/// connections in each get the configured CC; /healthz names the entry
+/// still waiting and /metrics counts the states.
+#[test]
+fn cgroups_that_appear_or_are_made_again_are_bound() {
+    let _s = privileged!();
+    let dir = std::env::temp_dir().join(format!("ccl-serve-cg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let _c = Cleanup(dir.clone());
+    let root = ccload::cgroup::cgroup2_mount().expect("cgroup2 mounted");
+    let name = |s: &str| root.join(format!("ccl-t{}-{s}", std::process::id()));
+    let (late, never) = (name("late"), name("never"));
+    let pods: Vec<_> = (1..=3).map(|i| name(&format!("pod{i}"))).collect();
+    struct Rmdir(Vec<std::path::PathBuf>);
+    impl Drop for Rmdir {
+        fn drop(&mut self) {
+            let _ = ccload(&["detach", "--all"]);
+            for d in &self.0 {
+                let _ = std::fs::remove_dir(d);
+            }
+        }
+    }
+    let mut all = pods.clone();
+    all.push(late.clone());
+    let _r = Rmdir(all);
+    let cfg = config(
+        &dir,
+        "cg.toml",
+        &format!(
+            "[algos.ccpd]\n[serve]\nmetrics = \"127.0.0.1:0\"\n\
+             [[cgroups]]\npath = \"{}\"\nalgo = \"ccpd\"\n\
+             [[cgroups]]\npath = \"{}\"\nalgo = \"reno\"\n\
+             [[cgroups]]\npath = \"{}\"\nalgo = \"reno\"\n",
+            late.display(),
+            name("pod*").display(),
+            never.display()
+        ),
+    );
+    let d = Daemon::start(&cfg);
+    let addr = d.addr();
+    let (st, body) = get(&addr, "/healthz").unwrap();
+    assert!(st.starts_with("HTTP/1.1 200"), "{st} {body}");
+    assert!(
+        body.contains(&format!("waiting for cgroup {}", late.display())),
+        "{body}"
+    );
+    let link = Bottleneck::new(LinkCfg {
+        rate_mbit: 20.0,
+        buffer_pkts: 60,
+        delay_ms: 2.0,
+        ..Default::default()
+    });
+    let bound_within = |p: &std::path::Path, cc: &str| {
+        let t = std::time::Instant::now();
+        let ok = wait_until(Duration::from_secs(3), || {
+            cgroup_binding(p.to_str().unwrap()).is_some_and(|(a, _)| a == cc)
+        });
+        (ok, t.elapsed())
+    };
+    // Appears after the start.
+    std::fs::create_dir(&late).unwrap();
+    let (ok, dt) = bound_within(&late, "ccpd");
+    assert!(
+        ok && dt < Duration::from_secs(1),
+        "late: bound {ok} after {dt:?}"
+    );
+    assert_eq!(cc_of_a_connection(&link, &late), "ccpd");
+    // Removed and made again (a new cgroup id): bound again.
+    std::fs::remove_dir(&late).unwrap();
+    std::fs::create_dir(&late).unwrap();
+    let (ok, dt) = bound_within(&late, "ccpd");
+    assert!(
+        ok && dt < Duration::from_secs(1),
+        "recreated: bound {ok} after {dt:?}"
+    );
+    assert_eq!(cc_of_a_connection(&link, &late), "ccpd");
+    // A glob: three new cgroups.
+    for p in &pods {
+        std::fs::create_dir(p).unwrap();
+    }
+    for p in &pods {
+        let (ok, dt) = bound_within(p, "reno");
+        assert!(
+            ok && dt < Duration::from_secs(1),
+            "{}: bound {ok} after {dt:?}",
+            p.display()
+        );
+        assert_eq!(cc_of_a_connection(&link, p), "reno");
+    }
+    let (st, body) = get(&addr, "/healthz").unwrap();
+    assert!(st.starts_with("HTTP/1.1 200"), "{st} {body}");
+    assert!(
+        body.contains(&format!("waiting for cgroup {}", never.display()))
+            && !body.contains(&late.display().to_string()),
+        "{body}"
+    );
+    let m = scrape(&addr).unwrap();
+    assert_eq!(metric(&m, "ccload_cgroups{state=\"bound\"}"), 4.0);
+    assert_eq!(metric(&m, "ccload_cgroups{state=\"missing\"}"), 1.0);
+    assert!(metric(&m, "ccload_cgroup_binds_total") >= 5.0, "{m}");
+    // Unbound behind the daemon's back: /healthz says so until it rebinds
+    // (the reconcile period at the latest).
+    ccload_ok(&["cgroup", "unset", pods[0].to_str().unwrap()]);
+    let (st, body) = get(&addr, "/healthz").unwrap();
+    if st.starts_with("HTTP/1.1 503") {
+        assert!(body.contains("configured cgroups not bound"), "{body}");
+    } else {
+        // The periodic reconcile came between the unset and the request.
+        assert_eq!(
+            cgroup_binding(pods[0].to_str().unwrap())
+                .map(|b| b.0)
+                .as_deref(),
+            Some("reno"),
+            "/healthz said {st} while the cgroup was unbound"
+        );
+    }
+    assert!(
+        wait_until(Duration::from_secs(12), || {
+            cgroup_binding(pods[0].to_str().unwrap()).is_some_and(|(a, _)| a == "reno")
+        }),
+        "not rebound within the reconcile period"
+    );
+    d.stop();
+}

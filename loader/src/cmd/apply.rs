@@ -14,6 +14,12 @@ pub(super) fn run(file: &Path, dry_run: bool, verbose: bool, out: Out) -> Result
     }
     let ids = profiles::stabilise(&mut d)?;
     let plan = config::plan(&d)?;
+    // Entries that name no cgroup yet: valid, bound by `serve` on arrival.
+    let waiting: Vec<String> = crate::cgroup_rules::resolve(&d.cgroups)
+        .missing
+        .iter()
+        .map(|&i| d.cgroups[i].pattern.display().to_string())
+        .collect();
     if out.json {
         if !dry_run && !plan.is_empty() {
             config::execute(&plan, verbose)?;
@@ -24,8 +30,12 @@ pub(super) fn run(file: &Path, dry_run: bool, verbose: bool, out: Out) -> Result
             "dry_run": dry_run,
             "changes": plan.iter().map(|c| c.to_json()).collect::<Vec<_>>(),
             "applied": if dry_run { 0 } else { plan.len() },
+            "waiting": waiting,
         }))?;
         return Ok(0);
+    }
+    for w in &waiting {
+        println!("  no cgroup {w} yet (`ccload serve` binds it when it appears)");
     }
     if plan.is_empty() {
         println!("{}: no changes", file.display());

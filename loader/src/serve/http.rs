@@ -142,7 +142,7 @@ async fn handle(req: Request<Incoming>, st: &State) -> Response<Full<Bytes>> {
     match req.uri().path() {
         "/metrics" => text(StatusCode::OK, st.scrape().await),
         "/healthz" => match st.health() {
-            Ok(()) => text(StatusCode::OK, "ok\n"),
+            Ok(body) => text(StatusCode::OK, body),
             Err(why) => text(StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
         },
         _ => text(

@@ -31,6 +31,10 @@ pub(super) struct Metrics {
     pub http_refused: u64,
     pub http_timeouts: u64,
     pub accept_errors: u64,
+    /// Cgroups bound after start-up by the reconcile (appeared, made again).
+    pub cgroup_binds: u64,
+    /// Reconciles of the cgroups that failed (retried).
+    pub cgroup_errors: u64,
     /// Attached algorithms whose ring buffer the daemon could not open
     /// (another consumer holds it); retried every few seconds.
     pub rings_missing: Vec<Algo>,
@@ -241,6 +245,16 @@ pub(super) fn render(
             "ccload_accept_errors_total",
             "Failed accept() calls on the daemon's listeners (retried with backoff).",
             m.accept_errors,
+        ),
+        (
+            "ccload_cgroup_binds_total",
+            "Cgroups bound after start-up, as they appeared or were made again.",
+            m.cgroup_binds,
+        ),
+        (
+            "ccload_cgroup_reconcile_errors_total",
+            "Failed reconciles of the configured cgroups (retried).",
+            m.cgroup_errors,
         ),
     ] {
         family(&mut o, name, "counter", help);

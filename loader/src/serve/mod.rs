@@ -1,7 +1,8 @@
 //! `ccload serve --config FILE`: the daemon for servers.
 //!
-//! - applies the config at start and again on SIGHUP (a bad file is logged
-//!   and the running state kept);
+//! - applies the config at start and again on SIGHUP or when the file's
+//!   content changes ([`cfgwatch`]: edits, renames, ConfigMap updates); a
+//!   bad file is logged and the running state kept;
 //! - owns the telemetry ring buffers of the attached controllers and fans
 //!   every record out to `ccload watch` clients over a local socket
 //!   (length-prefixed raw records; a slow client loses records, counted);
@@ -45,6 +46,8 @@ use crate::config::{self, Desired};
 use crate::telemetry::Event;
 use crate::{bpf, stream};
 
+mod cfgwatch;
+mod cgwatch;
 mod http;
 mod metrics;
 mod rollouts;
@@ -199,28 +202,50 @@ impl State {
         let d = self.desired.borrow().clone();
         let mut o = metrics::render(&mut self.metrics.borrow_mut(), &d, &stats, &aggs, &socks);
         self.rollouts.borrow().render(&mut o);
+        let c = cgroups_now(&d);
+        o.push_str(
+            "# HELP ccload_cgroups Configured cgroups: bound as configured, existing but not bound, entries naming none yet.\n# TYPE ccload_cgroups gauge\n",
+        );
+        for (state, n) in [
+            ("bound", c.bound),
+            ("unbound", c.unbound.len()),
+            ("missing", c.missing.len()),
+        ] {
+            o.push_str(&format!("ccload_cgroups{{state=\"{state}\"}} {n}\n"));
+        }
         o
     }
 
-    /// Healthy when every controller the config names is attached.
-    fn health(&self) -> std::result::Result<(), String> {
+    /// Healthy when every controller the config names is attached and
+    /// every existing cgroup it names is bound as configured.  The body
+    /// lists the entries that name no cgroup yet (bound when one appears).
+    fn health(&self) -> std::result::Result<String, String> {
         let attached = bpf::attached();
-        let gone: Vec<String> = self
-            .desired
-            .borrow()
+        let d = self.desired.borrow();
+        let gone: Vec<String> = d
             .algos
             .keys()
             .filter(|a| !attached.contains(a))
             .map(|a| a.to_string())
             .collect();
-        if gone.is_empty() {
-            Ok(())
-        } else {
-            Err(format!(
+        if !gone.is_empty() {
+            return Err(format!(
                 "configured but not attached: {} (SIGHUP re-applies the config)",
                 gone.join(", ")
-            ))
+            ));
         }
+        let c = cgroups_now(&d);
+        if !c.unbound.is_empty() {
+            return Err(format!(
+                "configured cgroups not bound: {}",
+                c.unbound.join(", ")
+            ));
+        }
+        let mut body = String::from("ok\n");
+        for m in &c.missing {
+            body.push_str(&format!("waiting for cgroup {m}\n"));
+        }
+        Ok(body)
     }
 }
 
@@ -256,6 +281,76 @@ fn apply(mut d: Desired, verbose: bool) -> Result<Desired> {
     config::execute(&plan, verbose)?;
     crate::profiles::save(&ids)?;
     Ok(d)
+}
+
+/// The config's `[[cgroups]]` against the kernel now.
+#[derive(Debug, Default)]
+pub(crate) struct CgroupsNow {
+    /// Cgroups bound as configured.
+    pub bound: usize,
+    /// Existing cgroups an entry names that are not bound as it says.
+    pub unbound: Vec<String>,
+    /// Entries that name no existing cgroup.
+    pub missing: Vec<String>,
+}
+
+fn cgroups_now(d: &Desired) -> CgroupsNow {
+    let mut out = CgroupsNow::default();
+    if d.cgroups.is_empty() {
+        return out;
+    }
+    let r = crate::cgroup_rules::resolve(&d.cgroups);
+    let have = crate::cgroup::bound_ids().unwrap_or_default();
+    let in_rollout: Vec<u64> = crate::rollout::recorded()
+        .iter()
+        .map(|r| r.canary_id)
+        .collect();
+    for (path, id, i) in &r.bound {
+        let rule = &d.cgroups[*i];
+        match have.get(id) {
+            Some((cc, p)) if *cc == rule.cc && *p == rule.profile => out.bound += 1,
+            _ if in_rollout.contains(id) => {}
+            _ => out.unbound.push(path.display().to_string()),
+        }
+    }
+    out.missing = r
+        .missing
+        .iter()
+        .map(|&i| d.cgroups[i].pattern.display().to_string())
+        .collect();
+    out
+}
+
+/// Bind the cgroups that appeared or were made again, unbind the ones
+/// that went (the state lock is held, as for every change); then watch the
+/// directories the entries can grow in now.
+fn reconcile_cgroups(st: &State, cgw: &mut cgwatch::CgroupWatch, verbose: bool) {
+    let d = st.desired.borrow().clone();
+    if d.cgroups.is_empty() {
+        return;
+    }
+    let res = (|| -> Result<u64> {
+        let _lock = crate::lock::state()?;
+        let plan = config::plan_cgroups(&d)?;
+        for c in &plan {
+            log(6, format!("cgroups: {c}"));
+        }
+        config::execute(&plan, verbose)?;
+        Ok(plan
+            .iter()
+            .filter(|c| matches!(c, config::Change::Bind { .. }))
+            .count() as u64)
+    })();
+    match res {
+        Ok(n) => st.metrics.borrow_mut().cgroup_binds += n,
+        Err(e) => {
+            st.metrics.borrow_mut().cgroup_errors += 1;
+            log(4, format!("cgroups: {e:#}"));
+        }
+    }
+    if let Err(e) = cgw.rewatch(&d.cgroups) {
+        log(4, format!("cgroup watch: {e}"));
+    }
 }
 
 type Queue = Rc<RefCell<Vec<Vec<u8>>>>;
@@ -465,6 +560,12 @@ async fn main_loop(path: PathBuf, st: Rc<State>, verbose: bool) -> Result<Exit> 
     st.metrics.borrow_mut().rings_missing = rings.missing.clone();
     // Config applied, listeners bound, rings open: ready.
     notify("READY=1\nSTATUS=serving");
+    let mut cfgw = cfgwatch::ConfigWatch::new(&path)
+        .with_context(|| format!("watching {}", path.display()))?;
+    let mut cgw = cgwatch::CgroupWatch::new();
+    if let Err(e) = cgw.rewatch(&st.desired.borrow().cgroups) {
+        log(4, format!("cgroup watch: {e}"));
+    }
     let mut hup = signal(SignalKind::hangup())?;
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
@@ -504,8 +605,18 @@ async fn main_loop(path: PathBuf, st: Rc<State>, verbose: bool) -> Result<Exit> 
             tokio::select! {
                 _ = term.recv() => return Ok(Exit::Signal("SIGTERM")),
                 _ = int.recv() => return Ok(Exit::Signal("SIGINT")),
-                _ = hup.recv() => break true,
-                _ = retry => break false,
+                _ = hup.recv() => break Some("SIGHUP"),
+                r = cgw.due() => {
+                    if let Err(e) = r {
+                        log(4, format!("cgroup watch: {e}"));
+                    }
+                    reconcile_cgroups(&st, &mut cgw, verbose);
+                }
+                r = cfgw.changed() => match r {
+                    Ok(()) => break Some("config file changed"),
+                    Err(e) => log(4, format!("config watch: {e}")),
+                },
+                _ = retry => break None,
                 r = readable => {
                     match r {
                         // Cleared before the drain below, so a record
@@ -550,12 +661,16 @@ async fn main_loop(path: PathBuf, st: Rc<State>, verbose: bool) -> Result<Exit> 
         drop(afd);
         // Release the consumer locks before applying (and re-locking).
         drop(std::mem::replace(&mut rings, Rings::empty()));
-        if reload {
-            log(6, format!("SIGHUP: reloading {}", path.display()));
+        if let Some(why) = reload {
+            log(6, format!("{why}: reloading {}", path.display()));
+            cfgw.loaded();
             notify(&format!("RELOADING=1\nMONOTONIC_USEC={}", monotonic_usec()));
             match config::load(&path).and_then(|d| apply(d, verbose)) {
                 Ok(d) => {
                     st.rollouts.borrow_mut().sync(&d.rollouts);
+                    if let Err(e) = cgw.rewatch(&d.cgroups) {
+                        log(4, format!("cgroup watch: {e}"));
+                    }
                     *st.desired.borrow_mut() = d;
                     st.metrics.borrow_mut().applies += 1;
                     log(6, "reload applied");
@@ -571,7 +686,7 @@ async fn main_loop(path: PathBuf, st: Rc<State>, verbose: bool) -> Result<Exit> 
         }
         rings = Rings::open(&q);
         st.metrics.borrow_mut().rings_missing = rings.missing.clone();
-        if reload {
+        if reload.is_some() {
             notify("READY=1\nSTATUS=serving");
         }
     }

@@ -1,0 +1,163 @@
+//! Re-apply the config when its file changes.
+//!
+//! inotify watches the directory that holds the config path (as given, not
+//! resolved), so every way a file is replaced wakes the daemon: written in
+//! place, renamed over by an editor or a package manager, or, in a
+//! Kubernetes ConfigMap volume, swapped by the kubelet, which renames a new
+//! `..data` symlink into the directory that the file's own symlink goes
+//! through.  A burst of events settles for [`SETTLE`]; then the file is read,
+//! and the daemon reloads only when its bytes differ from those last loaded
+//! (a `touch` or an unrelated file in the directory changes nothing).
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tokio::io::unix::AsyncFd;
+use tokio::time::Instant;
+
+/// How long a burst of events (write, then rename, then chmod) is let
+/// settle before the file is read.
+pub(super) const SETTLE: Duration = Duration::from_millis(200);
+
+pub(super) struct ConfigWatch {
+    fd: AsyncFd<OwnedFd>,
+    path: PathBuf,
+    /// The bytes of the config as last loaded (None: unreadable).
+    last: Option<Vec<u8>>,
+    /// Events seen: read the file at this instant.
+    settle_at: Option<Instant>,
+}
+
+impl ConfigWatch {
+    /// Watch `path`'s directory; the file as it is now counts as loaded.
+    pub(super) fn new(path: &Path) -> io::Result<ConfigWatch> {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        // SAFETY: plain syscall; the fd is owned below.
+        let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a fresh fd we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let mask = libc::IN_CLOSE_WRITE
+            | libc::IN_MODIFY
+            | libc::IN_MOVED_TO
+            | libc::IN_CREATE
+            | libc::IN_DELETE
+            | libc::IN_ATTRIB
+            | libc::IN_ONLYDIR;
+        // SAFETY: a valid fd and C string.
+        if unsafe { libc::inotify_add_watch(fd.as_raw_fd(), c.as_ptr(), mask) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(ConfigWatch {
+            // SAFETY: the AsyncFd owns the OwnedFd, so the fd stays open
+            // and the same for its whole life.
+            fd: unsafe { AsyncFd::register(fd) }.map_err(|e| e.into_parts().1)?,
+            path: path.to_path_buf(),
+            last: std::fs::read(path).ok(),
+            settle_at: None,
+        })
+    }
+
+    /// The file was (re)loaded: its bytes now are the ones to compare with.
+    pub(super) fn loaded(&mut self) {
+        self.last = std::fs::read(&self.path).ok();
+    }
+
+    /// Discard the queued events (their names do not matter: the content
+    /// decides).
+    fn drain(&self) {
+        let mut buf = [0u8; 4096];
+        loop {
+            // SAFETY: reading into a buffer we own.
+            let n = unsafe {
+                libc::read(
+                    self.fd.get_ref().as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                )
+            };
+            if n <= 0 {
+                return;
+            }
+        }
+    }
+
+    /// Resolves when the config file's content has changed.  Cancel-safe:
+    /// a pending settle survives being dropped mid-wait.
+    pub(super) async fn changed(&mut self) -> io::Result<()> {
+        loop {
+            if let Some(at) = self.settle_at {
+                tokio::time::sleep_until(at).await;
+                self.settle_at = None;
+                self.drain();
+                let now = std::fs::read(&self.path).ok();
+                if now != self.last {
+                    self.last = now;
+                    return Ok(());
+                }
+                continue;
+            }
+            let mut g = self.fd.readable().await?;
+            self.drain();
+            g.clear_ready();
+            self.settle_at = Some(Instant::now() + SETTLE);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn within(w: &mut ConfigWatch) -> bool {
+        tokio::time::timeout(Duration::from_secs(2), w.changed())
+            .await
+            .is_ok()
+    }
+
+    /// A ConfigMap-style symlink swap, a rename over and a write in place
+    /// each resolve `changed`; rewriting the same bytes does not.
+    #[test]
+    fn content_changes_wake_it_and_touches_do_not() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let dir = std::env::temp_dir().join(format!("ccl-cfgwatch-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("v1")).unwrap();
+        std::fs::create_dir_all(dir.join("v2")).unwrap();
+        std::fs::write(dir.join("v1/c.toml"), "a = 1\n").unwrap();
+        std::fs::write(dir.join("v2/c.toml"), "a = 2\n").unwrap();
+        std::os::unix::fs::symlink("v1", dir.join("..data")).unwrap();
+        std::os::unix::fs::symlink("..data/c.toml", dir.join("c.toml")).unwrap();
+        let path = dir.join("c.toml");
+        rt.block_on(async {
+            let mut w = ConfigWatch::new(&path).unwrap();
+            // The kubelet's swap: a new symlink renamed over ..data.
+            std::os::unix::fs::symlink("v2", dir.join("..data_tmp")).unwrap();
+            std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
+            assert!(within(&mut w).await, "symlink swap");
+            // An editor's rename over the link: a plain file from here.
+            std::fs::write(dir.join("new.toml"), "a = 3\n").unwrap();
+            std::fs::rename(dir.join("new.toml"), &path).unwrap();
+            assert!(within(&mut w).await, "rename over");
+            // Same bytes again (a touch): nothing.
+            std::fs::write(&path, "a = 3\n").unwrap();
+            assert!(!within(&mut w).await, "unchanged content woke it");
+            // Written in place.
+            std::fs::write(&path, "a = 4\n").unwrap();
+            assert!(within(&mut w).await, "write in place");
+        });
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,119 @@
+//! When to bind the config's cgroups again: as soon as a directory that can
+//! hold one of them changes (inotify on `cgroup_rules::watch_dirs`: a
+//! service started, a pod created, a cgroup removed and made again), and
+//! every [`PERIOD`] as a backstop (an event lost to a full queue, a
+//! directory created between a resolve and its watch).  cgroupfs reports
+//! mkdir and rmdir like any file system.
+
+use std::collections::BTreeSet;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tokio::io::unix::AsyncFd;
+use tokio::time::Instant;
+
+use crate::cgroup_rules::{self, CgroupRule};
+
+/// Reconcile at least this often.
+pub(super) const PERIOD: Duration = Duration::from_secs(10);
+/// A burst of mkdirs (a pod's cgroups) settles this long first.
+const SETTLE: Duration = Duration::from_millis(50);
+
+pub(super) struct CgroupWatch {
+    fd: Option<AsyncFd<OwnedFd>>,
+    dirs: BTreeSet<PathBuf>,
+    settle_at: Option<Instant>,
+    next_poll: Instant,
+}
+
+impl CgroupWatch {
+    pub(super) fn new() -> CgroupWatch {
+        CgroupWatch {
+            fd: None,
+            dirs: BTreeSet::new(),
+            settle_at: None,
+            next_poll: Instant::now() + PERIOD,
+        }
+    }
+
+    /// Watch the directories that can change what `rules` name (after each
+    /// reconcile: a new directory level may exist now).
+    pub(super) fn rewatch(&mut self, rules: &[CgroupRule]) -> io::Result<()> {
+        self.next_poll = Instant::now() + PERIOD;
+        let dirs = cgroup_rules::watch_dirs(rules);
+        if dirs == self.dirs && (self.fd.is_some() || dirs.is_empty()) {
+            return Ok(());
+        }
+        self.fd = None;
+        self.dirs = dirs;
+        if self.dirs.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: plain syscall; the fd is owned below.
+        let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a fresh fd we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let mask = libc::IN_CREATE
+            | libc::IN_DELETE
+            | libc::IN_MOVED_TO
+            | libc::IN_DELETE_SELF
+            | libc::IN_ONLYDIR;
+        for d in &self.dirs {
+            let c = std::ffi::CString::new(d.as_os_str().as_encoded_bytes())
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+            // SAFETY: a valid fd and C string.  A directory that vanished
+            // since it was listed is skipped: the period covers it.
+            unsafe { libc::inotify_add_watch(fd.as_raw_fd(), c.as_ptr(), mask) };
+        }
+        // SAFETY: the AsyncFd owns the OwnedFd, so the fd stays open and the
+        // same for its whole life.
+        self.fd = Some(unsafe { AsyncFd::register(fd) }.map_err(|e| e.into_parts().1)?);
+        Ok(())
+    }
+
+    fn drain(&self) {
+        let Some(fd) = &self.fd else { return };
+        let mut buf = [0u8; 4096];
+        // SAFETY: reading into a buffer we own.
+        while unsafe { libc::read(fd.get_ref().as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) }
+            > 0
+        {}
+    }
+
+    /// Resolves when the cgroups should be reconciled.  Cancel-safe.
+    pub(super) async fn due(&mut self) -> io::Result<()> {
+        loop {
+            if let Some(at) = self.settle_at {
+                tokio::time::sleep_until(at).await;
+                self.settle_at = None;
+                self.drain();
+                return Ok(());
+            }
+            let (fd, poll) = (self.fd.as_ref(), self.next_poll);
+            let readable = async move {
+                match fd {
+                    Some(fd) => fd.readable().await.map(Some),
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                r = readable => {
+                    if let Some(mut g) = r? {
+                        g.clear_ready();
+                    }
+                    self.drain();
+                    self.settle_at = Some(Instant::now() + SETTLE);
+                }
+                _ = tokio::time::sleep_until(poll) => {
+                    self.next_poll = Instant::now() + PERIOD;
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
