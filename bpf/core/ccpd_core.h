@@ -855,7 +855,11 @@ CCL_CORE void ccpd_on_rtt(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 
 	m = ca->rtt_min_us != CCL_U32_MAX ? ca->rtt_min_us : 0;
 	elapsed = now_us - ca->round_start_us;
 	gap = (u32)ca->round_gap << CCPD_GAP_SHIFT;
-	train = m && ca->round_gap != CCPD_GAP_FULL && elapsed > gap && elapsed - gap >= m / 2;
+	/* paced at 2x, a round's ACKs come spread over srtt / 2 whatever the
+	 * window: the train must then last m, as cubic's HyStart does when
+	 * the socket paces (it ended slow start at 16 segments of 1,583) */
+	train = m && ca->round_gap != CCPD_GAP_FULL && elapsed > gap &&
+		elapsed - gap >= (p->pace ? m : m / 2);
 	if (train || (round_min != CCL_U32_MAX && ccpd_ss_queue_seen(m, round_min, snd_cwnd))) {
 		ca->phase = CCL_PHASE_CA;
 		ca->e_valid = 0;

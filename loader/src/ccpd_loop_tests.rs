@@ -103,8 +103,14 @@ struct Seg {
     last_tx: u64,
 }
 
+/// The model's sender does not pace (no pacing timer: a window leaves at
+/// once), so its flows run with `pace = 0` unless a test sets it: paced,
+/// the slow-start ACK train must last a whole m, which an unpaced burst
+/// reaches only a round later.
 pub(crate) fn ccpd_params(sets: &[(&str, &str)]) -> intf::ccl_ccpd_params {
-    Algo::Ccpd.params_struct(sets)
+    let mut all = vec![("pace", "0")];
+    all.extend_from_slice(sets);
+    Algo::Ccpd.params_struct(&all)
 }
 
 const DUPTHRESH: u64 = 3;

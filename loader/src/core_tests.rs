@@ -508,10 +508,13 @@ fn ccpd_l0_matches_eq3() {
 /// The slow-start ACK train is the sum of the round's inter-ACK intervals
 /// under 2 ms: a gap neither ends it for the round (HyStart) nor counts as
 /// train time, and a round whose gaps saturate the counter has no train.
+/// Unpaced it must last m / 2; paced, m (a paced round's ACKs span srtt / 2
+/// whatever the window).
 #[test]
 fn ccpd_ack_train_sums_the_intervals_under_2_ms() {
     const M: u32 = 100_000; // rtt_min, us: the train must reach 50 ms
-    let p = Algo::Ccpd.params_struct(&[]);
+    let p = Algo::Ccpd.params_struct(&[("pace", "0")]);
+    let paced = Algo::Ccpd.params_struct(&[]);
     let start = |t0: u32| {
         let mut ca = intf::ccpd::default();
         unsafe { intf::ccpd_on_init(&mut ca, 0, t0) };
@@ -543,9 +546,15 @@ fn ccpd_ack_train_sums_the_intervals_under_2_ms() {
         "exit at {} ms",
         (exit - t0) / 1000
     );
-    // unbroken: exit at m / 2 exactly
+    // unbroken: exit at m / 2 exactly; paced, at m
     let mut ca = start(t0);
     assert_eq!(acks(&mut ca, t0, 60), Some(t0 + 50_000));
+    let mut ca = start(t0);
+    let exit = (1..=120u32).map(|i| t0 + i * 1000).find(|&t| {
+        unsafe { intf::ccpd_on_rtt(&mut ca, &paced, intf::CCL_CA_OPEN, M as i32, 0, t, 1000) };
+        ca.phase != intf::CCL_PHASE_SS as u8
+    });
+    assert_eq!(exit, Some(t0 + 100_000), "paced: the train must last m");
     // a gap over the counter's 2.1 s: no train for the round
     let mut ca = start(t0);
     assert_eq!(acks(&mut ca, t0 + 3_000_000, 100), None, "saturated");

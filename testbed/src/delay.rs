@@ -66,7 +66,8 @@ pub fn tun_create(name: &str) -> std::io::Result<OwnedFd> {
     Ok(fd)
 }
 
-fn now_ns() -> u64 {
+/// CLOCK_MONOTONIC in ns (the kernel's ktime; tcp_mstamp is this / 1000).
+pub fn now_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

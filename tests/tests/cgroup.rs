@@ -724,7 +724,7 @@ fn flows_keep_their_profiles_tunables_across_an_apply_that_adds_and_removes() {
         ),
     );
     eprintln!("{out}");
-    let t_applied = (monotonic_ns() / 1000) as i64;
+    let t_applied = (ccload_testbed::delay::now_ns() / 1000) as i64;
     assert_eq!(web_srv.get("BYTES"), (16 * MB).to_string());
     assert_eq!(zz_srv.get("BYTES"), (16 * MB).to_string());
     while let Ok(r) = w.rx.recv_timeout(Duration::from_millis(300)) {
@@ -765,14 +765,4 @@ fn flows_keep_their_profiles_tunables_across_an_apply_that_adds_and_removes() {
         serde_json::from_str(&std::fs::read_to_string(ccload::profiles::PROFILE_IDS).unwrap())
             .unwrap();
     assert_eq!(ids["ccpd"]["retired"]["2"], "zz", "{ids}");
-}
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid timespec out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }

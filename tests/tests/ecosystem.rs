@@ -8,14 +8,11 @@ use std::net::TcpListener;
 
 use ccload_itests::*;
 
-#[test]
-fn flows_of_another_namespace_show_state_and_tcp_info() {
-    let _g = privileged!();
-    let _a = Attached::new("ccpd", &[]);
-    let ns = NetNs::new();
-    // A ccpd connection whose receiver never reads: it stays ESTAB with
-    // data in flight, so its window, RTT and acked bytes are there to read.
-    let (_l, mut client, _server) = ns.run(|| {
+/// A ccpd connection in `ns` whose receiver never reads: it stays ESTAB
+/// with data in flight, so its window, RTT and acked bytes are there to
+/// read.  Returns the sockets (kept open) and the client's port.
+fn stalled_ccpd_flow(ns: &NetNs) -> (TcpListener, std::net::TcpStream, std::net::TcpStream, u16) {
+    let (l, mut client, server) = ns.run(|| {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         let fd = ccload_testbed::traffic::socket_for(addr).unwrap();
@@ -35,7 +32,11 @@ fn flows_of_another_namespace_show_state_and_tcp_info() {
     }
     assert!(sent > 0);
     let port = client.local_addr().unwrap().port();
+    (l, client, server, port)
+}
 
+/// The `flows -j` entry of the socket on local port `port` in `ns`.
+fn flow_entry(ns: &NetNs, port: u16) -> serde_json::Value {
     let v: serde_json::Value =
         serde_json::from_str(&ccload_ok(&["-j", "flows", "-N", &ns.name])).unwrap();
     let mine: Vec<&serde_json::Value> = v
@@ -45,7 +46,16 @@ fn flows_of_another_namespace_show_state_and_tcp_info() {
         .filter(|s| s["local"].as_str().unwrap().ends_with(&format!(":{port}")))
         .collect();
     assert_eq!(mine.len(), 1, "the ccpd client in {}: {v}", ns.name);
-    let s = mine[0];
+    mine[0].clone()
+}
+
+#[test]
+fn flows_of_another_namespace_show_state_and_tcp_info() {
+    let _g = privileged!();
+    let _a = Attached::new("ccpd", &[]);
+    let ns = NetNs::new();
+    let (_l, _client, _server, port) = stalled_ccpd_flow(&ns);
+    let s = &flow_entry(&ns, port);
     assert_eq!(
         (s["cong"].as_str(), s["state_name"].as_str()),
         (Some("ccpd"), Some("ESTAB")),
@@ -58,8 +68,8 @@ fn flows_of_another_namespace_show_state_and_tcp_info() {
     assert!(i["srtt_us"].as_u64().unwrap() > 0, "{s}");
     assert!(i["bytes_acked"].as_u64().unwrap() > 0, "{s}");
     assert!(i["total_retrans"].is_u64(), "{s}");
-    // No pacing on loopback: the kernel's ~0 ("unlimited") reads as null.
-    assert!(i["pacing_rate_bps"].is_null(), "{s}");
+    // ccpd paces (pace = 1): its rate, not the kernel's ~0 ("unlimited").
+    assert!(i["pacing_rate_bps"].as_u64().is_some_and(|r| r > 0), "{s}");
 
     // The text view has the same socket with its window and state.
     let text = ccload_ok(&["flows", "--netns", &ns.name]);
@@ -81,6 +91,12 @@ fn flows_of_another_namespace_show_state_and_tcp_info() {
         !here.contains(&format!("\"cookie\":{}", s["cookie"])),
         "{here}"
     );
+
+    // Unpaced (pace = 0), a new flow's rate is the kernel's ~0: null.
+    ccload_ok(&["tune", "--algo", "ccpd", "--set", "pace=0"]);
+    let (_l2, _c2, _s2, port2) = stalled_ccpd_flow(&ns);
+    let s2 = flow_entry(&ns, port2);
+    assert!(s2["info"]["pacing_rate_bps"].is_null(), "{s2}");
 
     let o = ccload(&["flows", "-N", "ccl-no-such-ns"]);
     assert_eq!(o.status.code(), Some(2));

@@ -682,7 +682,9 @@ impl Drop for Flow {
     }
 }
 
-fn long_flow(link: &Bottleneck, cg: &str) -> Flow {
+/// A `ccl-sockhelper` listening in `link`'s receiver namespace: the child
+/// (its later output drained) and its port.
+fn listener(link: &Bottleneck) -> (std::process::Child, String) {
     let helper = ccload_bin().with_file_name("ccl-sockhelper");
     let mut srv = std::process::Command::new(&helper)
         .args(["-", &link.receiver.name, "listen", "10.77.2.2"])
@@ -704,6 +706,12 @@ fn long_flow(link: &Bottleneck, cg: &str) -> Flow {
             sink.clear();
         }
     });
+    (srv, port)
+}
+
+fn long_flow(link: &Bottleneck, cg: &str) -> Flow {
+    let helper = ccload_bin().with_file_name("ccl-sockhelper");
+    let (srv, port) = listener(link);
     let cli = std::process::Command::new(&helper)
         .args([
             cg,
@@ -881,19 +889,7 @@ fn a_changed_config_file_is_applied_without_a_signal() {
 /// transfer through `link`), as the client's socket reports it.
 fn cc_of_a_connection(link: &Bottleneck, cg: &std::path::Path) -> String {
     let helper = ccload_bin().with_file_name("ccl-sockhelper");
-    let mut srv = Command::new(&helper)
-        .args(["-", &link.receiver.name, "listen", "10.77.2.2"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(srv.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let port = line
-        .trim()
-        .strip_prefix("PORT ")
-        .expect("PORT line")
-        .to_string();
+    let (mut srv, port) = listener(link);
     let cli = Command::new(&helper)
         .args([
             cg.to_str().unwrap(),
