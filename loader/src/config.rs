@@ -34,7 +34,7 @@
 //! Size: over 400 lines because parsing, validation, the plan (diff) and its
 //! execution are one reconciliation; its tests are a third of it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
@@ -173,9 +173,6 @@ pub struct Desired {
     pub cgroups: Vec<CgroupRule>,
     /// Rollouts `serve` runs, validated.
     pub rollouts: Vec<crate::rollout::Opts>,
-    /// Ids of removed profiles that flows or bindings still hold: `plan`
-    /// leaves their tunables as they are (profiles.rs).
-    pub keep_params: BTreeSet<(Algo, u32)>,
     pub serve: ServeCfgResolved,
 }
 
@@ -248,7 +245,6 @@ pub fn parse(file: &Path, text: &str) -> Result<Desired> {
         profile_names: BTreeMap::new(),
         cgroups: Vec::new(),
         rollouts: Vec::new(),
-        keep_params: BTreeSet::new(),
         serve: ServeCfgResolved {
             metrics: cfg.serve.metrics.clone(),
             remove_on_exit: cfg.serve.on_exit == OnExit::Remove,
@@ -646,14 +642,12 @@ pub fn plan(d: &Desired) -> Result<Vec<Change>> {
         if !is {
             out.push(Change::Attach(algo));
         }
-        for id in 0..intf::CCL_NR_PROFILES {
-            if d.keep_params.contains(&(algo, id)) {
-                continue;
-            }
-            let want = profiles
-                .get(&id)
-                .cloned()
-                .unwrap_or_else(|| algo.defaults());
+        // Only the config's profiles (id 0 and the named ones): an id no
+        // profile names is left as it is, so a removed profile's flows keep
+        // its tunables, and the result of an apply does not depend on when
+        // those flows end (profiles.rs).
+        for (&id, want) in profiles {
+            let want = want.clone();
             let have = if is {
                 bpf::read_params(algo, id)?
             } else {

@@ -9,7 +9,7 @@
 //!
 //! - a name that had an id keeps it;
 //! - a removed profile's id is *retired*: not given to another name, and its
-//!   tunables left as they are, while a live flow of the controller or a
+//!   tunables left as they are (`plan` tunes the config's ids only), while a live flow of the controller or a
 //!   cgroup binding still holds it (the controller's per-profile aggregate
 //!   counts flows in and out); it is freed at the first apply that finds it
 //!   unheld, and a name that comes back while its id is retired gets it back;
@@ -142,8 +142,8 @@ pub fn assign(prev: &AlgoIds, names: &[&str], held: impl Fn(u32) -> bool) -> Res
 }
 
 /// Renumber `d`'s profiles (numbered 1.. in name order by `parse`) to their
-/// stable ids, and mark the retired ids whose tunables `plan` must leave
-/// alone.  `attached`: the controllers attached now; `held(algo, id)`: a
+/// stable ids (`plan` tunes only the config's ids, so a retired id keeps its
+/// tunables).  `attached`: the controllers attached now; `held(algo, id)`: a
 /// flow or binding holds the id.  Returns the ids to record once `d` is
 /// applied.
 pub fn renumber(
@@ -194,11 +194,6 @@ pub fn renumber(
             r.profile = stable(algo, r.profile);
         }
     }
-    d.keep_params = next
-        .iter()
-        .filter_map(|(a, ids)| Some((a.parse::<Algo>().ok()?, ids)))
-        .flat_map(|(a, ids)| ids.retired.keys().map(move |&id| (a, id)))
-        .collect();
     Ok(next)
 }
 
@@ -341,12 +336,14 @@ mod tests {
         assert_eq!(d.cgroups[0].profile, 1);
         let keys: Vec<u32> = d.algos[&Algo::Ccpd].keys().copied().collect();
         assert_eq!(keys, [0, 1, 3]);
-        assert!(d.keep_params.contains(&(Algo::Ccpd, 2)));
+        assert!(
+            !d.algos[&Algo::Ccpd].contains_key(&2),
+            "zz's id is not planned"
+        );
         assert_eq!(next["ccpd"].retired[&2], "zz");
         // Not attached: nothing can hold an old id, numbered afresh.
         let mut d = desired(&["api", "web"]);
         renumber(&mut d, &prev, &[], |_, _| true).unwrap();
         assert_eq!(d.profile_names[&(Algo::Ccpd, 1)], "api");
-        assert!(d.keep_params.is_empty());
     }
 }
