@@ -10,7 +10,7 @@
 //! (a `touch` or an unrelated file in the directory changes nothing).
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -37,15 +37,6 @@ impl ConfigWatch {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        // SAFETY: plain syscall; the fd is owned below.
-        let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a fresh fd we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let mask = libc::IN_CLOSE_WRITE
             | libc::IN_MODIFY
             | libc::IN_MOVED_TO
@@ -53,14 +44,8 @@ impl ConfigWatch {
             | libc::IN_DELETE
             | libc::IN_ATTRIB
             | libc::IN_ONLYDIR;
-        // SAFETY: a valid fd and C string.
-        if unsafe { libc::inotify_add_watch(fd.as_raw_fd(), c.as_ptr(), mask) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
         Ok(ConfigWatch {
-            // SAFETY: the AsyncFd owns the OwnedFd, so the fd stays open
-            // and the same for its whole life.
-            fd: unsafe { AsyncFd::register(fd) }.map_err(|e| e.into_parts().1)?,
+            fd: super::inotify::watch([&dir], mask, true)?,
             path: path.to_path_buf(),
             last: std::fs::read(path).ok(),
             settle_at: None,
@@ -72,23 +57,8 @@ impl ConfigWatch {
         self.last = std::fs::read(&self.path).ok();
     }
 
-    /// Discard the queued events (their names do not matter: the content
-    /// decides).
     fn drain(&self) {
-        let mut buf = [0u8; 4096];
-        loop {
-            // SAFETY: reading into a buffer we own.
-            let n = unsafe {
-                libc::read(
-                    self.fd.get_ref().as_raw_fd(),
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
-                )
-            };
-            if n <= 0 {
-                return;
-            }
-        }
+        super::inotify::drain(&self.fd);
     }
 
     /// Resolves when the config file's content has changed.  Cancel-safe:

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -51,38 +51,21 @@ impl CgroupWatch {
         if self.dirs.is_empty() {
             return Ok(());
         }
-        // SAFETY: plain syscall; the fd is owned below.
-        let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a fresh fd we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let mask = libc::IN_CREATE
             | libc::IN_DELETE
             | libc::IN_MOVED_TO
             | libc::IN_DELETE_SELF
             | libc::IN_ONLYDIR;
-        for d in &self.dirs {
-            let c = std::ffi::CString::new(d.as_os_str().as_encoded_bytes())
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-            // SAFETY: a valid fd and C string.  A directory that vanished
-            // since it was listed is skipped: the period covers it.
-            unsafe { libc::inotify_add_watch(fd.as_raw_fd(), c.as_ptr(), mask) };
-        }
-        // SAFETY: the AsyncFd owns the OwnedFd, so the fd stays open and the
-        // same for its whole life.
-        self.fd = Some(unsafe { AsyncFd::register(fd) }.map_err(|e| e.into_parts().1)?);
+        // A directory that vanished since it was listed is skipped: the
+        // period covers it.
+        self.fd = Some(super::inotify::watch(&self.dirs, mask, false)?);
         Ok(())
     }
 
     fn drain(&self) {
-        let Some(fd) = &self.fd else { return };
-        let mut buf = [0u8; 4096];
-        // SAFETY: reading into a buffer we own.
-        while unsafe { libc::read(fd.get_ref().as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) }
-            > 0
-        {}
+        if let Some(fd) = &self.fd {
+            super::inotify::drain(fd);
+        }
     }
 
     /// Resolves when the cgroups should be reconciled.  Cancel-safe.

@@ -49,6 +49,7 @@ use crate::{bpf, stream};
 mod cfgwatch;
 mod cgwatch;
 mod http;
+mod inotify;
 mod metrics;
 mod rollouts;
 #[cfg(test)]
