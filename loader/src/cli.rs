@@ -191,9 +191,12 @@ pub enum Cmd {
     },
     /// Canary rollout: bind a canary cgroup to a controller, compare it
     /// with a control cgroup every interval (in-kernel aggregates), roll
-    /// back by itself when a guard fails twice in a row.
+    /// back by itself when a guard fails twice in a row.  `rollout status`,
+    /// `abort` and `promote` act on rollouts in progress or interrupted.
     #[command(
-        after_help = "Example:\n  ccload rollout --algo ccpd --canary /sys/fs/cgroup/web-a.slice --control /sys/fs/cgroup/web-b.slice \\\n      --guard 'retrans_ratio <= 1.5' --interval 30s --for 10m --promote"
+        after_help = "Examples:\n  ccload rollout --algo ccpd --canary /sys/fs/cgroup/web-a.slice --control /sys/fs/cgroup/web-b.slice \\\n      --guard 'retrans_ratio <= 1.5' --interval 30s --for 10m --promote\n  ccload rollout status\n  ccload rollout promote /sys/fs/cgroup/web-a.slice\n  ccload rollout abort --interrupted      # at boot: roll back what a crash left",
+        args_conflicts_with_subcommands = true,
+        subcommand_negates_reqs = true
     )]
     Rollout(RolloutArgs),
     /// Per-cgroup controller choice (cgroup v2 sock_ops).
@@ -384,6 +387,8 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
 /// `ccload rollout` options.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RolloutArgs {
+    #[command(subcommand)]
+    pub verb: Option<RolloutVerb>,
     /// The controller to try: one of ours or a registered kernel CC.
     #[arg(long, required_unless_present = "resume")]
     pub algo: Option<String>,
@@ -416,9 +421,39 @@ pub struct RolloutArgs {
     /// After a clean run, bind the control cgroup too.
     #[arg(long)]
     pub promote: bool,
-    /// Roll back the rollouts a killed `ccload rollout` left recorded.
-    #[arg(long, conflicts_with_all = ["algo", "canary", "control"])]
+    /// Replaced by `ccload rollout abort --interrupted` (it rolled back).
+    #[arg(long, hide = true)]
     pub resume: bool,
+}
+
+/// What can be done to rollouts in progress or interrupted (a rollout's
+/// process gone: killed, or its `serve` stopped uncleanly).
+#[derive(Debug, Clone, Subcommand)]
+pub enum RolloutVerb {
+    /// The recorded rollouts: running or interrupted, progress, last verdict.
+    Status {
+        /// Only the rollout on this canary cgroup.
+        canary: Option<std::path::PathBuf>,
+    },
+    /// Roll back now: the canary's previous binding restored, what the
+    /// rollout added removed.
+    #[command(group = clap::ArgGroup::new("which").required(true).args(["canary", "all", "interrupted"]))]
+    Abort {
+        /// The rollout on this canary cgroup.
+        canary: Option<std::path::PathBuf>,
+        /// Every recorded rollout.
+        #[arg(long)]
+        all: bool,
+        /// Every rollout whose process is gone (what a crash or a kill left).
+        #[arg(long)]
+        interrupted: bool,
+    },
+    /// End now as a clean run with `--promote` would: the canary keeps the
+    /// controller and the control gets it too.
+    Promote {
+        /// The rollout on this canary cgroup.
+        canary: std::path::PathBuf,
+    },
 }
 
 /// `ccload watch` options, passed whole to the watch loop.

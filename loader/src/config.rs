@@ -507,6 +507,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Desired> {
             fail_after: r.fail_after.unwrap_or(2),
             min_segments: r.min_segments.unwrap_or(200),
             promote: r.promote,
+            by: "serve",
         });
     }
     if let Some(dc) = &cfg.default_cc {

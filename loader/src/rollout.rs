@@ -15,8 +15,14 @@
 //!   rollout added is removed, a controller it attached is detached; exit 1.
 //! - After `--for` without a trip: exit 0; `--promote` binds the control too.
 //! - Crash safety: before changing anything the rollout writes its state to
-//!   /run/ccload/rollout-<canary id>.json; a rollout killed half-way is
-//!   rolled back by `ccload rollout --resume`, and `status` lists it.
+//!   /run/ccload/rollout-<canary id>.json, and its progress after every
+//!   interval; `ccload rollout status` lists it (running, or interrupted
+//!   when its process is gone).
+//! - Verbs: `ccload rollout abort` / `promote` write the request to
+//!   /run/ccload/rollout-<canary id>.cmd, which the running rollout (a
+//!   `ccload rollout` or a `serve` thread) polls with its stop flag; a
+//!   rollout whose process is gone is rolled back or promoted by the verb
+//!   itself.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -165,7 +171,7 @@ pub fn ratio(metric: &str, c: &Side, k: &Side) -> Option<f64> {
 }
 
 /// The verdict of one guard in one interval.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Check {
     pub guard: String,
     pub value: Option<f64>,
@@ -235,6 +241,156 @@ pub struct State {
     /// The rollout attached the algorithm (first use).
     pub attached: bool,
     pub pid: u32,
+    /// The process's start time (clock ticks after boot, /proc/PID/stat
+    /// field 22): a pid reused by another process is not this rollout's.
+    #[serde(default)]
+    pub pid_start: u64,
+    /// `rollout` or `serve`.
+    #[serde(default)]
+    pub by: String,
+    /// Unix time the rollout started.
+    #[serde(default)]
+    pub started: u64,
+    #[serde(default)]
+    pub guards: Vec<String>,
+    #[serde(default)]
+    pub fail_after: u32,
+    #[serde(default)]
+    pub promote: bool,
+    /// Progress: intervals reported of `intervals`, the last verdict and
+    /// checks, consecutive failing intervals.
+    #[serde(default)]
+    pub intervals: u32,
+    #[serde(default)]
+    pub done: u32,
+    #[serde(default)]
+    pub last_verdict: String,
+    #[serde(default)]
+    pub last_checks: Vec<Check>,
+    #[serde(default)]
+    pub failing_in_a_row: u32,
+}
+
+/// Start time of process `pid` (/proc/PID/stat field 22), None if gone.
+fn pid_start(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces.
+    let rest = &s[s.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+impl State {
+    /// Who runs it, `rollout` for a record from before `by` was kept.
+    pub fn by_or_rollout(&self) -> &str {
+        if self.by.is_empty() {
+            "rollout"
+        } else {
+            &self.by
+        }
+    }
+
+    /// Its process still runs (a rollout in progress), as opposed to
+    /// interrupted (killed, or the machine's daemon restarted).
+    pub fn running(&self) -> bool {
+        match pid_start(self.pid) {
+            None => false,
+            Some(t) => self.pid_start == 0 || t == self.pid_start,
+        }
+    }
+}
+
+/// What an operator asks of a rollout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verb {
+    /// Roll back now.
+    Abort,
+    /// End now as a clean run would with `--promote`: bind the control.
+    Promote,
+}
+
+impl Verb {
+    fn word(self) -> &'static str {
+        match self {
+            Verb::Abort => "abort",
+            Verb::Promote => "promote",
+        }
+    }
+}
+
+fn cmd_path(canary_id: u64) -> PathBuf {
+    Path::new(crate::lock::RUN_DIR).join(format!("rollout-{canary_id}.cmd"))
+}
+
+/// The verb requested of the rollout on `canary_id`, if any.
+fn requested(canary_id: u64) -> Option<Verb> {
+    match std::fs::read_to_string(cmd_path(canary_id)).ok()?.trim() {
+        "abort" => Some(Verb::Abort),
+        "promote" => Some(Verb::Promote),
+        _ => None,
+    }
+}
+
+fn forget(canary_id: u64) {
+    let _ = std::fs::remove_file(state_path(canary_id));
+    let _ = std::fs::remove_file(cmd_path(canary_id));
+}
+
+/// Carry out `verb` on the recorded rollout `st`: a running one is asked
+/// (and waited for, up to `wait`); an interrupted one is rolled back or
+/// promoted here.  Returns how it ended.
+pub fn act(st: &State, verb: Verb, wait: Duration) -> Result<End> {
+    crate::bpf::require_root()?;
+    if st.running() {
+        std::fs::write(cmd_path(st.canary_id), verb.word())
+            .context("writing the request to the rollout")?;
+        let t0 = Instant::now();
+        while state_path(st.canary_id).exists() {
+            if !st.running() {
+                // Killed while asked: it left the record; act on it here.
+                let _ = std::fs::remove_file(cmd_path(st.canary_id));
+                return act_here(st, verb);
+            }
+            if t0.elapsed() > wait {
+                let _ = std::fs::remove_file(cmd_path(st.canary_id));
+                bail!(
+                    "the rollout on {} (pid {}) did not answer within {wait:?}",
+                    st.canary.display(),
+                    st.pid
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = std::fs::remove_file(cmd_path(st.canary_id));
+        return Ok(match verb {
+            Verb::Abort => End::Aborted,
+            Verb::Promote => End::Promoted,
+        });
+    }
+    act_here(st, verb)
+}
+
+fn act_here(st: &State, verb: Verb) -> Result<End> {
+    match verb {
+        Verb::Abort => {
+            rollback(st)?;
+            Ok(End::Aborted)
+        }
+        Verb::Promote => {
+            promote(st)?;
+            Ok(End::Promoted)
+        }
+    }
+}
+
+/// Bind the control as the canary is (the end of a promoted rollout).
+fn promote(st: &State) -> Result<()> {
+    {
+        let _lock = crate::lock::state()?;
+        cgroup::set(&st.control, &st.algo, st.profile)
+            .with_context(|| format!("promoting: binding {}", st.control.display()))?;
+    }
+    forget(st.canary_id);
+    Ok(())
 }
 
 fn state_path(canary_id: u64) -> PathBuf {
@@ -302,7 +458,7 @@ pub fn rollback(st: &State) -> Result<()> {
             }
         }
     }
-    let _ = std::fs::remove_file(state_path(st.canary_id));
+    forget(st.canary_id);
     Ok(())
 }
 
@@ -320,6 +476,8 @@ pub struct Opts {
     pub fail_after: u32,
     pub min_segments: u64,
     pub promote: bool,
+    /// Who runs it (`rollout` or `serve`), as `rollout status` reports it.
+    pub by: &'static str,
 }
 
 /// How a rollout ended.
@@ -329,8 +487,11 @@ pub enum End {
     Done,
     /// A guard failed `fail_after` intervals in a row: rolled back.
     RolledBack,
-    /// SIGINT/SIGTERM: rolled back.
+    /// SIGINT/SIGTERM, a stop of `serve`, or `ccload rollout abort`:
+    /// rolled back.
     Aborted,
+    /// `ccload rollout promote`: ended early, the control bound too.
+    Promoted,
 }
 
 /// Set up the rollout: checks, state record, canary binding, control watch.
@@ -355,7 +516,7 @@ pub fn start(o: &Opts) -> Result<State> {
     if let Some(s) = recorded().into_iter().find(|s| s.canary_id == can.id) {
         bail!(
             "a rollout of {} is recorded (pid {}): in progress, or interrupted \
-             (`ccload rollout --resume` rolls it back)",
+             (`ccload rollout status` tells which; `ccload rollout abort` rolls it back)",
             s.canary.display(),
             s.pid
         );
@@ -381,8 +542,23 @@ pub fn start(o: &Opts) -> Result<State> {
             .parse::<Algo>()
             .is_ok_and(|a| !crate::bpf::is_attached(a)),
         pid: std::process::id(),
+        pid_start: pid_start(std::process::id()).unwrap_or(0),
+        by: o.by.to_string(),
+        started: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        guards: o.guards.iter().map(|g| g.to_string()).collect(),
+        fail_after: o.fail_after,
+        promote: o.promote,
+        intervals: intervals_in(o.duration, o.interval),
+        done: 0,
+        last_verdict: String::new(),
+        last_checks: Vec::new(),
+        failing_in_a_row: 0,
     };
-    // Recorded first: a kill from here on leaves something --resume undoes.
+    // A request left by an earlier rollout on this cgroup is not for this one.
+    let _ = std::fs::remove_file(cmd_path(can.id));
+    // Recorded first: a kill from here on leaves something `abort` undoes.
     save(&st)?;
     let setup = (|| -> Result<()> {
         let b = cgroup::set(&can.path, &o.algo, o.profile)?;
@@ -414,13 +590,15 @@ fn intervals_in(duration: Duration, interval: Duration) -> u32 {
 }
 
 /// Run the intervals; `report` gets each interval; `stop` is polled for
-/// SIGINT/SIGTERM.
+/// SIGINT/SIGTERM, and the record's request file for `ccload rollout
+/// abort|promote`.
 pub fn run(
     o: &Opts,
     st: &State,
     mut report: impl FnMut(&Interval),
     stop: &dyn Fn() -> bool,
 ) -> Result<End> {
+    let mut st = st.clone();
     let ctl_id = CgroupDir::open(&o.control)?.id;
     // The intervals end on a fixed grid (start + n * interval), so `--for`
     // always yields floor(for / interval) of them: time spent reading the
@@ -433,9 +611,13 @@ pub fn run(
     for n in 1..=count {
         let end = start + o.interval * n;
         loop {
-            if stop() {
-                rollback(st)?;
+            if stop() || requested(st.canary_id) == Some(Verb::Abort) {
+                rollback(&st)?;
                 return Ok(End::Aborted);
+            }
+            if requested(st.canary_id) == Some(Verb::Promote) {
+                promote(&st)?;
+                return Ok(End::Promoted);
             }
             let now = Instant::now();
             if now >= end {
@@ -452,28 +634,34 @@ pub fn run(
             "pass" => failing = 0,
             _ => {}
         }
-        report(&Interval {
+        let i = Interval {
             n,
             canary: c,
             control: k,
             verdict,
             checks,
             failing_in_a_row: failing,
-        });
+        };
+        (st.done, st.failing_in_a_row) = (n, failing);
+        st.last_verdict.clone_from(&i.verdict);
+        st.last_checks.clone_from(&i.checks);
+        // Progress for `rollout status`; a failed write loses only that.
+        let _ = save(&st);
+        report(&i);
         if failing >= o.fail_after {
-            rollback(st)?;
+            rollback(&st)?;
             return Ok(End::RolledBack);
         }
     }
-    {
-        let _lock = crate::lock::state()?;
-        if o.promote {
-            cgroup::set(&o.control, &o.algo, o.profile)?;
-        } else if st.control_watch_added {
+    if o.promote {
+        promote(&st)?;
+    } else {
+        if st.control_watch_added {
+            let _lock = crate::lock::state()?;
             let _ = cgroup::unset(&o.control);
         }
+        forget(st.canary_id);
     }
-    let _ = std::fs::remove_file(state_path(st.canary_id));
     Ok(End::Done)
 }
 

@@ -271,13 +271,13 @@ pub fn cgroup_binding(path: &str) -> Option<(String, u64)> {
         })
 }
 
-/// Rolls back, on drop, any rollout a failing test left recorded (tests
-/// run one at a time under the serial lock, so only its own).
-pub struct ResumeRollouts;
+/// Rolls back, on drop, any rollout a failing test left running or
+/// recorded (tests run one at a time under the serial lock, so only its own).
+pub struct AbortRollouts;
 
-impl Drop for ResumeRollouts {
+impl Drop for AbortRollouts {
     fn drop(&mut self) {
-        let _ = ccload(&["rollout", "--resume"]);
+        let _ = ccload(&["rollout", "abort", "--all"]);
     }
 }
 

@@ -477,7 +477,9 @@ fn rollout(
 /// overflowing it) against a control on cubic is rolled back after 2
 /// failing intervals, the canary's binding restored exactly (unbound) and
 /// the control untouched; the same rollout with ccpd's defaults runs its
-/// course and `--promote` binds the control too.
+/// course and `--promote` binds the control too; `rollout status`,
+/// `promote` and `abort` act on a rollout in progress, and `abort
+/// --interrupted` on one that was killed (issue 40).
 #[test]
 fn a_harmful_canary_is_rolled_back_and_a_good_one_promoted() {
     let _s = privileged!();
@@ -494,7 +496,7 @@ fn a_harmful_canary_is_rolled_back_and_a_good_one_promoted() {
         "bmax_on_loss=0",
     ]);
     let (can, ctl) = (TestCgroup::new("canary"), TestCgroup::new("control"));
-    let _r = ResumeRollouts;
+    let _r = AbortRollouts;
     ccload_ok(&["cgroup", "set", ctl.path(), "--algo", "cubic"]);
 
     let (code, lines, secs) = rollout(
@@ -572,42 +574,79 @@ fn a_harmful_canary_is_rolled_back_and_a_good_one_promoted() {
         "promoted"
     );
 
-    // A rollout killed half-way is reported and rolled back by --resume:
-    // the canary gets exactly its previous binding (ccpd, profile 0) back.
-    let mut child = std::process::Command::new(ccload_bin())
-        .args([
-            "rollout",
-            "--algo",
-            "ccpd",
-            "--profile",
-            "5",
-            "--canary",
-            can.path(),
-            "--control",
-            ctl.path(),
-            "--interval",
-            "1s",
-            "--for",
-            "60s",
-        ])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let w0 = std::time::Instant::now();
-    while cgroup_binding(can.path()) != Some(("ccpd".to_string(), 5))
-        && w0.elapsed() < Duration::from_secs(10)
-    {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert_eq!(cgroup_binding(can.path()), Some(("ccpd".to_string(), 5)));
+    // The verbs.  A rollout of profile 5 in progress (no traffic: its
+    // intervals report insufficient traffic and it runs on) is listed with
+    // its progress; `promote` ends it early with exit 0, the control bound
+    // as the canary is.
+    let spawn = || {
+        let child = std::process::Command::new(ccload_bin())
+            .args([
+                "rollout",
+                "--algo",
+                "ccpd",
+                "--profile",
+                "5",
+                "--canary",
+                can.path(),
+                "--control",
+                ctl.path(),
+                "--interval",
+                "1s",
+                "--for",
+                "60s",
+            ])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let w0 = std::time::Instant::now();
+        let progress = || {
+            status_json()["rollouts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["canary"] == can.path() && r["done"].as_u64() >= Some(1))
+        };
+        while !progress() && w0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(cgroup_binding(can.path()), Some(("ccpd".to_string(), 5)));
+        child
+    };
+    let mut child = spawn();
+    let st = ccload_ok(&["rollout", "status", can.path()]);
+    assert!(
+        st.contains("running (pid") && st.contains("/60, 0 failing in a row"),
+        "{st}"
+    );
+    let r = ccload_ok(&["rollout", "promote", can.path()]);
+    assert!(r.contains("promoted the running rollout of ccpd"), "{r}");
+    assert_eq!(child.wait().unwrap().code(), Some(0), "promoted early");
+    assert_eq!(cgroup_binding(ctl.path()), Some(("ccpd".to_string(), 5)));
+
+    // `abort` rolls a running one back: the canary gets its previous
+    // binding (ccpd, profile 0) and the rollout exits as on Ctrl-C.
+    ccload_ok(&["cgroup", "set", can.path(), "--algo", "ccpd"]);
+    let mut child = spawn();
+    let r = ccload_ok(&["rollout", "abort", can.path()]);
+    assert!(r.contains("rolled back the running rollout of ccpd"), "{r}");
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    assert_eq!(cgroup_binding(can.path()), Some(("ccpd".to_string(), 0)));
+
+    // A rollout killed half-way is reported as interrupted and rolled back
+    // by `abort --interrupted`; `--resume` (which rolled back) says so.
+    let mut child = spawn();
     child.kill().unwrap();
     child.wait().unwrap();
     let st = ccload_ok(&["status"]);
     assert!(
-        st.contains("interrupted; `ccload rollout --resume`"),
+        st.contains("interrupted; `ccload rollout abort --interrupted`"),
         "{st}"
     );
-    let r = ccload_ok(&["rollout", "--resume"]);
+    assert!(ccload_ok(&["rollout", "status"]).contains("interrupted (its process is gone"));
+    let o = ccload(&["rollout", "--resume"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("rollout abort --interrupted"));
+    let r = ccload_ok(&["rollout", "abort", "--interrupted"]);
     assert!(
         r.contains(&format!(
             "rolled back the interrupted rollout of ccpd on {}",
@@ -616,8 +655,10 @@ fn a_harmful_canary_is_rolled_back_and_a_good_one_promoted() {
         "{r}"
     );
     assert_eq!(cgroup_binding(can.path()), Some(("ccpd".to_string(), 0)));
-    assert_eq!(cgroup_binding(ctl.path()), Some(("ccpd".to_string(), 0)));
+    assert_eq!(cgroup_binding(ctl.path()), Some(("ccpd".to_string(), 5)));
     assert!(!ccload_ok(&["status"]).contains("rollout of"));
+    let o = ccload(&["rollout", "promote", can.path()]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no rollout is recorded on"));
     ccload_ok(&["tune", "--algo", "ccpd", "--profile", "5", "--reset"]);
 }
 

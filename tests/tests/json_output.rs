@@ -225,7 +225,11 @@ fn every_state_command_speaks_json_with_numbers() {
         .iter()
         .all(|c| c["ok"].is_boolean()));
     assert_eq!(
-        doc(&["-j", "rollout", "--resume"], 0)["rolled_back"],
+        doc(&["-j", "rollout", "abort", "--interrupted"], 0)["rolled_back"],
+        serde_json::json!([])
+    );
+    assert_eq!(
+        doc(&["-j", "rollout", "status"], 0)["rollouts"],
         serde_json::json!([])
     );
 

@@ -740,7 +740,7 @@ fn the_daemon_runs_a_rollout_from_its_config_across_a_reload() {
     let (can, ctl) = (TestCgroup::new("ro-canary"), TestCgroup::new("ro-control"));
     // Dropped after the daemon (declared before it): a failure mid-rollout
     // leaves nothing recorded.
-    let _r = ResumeRollouts;
+    let _r = AbortRollouts;
     let text = format!(
         "[algos.ccpd]\n[profiles.harm]\nalgo = \"ccpd\"\nset = {{ b_min = 1000, bmax_on_loss = 0 }}\n\
          [[cgroups]]\npath = \"{ctl}\"\nalgo = \"cubic\"\n\
@@ -814,6 +814,67 @@ fn the_daemon_runs_a_rollout_from_its_config_across_a_reload() {
         cgroup_binding(ctl.path()).map(|b| b.0).as_deref(),
         Some("cubic")
     );
+    assert!(d.stop().success());
+}
+
+/// `ccload rollout status` and `promote` reach a rollout the daemon runs
+/// (issue 40): listed as running by `serve`, promoted early (the control
+/// bound, `/metrics` says `promoted`), and not started again by a reload of
+/// the same config.
+#[test]
+fn the_daemons_rollouts_answer_the_rollout_verbs() {
+    let _s = privileged!();
+    let dir = std::env::temp_dir().join(format!("ccl-serve-rv-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let _c = Cleanup(dir.clone());
+    let (can, ctl) = (TestCgroup::new("rv-canary"), TestCgroup::new("rv-control"));
+    let _r = AbortRollouts;
+    let text = format!(
+        "[algos.ccpd]\n[[rollouts]]\nalgo = \"ccpd\"\ncanary = \"{can}\"\ncontrol = \"{ctl}\"\n\
+         interval = \"1s\"\nfor = \"60s\"\n\
+         [serve]\nmetrics = \"127.0.0.1:0\"\non_exit = \"remove\"\n",
+        can = can.path(),
+        ctl = ctl.path()
+    );
+    let cfg = config(&dir, "serve.toml", &text);
+    let d = Daemon::start(&cfg);
+    let addr = d.addr();
+    let state = |s: &str| {
+        scrape(&addr).is_some_and(|m| {
+            m.lines().any(|l| {
+                l.starts_with("ccload_rollout_state{")
+                    && l.contains(&format!("state=\"{s}\""))
+                    && l.ends_with(" 1")
+            })
+        })
+    };
+    assert!(
+        wait_until(Duration::from_secs(15), || ccload_ok(&[
+            "rollout",
+            "status",
+            can.path()
+        ])
+        .contains("running (pid")),
+        "{:?}",
+        d.log.lock().unwrap()
+    );
+    let st = ccload_ok(&["rollout", "status", can.path()]);
+    assert!(st.contains(", serve)"), "{st}");
+    let r = ccload_ok(&["rollout", "promote", can.path()]);
+    assert!(r.contains("promoted the running rollout of ccpd"), "{r}");
+    assert!(
+        wait_until(Duration::from_secs(5), || state("promoted")),
+        "{:?}",
+        scrape(&addr)
+    );
+    assert_eq!(cgroup_binding(ctl.path()), Some(("ccpd".to_string(), 0)));
+    assert_eq!(cgroup_binding(can.path()), Some(("ccpd".to_string(), 0)));
+    d.signal(libc::SIGHUP);
+    assert!(wait_until(Duration::from_secs(10), || d.logged("reload applied")));
+    assert!(state("promoted"), "{:?}", scrape(&addr));
+    assert!(ccload_ok(&["rollout", "status"])
+        .lines()
+        .all(|l| !l.contains(can.path())));
     assert!(d.stop().success());
 }
 

@@ -3,11 +3,15 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use anyhow::Result;
+use std::path::Path;
+use std::time::Duration;
 
-use crate::cli::RolloutArgs;
+use anyhow::{bail, Result};
+
+use crate::cgroup::CgroupDir;
+use crate::cli::{RolloutArgs, RolloutVerb};
 use crate::output::Out;
-use crate::rollout::{self, End, Guard, Interval};
+use crate::rollout::{self, End, Guard, Interval, State, Verb};
 
 fn opt(v: Option<f64>, unit: &str) -> String {
     v.map(|x| format!("{x:.1}{unit}"))
@@ -52,32 +56,192 @@ fn print_interval(i: &Interval, of: u32) {
     );
 }
 
-pub(super) fn run(a: RolloutArgs, out: Out) -> Result<i32> {
-    if a.resume {
-        crate::bpf::require_root()?;
-        let recs = rollout::recorded();
-        if recs.is_empty() && !out.json {
-            println!("no interrupted rollout");
-        }
-        let mut done = Vec::new();
-        for st in recs {
-            rollout::rollback(&st)?;
-            if !out.json {
-                println!(
-                    "rolled back the interrupted rollout of {} on {} (pid {})",
-                    st.algo,
-                    st.canary.display(),
-                    st.pid
-                );
+/// The recorded rollouts a verb's arguments name.
+fn chosen(canary: Option<&Path>, all: bool, interrupted: bool) -> Result<Vec<State>> {
+    let recs = rollout::recorded();
+    let Some(p) = canary else {
+        return Ok(recs
+            .into_iter()
+            .filter(|s| all || !interrupted || !s.running())
+            .collect());
+    };
+    // By cgroup id when the cgroup exists, else by the recorded path.
+    let id = CgroupDir::open(p).ok().map(|c| c.id);
+    let hit: Vec<State> = recs
+        .into_iter()
+        .filter(|s| Some(s.canary_id) == id || s.canary == p)
+        .collect();
+    if hit.is_empty() {
+        bail!("no rollout is recorded on {}", p.display());
+    }
+    Ok(hit)
+}
+
+fn describe(s: &State) -> String {
+    let when = if s.running() {
+        format!("running (pid {}, {})", s.pid, s.by_or_rollout())
+    } else {
+        "interrupted (its process is gone; `ccload rollout abort` rolls it back)".to_string()
+    };
+    let mut line = format!(
+        "{} profile {} on {} against {}: {when}",
+        s.algo,
+        s.profile,
+        s.canary.display(),
+        s.control.display()
+    );
+    if s.intervals > 0 {
+        line += &format!(
+            "\n  interval {}/{}, {} failing in a row (rollback at {}){}",
+            s.done,
+            s.intervals,
+            s.failing_in_a_row,
+            s.fail_after,
+            if s.promote { ", --promote" } else { "" }
+        );
+    }
+    if !s.last_verdict.is_empty() {
+        let checks: Vec<String> = s
+            .last_checks
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} [{}] {}",
+                    c.guard,
+                    c.value.map_or("-".into(), |v| format!("{v:.3}")),
+                    if c.ok { "ok" } else { "FAIL" }
+                )
+            })
+            .collect();
+        line += &format!(
+            "\n  last interval: {}  {}",
+            s.last_verdict,
+            checks.join(", ")
+        );
+    }
+    line
+}
+
+fn verb(v: RolloutVerb, out: Out) -> Result<i32> {
+    match v {
+        RolloutVerb::Status { canary } => {
+            let recs = chosen(canary.as_deref(), true, false)?;
+            if out.json {
+                let v: Vec<serde_json::Value> = recs
+                    .iter()
+                    .map(|s| {
+                        let mut j = serde_json::to_value(s).unwrap_or_default();
+                        j["state"] = (if s.running() {
+                            "running"
+                        } else {
+                            "interrupted"
+                        })
+                        .into();
+                        j
+                    })
+                    .collect();
+                out.emit(&serde_json::json!({ "rollouts": v }))?;
+            } else if recs.is_empty() {
+                println!("no rollout in progress or interrupted");
+            } else {
+                for s in &recs {
+                    println!("{}", describe(s));
+                }
             }
-            done.push(serde_json::json!({
-                "algo": st.algo, "canary": st.canary, "pid": st.pid,
-            }));
+            Ok(0)
         }
+        RolloutVerb::Abort {
+            canary,
+            all,
+            interrupted,
+        } => each(
+            chosen(canary.as_deref(), all, interrupted)?,
+            Verb::Abort,
+            out,
+        ),
+        RolloutVerb::Promote { canary } => {
+            each(chosen(Some(&canary), false, false)?, Verb::Promote, out)
+        }
+    }
+}
+
+/// Carry out `v` on every rollout of `recs`; exit 1 if any could not be.
+fn each(recs: Vec<State>, v: Verb, out: Out) -> Result<i32> {
+    crate::bpf::require_root()?;
+    if recs.is_empty() && !out.json {
+        println!(
+            "no rollout to {}",
+            if v == Verb::Abort { "abort" } else { "promote" }
+        );
+    }
+    let mut code = 0;
+    let mut done = Vec::new();
+    for s in recs {
+        let was = if s.running() {
+            "running"
+        } else {
+            "interrupted"
+        };
+        let r = rollout::act(&s, v, Duration::from_secs(15));
+        let (what, err) = match &r {
+            Ok(End::Promoted) => (
+                format!(
+                    "promoted the {was} rollout of {} on {}: {} is bound to it too",
+                    s.algo,
+                    s.canary.display(),
+                    s.control.display()
+                ),
+                None,
+            ),
+            Ok(_) => (
+                format!(
+                    "rolled back the {was} rollout of {} on {} (pid {})",
+                    s.algo,
+                    s.canary.display(),
+                    s.pid
+                ),
+                None,
+            ),
+            Err(e) => {
+                code = 1;
+                (
+                    format!("{}: {e:#}", s.canary.display()),
+                    Some(format!("{e:#}")),
+                )
+            }
+        };
         if out.json {
-            out.emit(&serde_json::json!({ "rolled_back": done }))?;
+            done.push(serde_json::json!({
+                "algo": s.algo, "canary": s.canary, "pid": s.pid, "was": was,
+                "end": r.as_ref().ok().map(|e| format!("{e:?}")), "error": err,
+            }));
+        } else if err.is_some() {
+            eprintln!("ccload: {what}");
+        } else {
+            println!("{what}");
         }
-        return Ok(0);
+    }
+    if out.json {
+        let key = if v == Verb::Abort {
+            "rolled_back"
+        } else {
+            "promoted"
+        };
+        out.emit(&serde_json::json!({ key: done }))?;
+    }
+    Ok(code)
+}
+
+pub(super) fn run(a: RolloutArgs, out: Out) -> Result<i32> {
+    if let Some(v) = a.verb {
+        return verb(v, out);
+    }
+    if a.resume {
+        bail!(
+            "`ccload rollout --resume` is now `ccload rollout abort --interrupted` \
+             (it rolls back the rollouts whose process is gone); \
+             `ccload rollout status` lists them"
+        );
     }
     let algo = a.algo.clone().unwrap_or_default();
     let guards: Vec<Guard> = if a.guards.is_empty() {
@@ -99,6 +263,7 @@ pub(super) fn run(a: RolloutArgs, out: Out) -> Result<i32> {
         fail_after: a.fail_after,
         min_segments: a.min_segments,
         promote: a.promote,
+        by: "rollout",
     };
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [libc::SIGINT, libc::SIGTERM] {
@@ -162,6 +327,13 @@ pub(super) fn run(a: RolloutArgs, out: Out) -> Result<i32> {
         End::Aborted => (
             130,
             format!("aborted: rolled back; {} restored", st.canary.display()),
+        ),
+        End::Promoted => (
+            0,
+            format!(
+                "promoted early (`ccload rollout promote`): {} now bound too",
+                st.control.display()
+            ),
         ),
     };
     if out.json {

@@ -21,7 +21,7 @@ struct Status {
     attached: Vec<AlgoStatus>,
     /// State a killed ccload left behind (crate::leftovers).
     leftovers: Vec<crate::leftovers::Leftover>,
-    /// Rollouts in progress, or interrupted (`rollout --resume` undoes them).
+    /// Rollouts in progress, or interrupted (`rollout abort --interrupted` undoes them).
     rollouts: Vec<crate::rollout::State>,
 }
 
@@ -146,8 +146,7 @@ fn print_text(s: &Status) -> std::io::Result<()> {
         }
     }
     for r in &s.rollouts {
-        // SAFETY: kill(pid, 0) only checks that the process exists.
-        let alive = unsafe { libc::kill(r.pid as i32, 0) } == 0;
+        let alive = r.running();
         writeln!(
             w,
             "\nrollout of {} profile {} on {} (against {}): {}",
@@ -158,7 +157,7 @@ fn print_text(s: &Status) -> std::io::Result<()> {
             if alive {
                 format!("in progress (pid {})", r.pid)
             } else {
-                "interrupted; `ccload rollout --resume` rolls it back".to_string()
+                "interrupted; `ccload rollout abort --interrupted` rolls it back".to_string()
             }
         )?;
     }

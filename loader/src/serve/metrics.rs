@@ -361,6 +361,20 @@ pub(super) fn render(
     o
 }
 
+/// How many configured cgroups are bound, unbound, or named by entries
+/// that match none yet.
+pub(super) fn render_cgroup_states(o: &mut String, bound: usize, unbound: usize, missing: usize) {
+    family(
+        o,
+        "ccload_cgroups",
+        "gauge",
+        "Configured cgroups: bound as configured, existing but not bound, entries naming none yet.",
+    );
+    for (state, n) in [("bound", bound), ("unbound", unbound), ("missing", missing)] {
+        let _ = writeln!(o, "ccload_cgroups{{state=\"{state}\"}} {n}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -457,6 +471,129 @@ mod tests {
             if kind == "counter" {
                 assert!(name.ends_with("_total"), "{name}");
             }
+        }
+    }
+
+    /// Every family `/metrics` can show, each with a sample: a controller
+    /// profile and a cgroup with aggregates, kernel counters, a telemetry
+    /// record, an unread ring, a rollout, the cgroup states.
+    fn full_scrape() -> String {
+        let d = crate::config::parse(std::path::Path::new("<t>"), "").unwrap();
+        let mut m = Metrics::default();
+        let raw = crate::telemetry::tests::sample_record(Algo::Ccpd, 0);
+        m.record(&Event::decode(&raw).unwrap());
+        m.rings_missing.push(Algo::Hetcp);
+        let b = crate::cgroup::Binding {
+            cgroup: Some("/sys/fs/cgroup/web.slice".into()),
+            cgroup_id: 7,
+            algo: "ccpd".into(),
+            profile: 0,
+            active: 1,
+            passive: 0,
+            errors: 0,
+            auto_attached: false,
+        };
+        let aggs = agg::All {
+            algos: vec![(Algo::Ccpd, 0, with_srtt(3, 10_000))],
+            cgroups: vec![(b, with_srtt(2, 20_000))],
+        };
+        let stats = vec![(Algo::Ccpd, vec![1; intf::CCL_NR_STATS as usize])];
+        let socks = BTreeMap::from([("ccpd".to_string(), 2)]);
+        let mut o = render(&mut m, &d, &stats, &aggs, &socks);
+        let r = super::super::rollouts::Rollouts::default();
+        r.status.lock().unwrap().insert(
+            "/sys/fs/cgroup/a.slice".into(),
+            super::super::rollouts::Status {
+                algo: "ccpd".into(),
+                state: "running",
+                intervals: 3,
+                failing: 1,
+                ratios: vec![("retrans_ratio <= 1.5".into(), 1.2)],
+            },
+        );
+        r.render(&mut o);
+        render_cgroup_states(&mut o, 1, 0, 2);
+        o
+    }
+
+    /// Family name -> (type, label names but `le`), from an exposition.
+    fn families(o: &str) -> BTreeMap<String, (String, Vec<String>)> {
+        let mut f: BTreeMap<String, (String, Vec<String>)> = BTreeMap::new();
+        for l in o.lines() {
+            if let Some(t) = l.strip_prefix("# TYPE ") {
+                let (n, k) = t.split_once(' ').unwrap();
+                f.insert(n.into(), (k.into(), Vec::new()));
+            } else if !l.starts_with('#') {
+                let name = l.split(['{', ' ']).next().unwrap();
+                let fam = ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .filter_map(|s| name.strip_suffix(s))
+                    .find(|b| f.get(*b).is_some_and(|x| x.0 == "histogram"))
+                    .unwrap_or(name);
+                let labels: Vec<String> = l
+                    .split_once('{')
+                    .map(|(_, r)| {
+                        r.split("\",")
+                            .filter_map(|kv| kv.split_once('=').map(|x| x.0.to_string()))
+                            .filter(|k| k != "le")
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let e = f.get_mut(fam).unwrap_or_else(|| panic!("{fam}: no TYPE"));
+                for k in labels {
+                    if !e.1.contains(&k) {
+                        e.1.push(k);
+                    }
+                }
+            }
+        }
+        f
+    }
+
+    #[test]
+    #[ignore]
+    fn print_full_scrape() {
+        for (n, (k, l)) in families(&full_scrape()) {
+            println!("FAM {n} {k} {l:?}");
+        }
+        println!("{}", full_scrape());
+    }
+
+    /// docs/metrics.md lists every family `/metrics` shows, with its type
+    /// and labels, and nothing else.
+    #[test]
+    fn the_metrics_reference_matches_the_exposition() {
+        let got = families(&full_scrape());
+        let doc = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/metrics.md"),
+        )
+        .unwrap();
+        let mut want = BTreeMap::new();
+        for l in doc.lines().filter(|l| l.starts_with("| `ccload_")) {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            let name = cells[1].trim_matches('`').to_string();
+            let labels: Vec<String> = cells[3]
+                .split(',')
+                .map(|x| x.trim().trim_matches('`').to_string())
+                .filter(|x| !x.is_empty() && x != "-")
+                .collect();
+            want.insert(name, (cells[2].to_string(), labels));
+        }
+        for (n, (k, ls)) in &got {
+            let (wk, wl) = want
+                .get(n)
+                .unwrap_or_else(|| panic!("{n} ({k}) is on /metrics but not in docs/metrics.md"));
+            assert_eq!(wk, k, "{n}: type");
+            let (mut a, mut b) = (ls.clone(), wl.clone());
+            a.sort();
+            b.sort();
+            assert_eq!(a, b, "{n}: labels");
+        }
+        for n in want.keys() {
+            assert!(
+                got.contains_key(n),
+                "docs/metrics.md lists {n}, /metrics has none"
+            );
         }
     }
 

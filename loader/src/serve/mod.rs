@@ -204,16 +204,7 @@ impl State {
         let mut o = metrics::render(&mut self.metrics.borrow_mut(), &d, &stats, &aggs, &socks);
         self.rollouts.borrow().render(&mut o);
         let c = cgroups_now(&d);
-        o.push_str(
-            "# HELP ccload_cgroups Configured cgroups: bound as configured, existing but not bound, entries naming none yet.\n# TYPE ccload_cgroups gauge\n",
-        );
-        for (state, n) in [
-            ("bound", c.bound),
-            ("unbound", c.unbound.len()),
-            ("missing", c.missing.len()),
-        ] {
-            o.push_str(&format!("ccload_cgroups{{state=\"{state}\"}} {n}\n"));
-        }
+        metrics::render_cgroup_states(&mut o, c.bound, c.unbound.len(), c.missing.len());
         o
     }
 

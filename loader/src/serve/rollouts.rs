@@ -4,6 +4,9 @@
 //! the rollouts that are new and aborts (rolls back) those the config no
 //! longer lists; one still listed keeps running across the reload.  On a
 //! daemon stop every running rollout is aborted and rolled back.
+//! `ccload rollout status|abort|promote` reach these rollouts through
+//! their records in /run/ccload, as a `ccload rollout`'s; one ended so
+//! stays ended until the config changes it.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -17,7 +20,7 @@ use crate::rollout::{self, End, Opts};
 #[derive(Clone, Debug, Default)]
 pub(super) struct Status {
     pub algo: String,
-    /// running, done, rolled_back, aborted, failed
+    /// running, done, rolled_back, aborted, promoted, failed
     pub state: &'static str,
     pub intervals: u32,
     pub failing: u32,
@@ -226,6 +229,7 @@ fn run_one(o: Opts, status: Arc<Mutex<BTreeMap<PathBuf, Status>>>, stop: Arc<Ato
         Ok(End::Done) => "done",
         Ok(End::RolledBack) => "rolled_back",
         Ok(End::Aborted) => "aborted",
+        Ok(End::Promoted) => "promoted",
         Err(e) => {
             super::log(3, format!("rollout on {}: {e:#}", o.canary.display()));
             let _ = rollout::rollback(&st);
