@@ -214,7 +214,9 @@ pub enum Cmd {
     /// Print the man page (roff), e.g. `ccload man | man -l -`; with
     /// `--dir`, write ccload.1 and a ccload-COMMAND.1 per command there.
     Man {
-        /// Write every page into this directory instead of printing ccload(1).
+        /// Write every page under this man directory (DIR/man1/ccload.1,
+        /// ccload-COMMAND.1, DIR/man5/ccload.toml.5) instead of printing
+        /// ccload(1).
         #[arg(long)]
         dir: Option<std::path::PathBuf>,
     },

@@ -3,7 +3,8 @@
 //! tunables of every profile written, cgroups bound or unbound, the default
 //! CC set — and the difference is printed.  Applying a file twice changes
 //! nothing the second time.  Everything is validated before the first
-//! change; errors carry `file:line:col`.
+//! change; errors carry `file:line:col`.  docs/config.md is the reference
+//! (a test holds it to the parser's keys and the tunables tables).
 //!
 //! ```toml
 //! default_cc = "cubic"              # optional, initial netns only
@@ -782,6 +783,117 @@ pub fn execute(changes: &[Change], verbose: bool) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The ```toml blocks of docs/config.md.
+    fn reference() -> (String, Vec<String>) {
+        let doc = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/config.md"),
+        )
+        .unwrap();
+        let blocks = doc
+            .split("```toml\n")
+            .skip(1)
+            .map(|b| b.split("```").next().unwrap().to_string())
+            .collect();
+        (doc, blocks)
+    }
+
+    /// The first cgroup v2 mount, for examples written for /sys/fs/cgroup.
+    fn cgroup2_mount() -> Option<String> {
+        std::fs::read_to_string("/proc/mounts")
+            .ok()?
+            .lines()
+            .find_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (f.get(2) == Some(&"cgroup2")).then(|| f[1].to_string())
+            })
+    }
+
+    /// docs/config.md: every example parses (the schema always; the whole
+    /// validation where the cgroups it names can be checked here), every
+    /// key the parser accepts is in its table, and its tunables tables are
+    /// the controllers' own.
+    #[test]
+    fn the_config_reference_examples_parse() {
+        let (doc, blocks) = reference();
+        assert!(blocks.len() >= 5, "{} examples", blocks.len());
+        let v2 = cgroup2_mount();
+        for b in &blocks {
+            toml::from_str::<Config>(b).unwrap_or_else(|e| panic!("{e}\n{b}"));
+            // A rollout's cgroups must exist: the schema only.
+            if b.contains("[[rollouts]]") {
+                continue;
+            }
+            let Some(root) = &v2 else {
+                eprintln!("no cgroup v2 mount: examples checked against the schema only");
+                continue;
+            };
+            let t = b.replace("/sys/fs/cgroup/", &format!("{root}/"));
+            if let Err(e) = parse(Path::new("example.toml"), &t) {
+                panic!("{e:#}\n{t}");
+            }
+        }
+        // Every key, from the parser's own list of expected fields.
+        let doc_keys: Vec<&str> = doc
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `"))
+            .filter_map(|l| l.split('`').next())
+            .collect();
+        for (prefix, text) in [
+            ("", "bogus = 1\n"),
+            ("algos.<algo>.", "[algos.ccpd]\nbogus = 1\n"),
+            (
+                "profiles.<name>.",
+                "[profiles.x]\nalgo = \"ccpd\"\nbogus = 1\n",
+            ),
+            (
+                "cgroups[].",
+                "[[cgroups]]\npath = \"/x\"\nalgo = \"ccpd\"\nbogus = 1\n",
+            ),
+            (
+                "rollouts[].",
+                "[[rollouts]]\nalgo = \"ccpd\"\ncanary = \"/a\"\ncontrol = \"/b\"\nbogus = 1\n",
+            ),
+            ("serve.", "[serve]\nbogus = 1\n"),
+        ] {
+            let e = toml::from_str::<Config>(text).unwrap_err().to_string();
+            let expected = e.split("expected").nth(1).unwrap_or_else(|| panic!("{e}"));
+            let keys: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+            assert!(!keys.is_empty(), "{e}");
+            for k in keys {
+                let full = format!("{prefix}{k}");
+                assert!(
+                    doc_keys
+                        .iter()
+                        .any(|d| *d == full || (prefix.is_empty() && d.starts_with(&full))),
+                    "docs/config.md has no row for `{full}`"
+                );
+            }
+        }
+        // Tunables: name, default, range and unit as `ccload algos` shows them.
+        for a in Algo::ALL {
+            let sec = doc
+                .split(&format!("### `{}`\n", a.name()))
+                .nth(1)
+                .unwrap_or_else(|| panic!("docs/config.md: no tunables of {a}"));
+            let sec = sec.split("\n### ").next().unwrap();
+            for pd in a.params() {
+                let unit = if pd.unit.is_empty() { "-" } else { pd.unit };
+                let row = format!(
+                    "| `{}` | {} | {} | {unit} |",
+                    pd.name,
+                    pd.display(pd.def),
+                    pd.range()
+                );
+                assert!(sec.contains(&row), "docs/config.md, {a}: want {row}");
+            }
+            assert_eq!(
+                sec.lines().filter(|l| l.starts_with("| `")).count(),
+                a.params().len(),
+                "docs/config.md, {a}: a tunable it lists is gone"
+            );
+        }
+    }
 
     fn err(text: &str) -> String {
         format!("{:#}", parse(Path::new("t.toml"), text).unwrap_err())

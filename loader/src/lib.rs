@@ -19,6 +19,7 @@ pub mod doctor;
 pub mod error;
 pub mod leftovers;
 pub(crate) mod lock;
+pub mod manpage;
 pub mod netlink;
 pub mod output;
 pub mod profiles;

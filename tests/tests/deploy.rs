@@ -72,7 +72,7 @@ fn systemd_unit_verifies_and_is_hardened() {
     .unwrap();
     // Documentation=man:ccload(1): verify runs `man ccload`; point it at
     // freshly generated pages.
-    let man = dir.join("man/man1");
+    let man = dir.join("man");
     ccload_ok(&["man", "--dir", man.to_str().unwrap()]);
     let o = std::process::Command::new("systemd-analyze")
         .args(["verify", p.to_str().unwrap()])
@@ -126,6 +126,7 @@ fn install_into_a_destdir_gives_a_unit_that_verifies() {
         "bin/ccload",
         "share/man/man1/ccload.1",
         "share/man/man1/ccload-cgroup-set.1",
+        "share/man/man5/ccload.toml.5",
         "share/bash-completion/completions/ccload",
         "share/zsh/site-functions/_ccload",
         "share/fish/vendor_completions.d/ccload.fish",
@@ -193,7 +194,18 @@ fn install_into_a_destdir_gives_a_unit_that_verifies() {
     if let Ok(o) = o {
         let text = String::from_utf8_lossy(&o.stdout);
         assert!(
-            text.contains("--json") && text.contains("SYNOPSIS"),
+            text.contains("--json") && text.contains("SYNOPSIS") && text.contains("EXIT STATUS"),
+            "{text}"
+        );
+        let o = std::process::Command::new("man")
+            .args(["-l", "-P", "cat"])
+            .arg(p.join("share/man/man5/ccload.toml.5"))
+            .env("MANWIDTH", "100")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            text.contains("serve.request_timeout_ms") && text.contains("[algos.ccpd]"),
             "{text}"
         );
     } else {

@@ -6,7 +6,7 @@
 //!   P/bin/ccload
 //!   /etc/systemd/system/ccload.service   (P = /usr: /usr/lib/systemd/system)
 //!   /etc/ccload/config.toml              (configs/default.toml, only if absent)
-//!   P/share/man/man1/ccload.1, ccload-COMMAND.1
+//!   P/share/man/man1/ccload.1, ccload-COMMAND.1, man5/ccload.toml.5
 //!   P/share/bash-completion/completions/ccload
 //!   P/share/zsh/site-functions/_ccload
 //!   P/share/fish/vendor_completions.d/ccload.fish
@@ -121,7 +121,7 @@ pub fn run(root: &Path, o: &Opts) -> Result<()> {
         put(&root.join("configs/default.toml"), &cfg, 0o600)?;
     }
 
-    let man = p.join("share/man/man1");
+    let man = p.join("share/man");
     std::fs::create_dir_all(&man)?;
     let pages = output_of(
         &bin,

@@ -99,7 +99,12 @@ pub fn run(cli: Cli) -> Result<i32> {
         }
         Cmd::Man { dir: None } => {
             let c = <Cli as clap::CommandFactory>::command();
-            clap_mangen::Man::new(c).render(&mut std::io::stdout())?;
+            let mut buf = Vec::new();
+            clap_mangen::Man::new(c).render(&mut buf)?;
+            print!(
+                "{}",
+                crate::manpage::with_sections(&String::from_utf8_lossy(&buf))
+            );
             Ok(0)
         }
         Cmd::Man { dir: Some(dir) } => {
@@ -116,11 +121,14 @@ pub fn run(cli: Cli) -> Result<i32> {
     }
 }
 
-/// ccload.1 and ccload-COMMAND.1 (ccload-cgroup-set.1, ...) in `dir`, as
-/// git and cargo ship theirs.
-fn man_pages(dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
+/// man1/ccload.1 and man1/ccload-COMMAND.1 (ccload-cgroup-set.1, ...), as
+/// git and cargo ship theirs, and man5/ccload.toml.5, under `man`.
+fn man_pages(man: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
     use anyhow::Context;
+    let dir = &man.join("man1");
     std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    let five = man.join("man5");
+    std::fs::create_dir_all(&five).with_context(|| format!("create {}", five.display()))?;
     let mut c = <Cli as clap::CommandFactory>::command();
     c.build();
     let mut out = Vec::new();
@@ -134,6 +142,9 @@ fn man_pages(dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
         let path = dir.join(format!("{name}.1"));
         let mut buf = Vec::new();
         clap_mangen::Man::new(page).render(&mut buf)?;
+        if name == "ccload" {
+            buf = crate::manpage::with_sections(&String::from_utf8_lossy(&buf)).into_bytes();
+        }
         std::fs::write(&path, buf).map_err(|e| anyhow::anyhow!("write {}: {e}", path.display()))?;
         out.push(path);
         for sub in c.get_subcommands().filter(|s| s.get_name() != "help") {
@@ -142,5 +153,12 @@ fn man_pages(dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
         Ok(())
     }
     walk(&c, "ccload".into(), dir, &mut out)?;
+    let path = five.join("ccload.toml.5");
+    std::fs::write(
+        &path,
+        crate::manpage::config_page(env!("CARGO_PKG_VERSION")),
+    )
+    .map_err(|e| anyhow::anyhow!("write {}: {e}", path.display()))?;
+    out.push(path);
     Ok(out)
 }
