@@ -216,7 +216,8 @@ fn install_into_a_destdir_gives_a_unit_that_verifies() {
 
 #[test]
 fn daemonset_is_well_formed_and_least_privilege() {
-    let text = std::fs::read_to_string(root().join("deploy/kubernetes/daemonset.yaml")).unwrap();
+    let text =
+        std::fs::read_to_string(root().join("deploy/kubernetes/base/daemonset.yaml")).unwrap();
     let docs: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(&text)
         .map(|d| serde::Deserialize::deserialize(d).expect("valid YAML"))
         .collect();
@@ -293,10 +294,8 @@ fn daemonset_is_well_formed_and_least_privilege() {
         .map(|v| v.as_str().unwrap())
         .collect();
     assert_eq!(cmd[1..3], ["serve", "--config"]);
-    // The ConfigMap's config is a valid ccload config.
-    let cm = kind("ConfigMap");
-    let cfg = cm["data"]["config.toml"].as_str().unwrap();
-    let d = ccload::config::parse(Path::new("daemonset.yaml:config.toml"), cfg)
+    // The config the ConfigMap is made from is a valid ccload config.
+    let d = ccload::config::load(&root().join("deploy/kubernetes/base/config.toml"))
         .unwrap_or_else(|e| panic!("{e:#}"));
     assert!(
         d.serve.metrics.starts_with("127.0.0.1:"),
@@ -474,7 +473,7 @@ fn containerfile_builds_what_the_daemonset_runs() {
         t["features"]["static"].as_array().is_some(),
         "loader has no `static` feature"
     );
-    let ds = std::fs::read_to_string(root().join("deploy/kubernetes/daemonset.yaml")).unwrap();
+    let ds = std::fs::read_to_string(root().join("deploy/kubernetes/base/daemonset.yaml")).unwrap();
     assert!(ds.contains("Built from deploy/Containerfile"));
     let entry = cf
         .lines()

@@ -296,6 +296,20 @@ pub(super) fn render(
     }
     family(
         &mut o,
+        "ccload_controller_attached",
+        "gauge",
+        "1 for each controller the config names that is attached, 0 for one that is not.",
+    );
+    for a in d.algos.keys() {
+        let on = stats.iter().any(|(s, _)| s == a);
+        let _ = writeln!(
+            o,
+            "ccload_controller_attached{{algo=\"{a}\"}} {}",
+            u8::from(on)
+        );
+    }
+    family(
+        &mut o,
         "ccload_sockets",
         "gauge",
         "TCP sockets using the controller in the daemon's network namespace.",
@@ -478,7 +492,8 @@ mod tests {
     /// profile and a cgroup with aggregates, kernel counters, a telemetry
     /// record, an unread ring, a rollout, the cgroup states.
     fn full_scrape() -> String {
-        let d = crate::config::parse(std::path::Path::new("<t>"), "").unwrap();
+        let d = crate::config::parse(std::path::Path::new("<t>"), "[algos.ccpd]\n[algos.hetcp]\n")
+            .unwrap();
         let mut m = Metrics::default();
         let raw = crate::telemetry::tests::sample_record(Algo::Ccpd, 0);
         m.record(&Event::decode(&raw).unwrap());
@@ -514,6 +529,19 @@ mod tests {
         r.render(&mut o);
         render_cgroup_states(&mut o, 1, 0, 2);
         o
+    }
+
+    #[test]
+    fn a_configured_controller_that_is_not_attached_reads_zero() {
+        let o = full_scrape();
+        assert!(
+            o.contains("\nccload_controller_attached{algo=\"ccpd\"} 1\n"),
+            "{o}"
+        );
+        assert!(
+            o.contains("\nccload_controller_attached{algo=\"hetcp\"} 0\n"),
+            "{o}"
+        );
     }
 
     /// Family name -> (type, label names but `le`), from an exposition.

@@ -1,0 +1,409 @@
+//! deploy/kubernetes: every manifest parses into its Kubernetes API type
+//! (k8s-openapi; the CRDs of prometheus-operator and Argo Rollouts into
+//! structs of the fields used), unknown fields rejected; each kustomization
+//! renders with `kubectl kustomize` and its objects parse the same way; the
+//! image is named in one place; the configs are valid ccload configs; and
+//! every metric the alert rules, the dashboard and the AnalysisTemplate
+//! query is in docs/metrics.md.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+
+fn root() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
+
+fn k8s() -> PathBuf {
+    root().join("deploy/kubernetes")
+}
+
+/// `T` from one YAML document, failing on any field `T` does not know.
+fn strict<T: DeserializeOwned>(doc: &serde_yaml::Value, what: &str) -> T {
+    let mut unknown = Vec::new();
+    let v: T = serde_ignored::deserialize(doc.clone(), |p| unknown.push(p.to_string()))
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(unknown.is_empty(), "{what}: unknown fields {unknown:?}");
+    v
+}
+
+// The custom resources: the fields these manifests use, nothing else.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[allow(dead_code)]
+struct Meta {
+    name: String,
+    namespace: Option<String>,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[allow(dead_code)]
+struct Cr<S> {
+    api_version: String,
+    kind: String,
+    metadata: Meta,
+    spec: S,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct PodMonitorSpec {
+    selector: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+    #[serde(default)]
+    pod_target_labels: Vec<String>,
+    pod_metrics_endpoints: Vec<PodMetricsEndpoint>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[allow(dead_code)]
+struct PodMetricsEndpoint {
+    port: String,
+    path: String,
+    interval: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleSpec {
+    groups: Vec<RuleGroup>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct RuleGroup {
+    name: String,
+    rules: Vec<Rule>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Rule {
+    alert: String,
+    expr: String,
+    #[serde(rename = "for")]
+    for_: Option<String>,
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[allow(dead_code)]
+struct AnalysisSpec {
+    #[serde(default)]
+    args: Vec<BTreeMap<String, String>>,
+    metrics: Vec<AnalysisMetric>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[allow(dead_code)]
+struct AnalysisMetric {
+    name: String,
+    interval: String,
+    count: u32,
+    failure_limit: u32,
+    success_condition: String,
+    provider: BTreeMap<String, PromProvider>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct PromProvider {
+    address: String,
+    query: String,
+}
+
+/// What one document is, parsed strictly; returns the PromQL it holds.
+fn check_doc(doc: &serde_yaml::Value, what: &str) -> Vec<String> {
+    use k8s_openapi::api::{apps::v1 as apps, core::v1 as core, rbac::v1 as rbac};
+    let kind = doc["kind"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{what}: no kind"));
+    let what = format!("{what} ({kind})");
+    match kind {
+        "ServiceAccount" => drop(strict::<core::ServiceAccount>(doc, &what)),
+        "ConfigMap" => {
+            let cm: core::ConfigMap = strict(doc, &what);
+            for (k, v) in cm.data.unwrap_or_default() {
+                if k.ends_with(".toml") {
+                    // The cgroup paths are the nodes', not this machine's.
+                    toml::from_str::<ccload::config::Config>(&v)
+                        .unwrap_or_else(|e| panic!("{what}: {k}: {e}"));
+                } else if k.ends_with(".json") {
+                    let d: serde_json::Value =
+                        serde_json::from_str(&v).unwrap_or_else(|e| panic!("{what}: {k}: {e}"));
+                    return dashboard_exprs(&d);
+                }
+            }
+        }
+        "DaemonSet" => drop(strict::<apps::DaemonSet>(doc, &what)),
+        "ClusterRole" => drop(strict::<rbac::ClusterRole>(doc, &what)),
+        "ClusterRoleBinding" => drop(strict::<rbac::ClusterRoleBinding>(doc, &what)),
+        "PodMonitor" => {
+            let pm: Cr<PodMonitorSpec> = strict(doc, &what);
+            assert_eq!(pm.api_version, "monitoring.coreos.com/v1");
+            assert!(pm.spec.selector.match_labels.is_some(), "{what}");
+            assert_eq!(pm.spec.pod_target_labels, ["ccload-pool"]);
+            assert_eq!(pm.spec.pod_metrics_endpoints[0].port, "metrics");
+        }
+        "PrometheusRule" => {
+            let pr: Cr<RuleSpec> = strict(doc, &what);
+            assert_eq!(pr.api_version, "monitoring.coreos.com/v1");
+            let rules: Vec<&Rule> = pr.spec.groups.iter().flat_map(|g| &g.rules).collect();
+            for r in &rules {
+                assert!(r.labels.contains_key("severity"), "{}", r.alert);
+                assert!(r.annotations.contains_key("summary"), "{}", r.alert);
+                if let Some(f) = &r.for_ {
+                    assert!(f.ends_with('m'), "{}: for {f}", r.alert);
+                }
+            }
+            // What the issue asks an operator be told of.
+            for want in [
+                "ccload_controller_attached",
+                "ccload_cgroups",
+                "ccload_ringbuf_overruns_total",
+                "ccload_rollout_state",
+                "ccload_retransmitted_segments_total",
+            ] {
+                assert!(
+                    rules.iter().any(|r| r.expr.contains(want)),
+                    "no alert on {want}"
+                );
+            }
+            return rules.iter().map(|r| r.expr.clone()).collect();
+        }
+        "AnalysisTemplate" => {
+            let at: Cr<AnalysisSpec> = strict(doc, &what);
+            assert_eq!(at.api_version, "argoproj.io/v1alpha1");
+            return at
+                .spec
+                .metrics
+                .iter()
+                .flat_map(|m| m.provider.values().map(|p| p.query.clone()))
+                .collect();
+        }
+        other => panic!("{what}: no check for kind {other}"),
+    }
+    Vec::new()
+}
+
+fn dashboard_exprs(d: &serde_json::Value) -> Vec<String> {
+    let panels = d["panels"].as_array().expect("panels");
+    assert!(panels.len() >= 6, "{} panels", panels.len());
+    let mut ids: Vec<i64> = panels.iter().map(|p| p["id"].as_i64().unwrap()).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), panels.len(), "panel ids are unique");
+    panels
+        .iter()
+        .flat_map(|p| p["targets"].as_array().unwrap().iter())
+        .map(|t| t["expr"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn docs(text: &str) -> Vec<serde_yaml::Value> {
+    serde_yaml::Deserializer::from_str(text)
+        .map(|d| serde_yaml::Value::deserialize(d).expect("valid YAML"))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+/// The metric families docs/metrics.md lists.
+fn documented() -> Vec<String> {
+    std::fs::read_to_string(root().join("docs/metrics.md"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `ccload_"))
+        .map(|l| format!("ccload_{}", l.split('`').next().unwrap()))
+        .collect()
+}
+
+/// Every ccload_ name in `exprs` is a documented family (or its histogram
+/// series).
+fn check_metrics(exprs: &[String], what: &str) {
+    let known = documented();
+    for e in exprs {
+        let mut rest = e.as_str();
+        while let Some(i) = rest.find("ccload_") {
+            let name: String = rest[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            rest = &rest[i + name.len()..];
+            if name == "ccload_pool" {
+                continue; // the PodMonitor's target label
+            }
+            let fam = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s))
+                .filter(|f| known.iter().any(|k| k == f))
+                .unwrap_or(&name);
+            assert!(
+                known.iter().any(|k| k == fam),
+                "{what}: `{name}` is not in docs/metrics.md:\n{e}"
+            );
+        }
+    }
+}
+
+/// Every YAML file and the dashboard, as written.
+#[test]
+fn every_manifest_parses_into_its_api_type() {
+    let mut exprs = Vec::new();
+    let mut n = 0;
+    let mut dirs = vec![k8s()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap().to_str().unwrap().to_string();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if name == "kustomization.yaml" {
+                let k: serde_yaml::Value =
+                    serde_yaml::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+                assert_eq!(k["kind"], "Kustomization", "{}", p.display());
+            } else if name.ends_with(".yaml") {
+                for doc in docs(&std::fs::read_to_string(&p).unwrap()) {
+                    exprs.extend(check_doc(&doc, &p.display().to_string()));
+                    n += 1;
+                }
+            } else if name.ends_with(".json") {
+                let d: serde_json::Value =
+                    serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+                exprs.extend(dashboard_exprs(&d));
+            } else if name.ends_with(".toml") {
+                ccload::config::load(&p)
+                    .map(drop)
+                    .or_else(|e| {
+                        // Paths of a node's cgroup tree: the schema at least.
+                        toml::from_str::<ccload::config::Config>(
+                            &std::fs::read_to_string(&p).unwrap(),
+                        )
+                        .map(drop)
+                        .map_err(|_| e)
+                    })
+                    .unwrap_or_else(|e| panic!("{}: {e:#}", p.display()));
+            }
+        }
+    }
+    assert!(n >= 5, "{n} objects");
+    assert!(exprs.len() >= 15, "{} queries", exprs.len());
+    check_metrics(&exprs, "deploy/kubernetes");
+    // The image is named once, in base/kustomization.yaml.
+    let ds = std::fs::read_to_string(k8s().join("base/daemonset.yaml")).unwrap();
+    assert!(
+        ds.contains("image: ccload\n"),
+        "the DaemonSet names the image `ccload`"
+    );
+}
+
+/// `kubectl kustomize` of each kustomization.
+fn render(dir: &str) -> Option<String> {
+    let o = std::process::Command::new("kubectl")
+        .args(["kustomize"])
+        .arg(k8s().join(dir))
+        .output();
+    match o {
+        Err(e) => {
+            eprintln!("SKIPPED rendering {dir}: kubectl: {e} (scripts/setup.sh installs it)");
+            None
+        }
+        Ok(o) => {
+            assert!(
+                o.status.success(),
+                "kubectl kustomize {dir}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            Some(String::from_utf8(o.stdout).unwrap())
+        }
+    }
+}
+
+#[test]
+fn each_kustomization_renders_into_valid_objects() {
+    let objs = |dir: &str| -> Option<Vec<serde_yaml::Value>> {
+        let text = render(dir)?;
+        let ds = docs(&text);
+        for d in &ds {
+            check_metrics(&check_doc(d, dir), dir);
+        }
+        Some(ds)
+    };
+    let by = |ds: &[serde_yaml::Value], kind: &str| -> Vec<serde_yaml::Value> {
+        ds.iter().filter(|d| d["kind"] == kind).cloned().collect()
+    };
+    let Some(base) = objs("base") else { return };
+    let ds = &by(&base, "DaemonSet")[0];
+    let c = &ds["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(c["image"], "ghcr.io/example/ccload:0.1.0");
+    assert_eq!(ds["metadata"]["namespace"], "kube-system");
+    let cm = &by(&base, "ConfigMap")[0];
+    assert_eq!(cm["metadata"]["name"], "ccload-config", "no hash suffix");
+    let cfg = cm["data"]["config.toml"].as_str().unwrap();
+    let d = ccload::config::parse(Path::new("base/config.toml"), cfg)
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(d.serve.metrics.starts_with("127.0.0.1:"));
+
+    let mon = objs("monitoring").unwrap();
+    for k in ["PodMonitor", "PrometheusRule", "DaemonSet"] {
+        assert_eq!(by(&mon, k).len(), 1, "monitoring: one {k}");
+    }
+    let cms = by(&mon, "ConfigMap");
+    let dash = cms
+        .iter()
+        .find(|c| c["metadata"]["labels"]["grafana_dashboard"] == "1")
+        .expect("the dashboard's ConfigMap");
+    assert!(dash["data"]["ccload-dashboard.json"].is_string());
+    let cfg = cms
+        .iter()
+        .find(|c| c["metadata"]["name"] == "ccload-config")
+        .unwrap();
+    let d = ccload::config::parse(
+        Path::new("monitoring/config.toml"),
+        cfg["data"]["config.toml"].as_str().unwrap(),
+    )
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(d.serve.metrics.starts_with("0.0.0.0:"), "scrapable");
+
+    let can = objs("canary").unwrap();
+    let ds = &by(&can, "DaemonSet")[0];
+    assert_eq!(ds["metadata"]["name"], "ccload-canary");
+    assert_eq!(
+        ds["spec"]["selector"]["matchLabels"]["ccload-pool"], "canary",
+        "its own pods, not the stable pool's"
+    );
+    let spec = &ds["spec"]["template"]["spec"];
+    let term = &spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        ["nodeSelectorTerms"][0]["matchExpressions"][0];
+    assert_eq!(
+        (term["key"].as_str(), term["operator"].as_str()),
+        (Some("ccload.io/pool"), Some("In"))
+    );
+    let vol = spec["volumes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "config")
+        .unwrap();
+    assert_eq!(vol["configMap"]["name"], "ccload-config-canary");
+    assert_eq!(
+        by(&can, "ConfigMap")[0]["metadata"]["name"],
+        "ccload-config-canary"
+    );
+    // The stable pool keeps off the canary nodes.
+    let st = &by(&base, "DaemonSet")[0]["spec"]["template"]["spec"]["affinity"];
+    assert_eq!(
+        st["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+            [0]["matchExpressions"][0]["operator"],
+        "NotIn"
+    );
+}
