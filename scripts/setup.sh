@@ -17,6 +17,8 @@ have ethtool || need+=(ethtool)
 have nsenter || need+=(util-linux)
 have pkg-config || need+=(pkg-config)
 have iptables || need+=(iptables)
+have umoci || need+=(umoci)      # cargo xtask dist: the OCI image
+have readelf || need+=(binutils)
 for p in libelf-dev zlib1g-dev libclang-dev fonts-dejavu-core; do pkg_missing "$p" && need+=("$p"); done
 
 if [ ${#need[@]} -gt 0 ]; then

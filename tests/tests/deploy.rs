@@ -214,6 +214,151 @@ fn install_into_a_destdir_gives_a_unit_that_verifies() {
     }
 }
 
+/// `cargo xtask dist` (of the test build: the release build is `static`,
+/// this one is not, which dist warns about): the tarball holds the install
+/// tree; the .deb, installed into a scratch root by dpkg, puts the files
+/// in place, records the config as a conffile and enables the unit, and
+/// purging it takes them away; the OCI image unpacks (umoci) to a rootfs
+/// whose ccload runs there alone, with `serve` as the image's command.
+#[test]
+fn dist_makes_a_tarball_a_deb_that_enables_the_unit_and_an_image() {
+    let _s = privileged!();
+    let bin = ccload_bin();
+    let xtask = bin.with_file_name("xtask");
+    let d = std::env::temp_dir().join(format!("ccl-dist-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    struct Rm(std::path::PathBuf);
+    impl Drop for Rm {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _rm = Rm(d.clone());
+    let run = |cmd: &mut std::process::Command| -> String {
+        let o = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+        assert!(
+            o.status.success(),
+            "{cmd:?}: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let out = d.join("out");
+    let made = run(std::process::Command::new(&xtask)
+        .args(["dist", "--bin"])
+        .arg(&bin)
+        .arg("--out")
+        .arg(&out));
+    let ver = env!("CARGO_PKG_VERSION");
+    let arch = run(std::process::Command::new("dpkg").arg("--print-architecture"));
+    let tgz = out.join(format!("ccload-{ver}-{}.tar.gz", std::env::consts::ARCH));
+    let deb = out.join(format!("ccload_{ver}_{}.deb", arch.trim()));
+    let oci = out.join(format!("ccload-{ver}-oci.tar"));
+    for f in [&tgz, &deb, &oci] {
+        assert!(
+            f.is_file() && made.contains(f.to_str().unwrap()),
+            "{}: {made}",
+            f.display()
+        );
+    }
+
+    let list = run(std::process::Command::new("tar").arg("-tzf").arg(&tgz));
+    for f in [
+        "usr/local/bin/ccload",
+        "etc/systemd/system/ccload.service",
+        "etc/ccload/config.toml",
+        "usr/local/share/man/man5/ccload.toml.5",
+    ] {
+        assert!(
+            list.lines().any(|l| l.trim_start_matches("./") == f),
+            "tarball: no {f}"
+        );
+    }
+
+    // The .deb, into a scratch root (its scripts run unchrooted with
+    // DPKG_ROOT set, and leave the running system alone).
+    let r = d.join("root");
+    for sub in [
+        "var/lib/dpkg/info",
+        "var/lib/dpkg/updates",
+        "etc/systemd/system",
+    ] {
+        std::fs::create_dir_all(r.join(sub)).unwrap();
+    }
+    std::fs::write(r.join("var/lib/dpkg/status"), "").unwrap();
+    let dpkg = |args: &[&str]| {
+        run(std::process::Command::new("dpkg")
+            .arg(format!("--root={}", r.display()))
+            .args([
+                "--force-script-chrootless",
+                "--force-depends",
+                "--log=/dev/null",
+            ])
+            .args(args))
+    };
+    dpkg(&["-i", deb.to_str().unwrap()]);
+    let wants = r.join("etc/systemd/system/multi-user.target.wants/ccload.service");
+    assert_eq!(
+        std::fs::read_link(&wants).ok(),
+        Some("/usr/lib/systemd/system/ccload.service".into()),
+        "the unit is enabled"
+    );
+    let unit = std::fs::read_to_string(r.join("usr/lib/systemd/system/ccload.service")).unwrap();
+    assert!(unit.contains("ExecStart=/usr/bin/ccload serve --config /etc/ccload/config.toml"));
+    ccload::config::load(&r.join("etc/ccload/config.toml")).expect("the packaged config");
+    let conf = run(std::process::Command::new("dpkg-query")
+        .arg(format!("--admindir={}", r.join("var/lib/dpkg").display()))
+        .args(["-W", "-f", "${Conffiles}", "ccload"]));
+    assert!(
+        conf.contains("/etc/ccload/config.toml"),
+        "conffiles: {conf}"
+    );
+    assert!(
+        run(std::process::Command::new(r.join("usr/bin/ccload")).arg("algos")).contains("ccpd")
+    );
+    dpkg(&["--purge", "ccload"]);
+    assert!(
+        !r.join("usr/bin/ccload").exists() && wants.symlink_metadata().is_err(),
+        "purged"
+    );
+
+    // The image.
+    let layout = d.join("layout");
+    std::fs::create_dir_all(&layout).unwrap();
+    run(std::process::Command::new("tar")
+        .arg("-xf")
+        .arg(&oci)
+        .arg("-C")
+        .arg(&layout));
+    let bundle = d.join("bundle");
+    run(std::process::Command::new("umoci")
+        .args(["unpack", "--image"])
+        .arg(format!("{}:{ver}", layout.display()))
+        .arg(&bundle));
+    let cfg: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(bundle.join("config.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        cfg["process"]["args"],
+        serde_json::json!([
+            "/usr/local/bin/ccload",
+            "serve",
+            "--config",
+            "/etc/ccload/config.toml"
+        ])
+    );
+    let rootfs = bundle.join("rootfs");
+    assert!(rootfs.join("etc/ccload/config.toml").is_file());
+    let algos = run(std::process::Command::new("chroot")
+        .arg(&rootfs)
+        .args(["/usr/local/bin/ccload", "algos"]));
+    assert!(
+        algos.contains("ccpd"),
+        "the image's ccload runs in its rootfs alone"
+    );
+}
+
 #[test]
 fn daemonset_is_well_formed_and_least_privilege() {
     let text =

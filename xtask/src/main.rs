@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 
 use ccload_lab::session as lab;
 
+mod dist;
 mod disturb;
 mod install;
 
@@ -105,6 +106,19 @@ enum Task {
         /// Install this already-built ccload instead of building one.
         #[arg(long)]
         bin: Option<PathBuf>,
+    },
+    /// Release artifacts: a tarball, a .deb that enables the unit, and an
+    /// OCI image, from the static build (dist/ by default).
+    Dist {
+        /// Where the artifacts go.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Package this already-built ccload instead of the static build.
+        #[arg(long)]
+        bin: Option<PathBuf>,
+        /// Skip the OCI image.
+        #[arg(long)]
+        no_image: bool,
     },
     /// Paper-style experiments on the emulated link (configs/lab/*.toml).
     Lab {
@@ -319,6 +333,16 @@ fn real_main() -> Result<()> {
                 bin,
             },
         )?,
+        Task::Dist { out, bin, no_image } => {
+            dist::run(
+                &root,
+                &dist::Opts {
+                    out: out.unwrap_or_else(|| root.join("dist")),
+                    bin,
+                    image: !no_image,
+                },
+            )?;
+        }
         Task::Lab {
             cmd: LabCmd::List { json },
         } => lab::list(&root, json)?,
