@@ -29,7 +29,7 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 if ! have cargo; then
-    echo "setup: cargo not found; install Rust >= 1.82 (rustup) first" >&2
+    echo "setup: cargo not found; install Rust >= 1.89 (rustup) first" >&2
     exit 2
 fi
 

@@ -676,7 +676,7 @@ pub fn run(minutes: f64, seed: u64, out: &Path) -> Result<Report> {
         while Instant::now() < end {
             std::thread::sleep(Duration::from_secs(1));
             let el = t0.elapsed().as_secs();
-            if el % 30 == 0 {
+            if el.is_multiple_of(30) {
                 eprintln!(
                     "soak: {el:>5} s  transfers {} ok / {} lost  commands {} ok / {} lock / {} failed",
                     done.load(Ordering::Relaxed),

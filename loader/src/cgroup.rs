@@ -93,13 +93,7 @@ impl CgroupDir {
         }
         // SAFETY: a fresh fd we own.
         let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
-        // SAFETY: fstatfs on an open fd into a zeroed struct.
-        let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-        if unsafe { libc::fstatfs(fd.as_raw_fd(), &mut st) } != 0 {
-            return Err(std::io::Error::last_os_error())
-                .with_context(|| format!("statfs {}", real.display()));
-        }
-        if st.f_type as i64 != CGROUP2_SUPER_MAGIC {
+        if !is_cgroup2(&fd).with_context(|| format!("statfs {}", real.display()))? {
             bail!(
                 "{} is not in a cgroup v2 hierarchy (sock_ops programs attach to cgroup2 only)",
                 real.display()
@@ -133,6 +127,17 @@ fn normalize(p: &Path) -> PathBuf {
 
 /// `path` (which need not exist) is inside a cgroup v2 hierarchy: its
 /// nearest existing ancestor is a cgroup v2 directory.
+/// Is the filesystem of `fd` cgroup v2? (`CgroupDir::open` and
+/// `check_in_cgroup2`.)
+fn is_cgroup2(fd: &impl AsRawFd) -> std::io::Result<bool> {
+    // SAFETY: fstatfs on an open fd into a zeroed struct.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstatfs(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(st.f_type as i64 == CGROUP2_SUPER_MAGIC)
+}
+
 pub fn check_in_cgroup2(path: &Path) -> Result<()> {
     let mut p = path;
     while !p.exists() {
@@ -140,14 +145,8 @@ pub fn check_in_cgroup2(path: &Path) -> Result<()> {
             .parent()
             .with_context(|| format!("{}: no existing ancestor", path.display()))?;
     }
-    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes())?;
-    // SAFETY: statfs on a valid C string into a zeroed struct.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
-        return Err(std::io::Error::last_os_error())
-            .with_context(|| format!("statfs {}", p.display()));
-    }
-    if st.f_type as i64 != CGROUP2_SUPER_MAGIC {
+    let dir = std::fs::File::open(p).with_context(|| format!("open {}", p.display()))?;
+    if !is_cgroup2(&dir).with_context(|| format!("statfs {}", p.display()))? {
         bail!(
             "{} is not in a cgroup v2 hierarchy ({} is not a cgroup v2 directory)",
             path.display(),

@@ -17,6 +17,9 @@
 //! path = "/sys/fs/cgroup/web.slice"  # (cgroup_rules.rs)
 //! algo = "ccpd"
 //! profile = "latency"
+//! [[pods]]                          # `ccload serve`: this node's pods by label
+//! selector = "app=web"              # (crate::pods, serve/pods.rs)
+//! algo = "ccpd"
 //! [[rollouts]]                      # `ccload serve` runs them (ccload rollout)
 //! algo = "ccpd"
 //! profile = "latency"
@@ -59,7 +62,20 @@ pub struct Config {
     #[serde(default)]
     pub rollouts: Vec<RolloutCfg>,
     #[serde(default)]
+    pub pods: Vec<PodsCfg>,
+    #[serde(default)]
     pub serve: ServeCfg,
+}
+
+/// Pods of this node chosen by label (`ccload serve` watches them through
+/// the Kubernetes API; crate::pods).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PodsCfg {
+    pub selector: Spanned<String>,
+    pub namespace: Option<Spanned<String>>,
+    pub algo: Spanned<String>,
+    pub profile: Option<Spanned<String>>,
 }
 
 /// A canary rollout `ccload serve` runs (crate::rollout; the fields are
@@ -128,6 +144,17 @@ pub struct ServeCfg {
     /// Deadline of one HTTP exchange (accept to last byte written), ms.
     #[serde(default = "default_request_timeout_ms")]
     pub request_timeout_ms: Spanned<u32>,
+    /// `[[pods]]`: this node's name (default: $NODE_NAME).
+    pub node_name: Option<String>,
+    /// `[[pods]]`: where the kubelet's cgroups are.
+    #[serde(default = "default_cgroup_root")]
+    pub cgroup_root: PathBuf,
+    /// `[[pods]]`: the kubelet's cgroup driver (default: from the tree).
+    pub cgroup_driver: Option<crate::pods::Driver>,
+}
+
+fn default_cgroup_root() -> PathBuf {
+    "/sys/fs/cgroup".into()
 }
 
 fn default_max_connections() -> Spanned<u32> {
@@ -158,6 +185,9 @@ impl Default for ServeCfg {
             socket: default_socket(),
             max_connections: default_max_connections(),
             request_timeout_ms: default_request_timeout_ms(),
+            node_name: None,
+            cgroup_root: default_cgroup_root(),
+            cgroup_driver: None,
         }
     }
 }
@@ -174,6 +204,8 @@ pub struct Desired {
     pub cgroups: Vec<CgroupRule>,
     /// Rollouts `serve` runs, validated.
     pub rollouts: Vec<crate::rollout::Opts>,
+    /// `[[pods]]` entries, in file order (`serve` binds their pods' cgroups).
+    pub pods: Vec<crate::pods::PodRule>,
     pub serve: ServeCfgResolved,
 }
 
@@ -184,6 +216,10 @@ pub struct ServeCfgResolved {
     pub socket: PathBuf,
     pub max_connections: usize,
     pub request_timeout: std::time::Duration,
+    /// For `[[pods]]`: the node, the cgroup root, the driver (None: detect).
+    pub node_name: Option<String>,
+    pub cgroup_root: PathBuf,
+    pub cgroup_driver: Option<crate::pods::Driver>,
 }
 
 /// `file:line:col: msg` for a byte span of `text`.
@@ -246,6 +282,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Desired> {
         profile_names: BTreeMap::new(),
         cgroups: Vec::new(),
         rollouts: Vec::new(),
+        pods: Vec::new(),
         serve: ServeCfgResolved {
             metrics: cfg.serve.metrics.clone(),
             remove_on_exit: cfg.serve.on_exit == OnExit::Remove,
@@ -254,6 +291,14 @@ pub fn parse(file: &Path, text: &str) -> Result<Desired> {
             request_timeout: std::time::Duration::from_millis(
                 *cfg.serve.request_timeout_ms.get_ref() as u64,
             ),
+            node_name: cfg
+                .serve
+                .node_name
+                .clone()
+                .or_else(|| std::env::var("NODE_NAME").ok())
+                .filter(|n| !n.is_empty()),
+            cgroup_root: cfg.serve.cgroup_root.clone(),
+            cgroup_driver: cfg.serve.cgroup_driver,
         },
     };
     for (key, v, range) in [
@@ -367,61 +412,37 @@ pub fn parse(file: &Path, text: &str) -> Result<Desired> {
         }
         patterns.push(pattern.clone());
         let name = c.algo.get_ref();
-        let ours = name.parse::<Algo>().ok();
-        let profile = match (&c.profile, ours) {
-            (None, _) => 0,
-            (Some(p), Some(algo)) => match by_name.get(p.get_ref()) {
-                Some(&(pa, id)) if pa == algo => id,
-                Some(&(pa, _)) => {
-                    return Err(at(
-                        file,
-                        text,
-                        p.span(),
-                        format!("profile `{}` is for {pa}, not {algo}", p.get_ref()),
-                    ))
-                }
-                None => {
-                    return Err(at(
-                        file,
-                        text,
-                        p.span(),
-                        format!("unknown profile `{}`", p.get_ref()),
-                    ))
-                }
-            },
-            (Some(p), None) => {
-                return Err(at(
-                    file,
-                    text,
-                    p.span(),
-                    format!("`{name}` is a kernel CC: it has no profiles"),
-                ))
-            }
-        };
-        match ours {
-            Some(a) if !d.algos.contains_key(&a) => {
-                return Err(at(
-                    file,
-                    text,
-                    c.algo.span(),
-                    format!("{a} is not in [algos]"),
-                ))
-            }
-            None if !kernel_cc_available(name) => {
-                return Err(at(
-                    file,
-                    text,
-                    c.algo.span(),
-                    format!("unknown congestion control `{name}`"),
-                ))
-            }
-            _ => {}
-        }
+        let profile = cc_and_profile(file, text, &d, &by_name, &c.algo, c.profile.as_ref())?;
         d.cgroups.push(CgroupRule {
             pattern,
             cc: name.clone(),
             profile,
         });
+    }
+    for pc in &cfg.pods {
+        let selector: crate::pods::Selector = pc
+            .selector
+            .get_ref()
+            .parse()
+            .map_err(|e| at(file, text, pc.selector.span(), e))?;
+        let profile = cc_and_profile(file, text, &d, &by_name, &pc.algo, pc.profile.as_ref())?;
+        d.pods.push(crate::pods::PodRule {
+            selector,
+            namespace: pc.namespace.as_ref().map(|n| n.get_ref().clone()),
+            cc: pc.algo.get_ref().clone(),
+            profile,
+        });
+    }
+    if let Some(first) = cfg.pods.first() {
+        if d.serve.node_name.is_none() {
+            return Err(at(
+                file,
+                text,
+                first.selector.span(),
+                "[[pods]] needs this node's name: [serve] node_name, or $NODE_NAME \
+                 (the DaemonSet sets it from spec.nodeName)",
+            ));
+        }
     }
     for r in &cfg.rollouts {
         let name = r.algo.get_ref();
@@ -528,6 +549,65 @@ pub fn parse(file: &Path, text: &str) -> Result<Desired> {
         }
     }
     Ok(d)
+}
+
+/// A `[[cgroups]]` or `[[pods]]` entry's CC and profile: one of ours in
+/// `[algos]` with one of its profiles, or a registered kernel CC without.
+fn cc_and_profile(
+    file: &Path,
+    text: &str,
+    d: &Desired,
+    by_name: &BTreeMap<String, (Algo, u32)>,
+    algo: &Spanned<String>,
+    profile: Option<&Spanned<String>>,
+) -> Result<u32> {
+    let name = algo.get_ref();
+    let ours = name.parse::<Algo>().ok();
+    let id = match (profile, ours) {
+        (None, _) => 0,
+        (Some(p), Some(a)) => match by_name.get(p.get_ref()) {
+            Some(&(pa, id)) if pa == a => id,
+            Some(&(pa, _)) => {
+                return Err(at(
+                    file,
+                    text,
+                    p.span(),
+                    format!("profile `{}` is for {pa}, not {a}", p.get_ref()),
+                ))
+            }
+            None => {
+                return Err(at(
+                    file,
+                    text,
+                    p.span(),
+                    format!("unknown profile `{}`", p.get_ref()),
+                ))
+            }
+        },
+        (Some(p), None) => {
+            return Err(at(
+                file,
+                text,
+                p.span(),
+                format!("`{name}` is a kernel CC: it has no profiles"),
+            ))
+        }
+    };
+    match ours {
+        Some(a) if !d.algos.contains_key(&a) => Err(at(
+            file,
+            text,
+            algo.span(),
+            format!("{a} is not in [algos]"),
+        )),
+        None if !kernel_cc_available(name) => Err(at(
+            file,
+            text,
+            algo.span(),
+            format!("unknown congestion control `{name}`"),
+        )),
+        _ => Ok(id),
+    }
 }
 
 /// A registered congestion control that is not one of ours.
@@ -855,6 +935,10 @@ mod tests {
                 "[[rollouts]]\nalgo = \"ccpd\"\ncanary = \"/a\"\ncontrol = \"/b\"\nbogus = 1\n",
             ),
             ("serve.", "[serve]\nbogus = 1\n"),
+            (
+                "pods[].",
+                "[[pods]]\nselector = \"a=b\"\nalgo = \"ccpd\"\nbogus = 1\n",
+            ),
         ] {
             let e = toml::from_str::<Config>(text).unwrap_err().to_string();
             let expected = e.split("expected").nth(1).unwrap_or_else(|| panic!("{e}"));
@@ -934,6 +1018,49 @@ mod tests {
         );
         let e = err("[serve]\non_exit = \"maybe\"\n");
         assert!(e.starts_with("t.toml:2:11:"), "{e}");
+    }
+
+    #[test]
+    fn pods_entries_are_validated_and_resolved() {
+        let base = "[algos.ccpd]\n[profiles.web]\nalgo = \"ccpd\"\n[serve]\nnode_name = \"n1\"\n";
+        let d = parse(
+            Path::new("t.toml"),
+            &format!("{base}[[pods]]\nselector = \"app=web,tier in (a,b)\"\nnamespace = \"shop\"\nalgo = \"ccpd\"\nprofile = \"web\"\n"),
+        )
+        .unwrap();
+        assert_eq!(d.pods.len(), 1);
+        assert_eq!((d.pods[0].cc.as_str(), d.pods[0].profile), ("ccpd", 1));
+        assert_eq!(d.pods[0].namespace.as_deref(), Some("shop"));
+        assert_eq!(d.serve.node_name.as_deref(), Some("n1"));
+        assert_eq!(d.serve.cgroup_root, Path::new("/sys/fs/cgroup"));
+        // A bad selector, a profile of a kernel CC, a missing node name:
+        // each points at its line.
+        let e = err(&format!(
+            "{base}[[pods]]\nselector = \"app in web\"\nalgo = \"ccpd\"\n"
+        ));
+        assert!(
+            e.starts_with("t.toml:7:12:") && e.contains("want (v1, v2"),
+            "{e}"
+        );
+        let e = err(&format!(
+            "{base}[[pods]]\nselector = \"a=b\"\nalgo = \"cubic\"\nprofile = \"web\"\n"
+        ));
+        assert!(e.contains("is a kernel CC"), "{e}");
+        if std::env::var_os("NODE_NAME").is_none() {
+            let e = err("[algos.ccpd]\n[[pods]]\nselector = \"a=b\"\nalgo = \"ccpd\"\n");
+            assert!(
+                e.starts_with("t.toml:3:12:") && e.contains("NODE_NAME"),
+                "{e}"
+            );
+        }
+        let e = err("[serve]\ncgroup_driver = \"docker\"\n");
+        assert!(e.contains("unknown variant `docker`"), "{e}");
+        let d = parse(
+            Path::new("t.toml"),
+            "[serve]\ncgroup_driver = \"cgroupfs\"\n",
+        )
+        .unwrap();
+        assert_eq!(d.serve.cgroup_driver, Some(crate::pods::Driver::Cgroupfs));
     }
 
     #[test]

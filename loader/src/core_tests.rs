@@ -400,7 +400,7 @@ fn ccpd_l1_matches_model() {
     let mut worst = 0f64;
     for _ in 0..20000 {
         let kp = r.range(256, 16384) as u32;
-        let gamma = if r.next() % 2 == 0 {
+        let gamma = if r.next().is_multiple_of(2) {
             unsafe { intf::ccpd_gamma_auto_q10(kp) }
         } else {
             r.range(0, 1024) as u32
@@ -417,7 +417,7 @@ fn ccpd_l1_matches_model() {
         let e_valid = r.next() % 2;
         let e_prev = r.range(0, 20000 << 10) as i64 - (10000 << 10);
         let (cmin, cmax) = (r.range(2, 64) as u32, r.range(2, 20000) as u32);
-        let share_gamma = if r.next() % 2 == 0 {
+        let share_gamma = if r.next().is_multiple_of(2) {
             0
         } else {
             r.range(gamma as u64, 1024) as u32

@@ -22,6 +22,7 @@ pub(crate) mod lock;
 pub mod manpage;
 pub mod netlink;
 pub mod output;
+pub mod pods;
 pub mod profiles;
 pub mod rollout;
 pub(crate) mod serve;

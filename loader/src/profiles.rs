@@ -194,6 +194,11 @@ pub fn renumber(
             r.profile = stable(algo, r.profile);
         }
     }
+    for r in &mut d.pods {
+        if let Ok(algo) = r.cc.parse::<Algo>() {
+            r.profile = stable(algo, r.profile);
+        }
+    }
     Ok(next)
 }
 

@@ -12,6 +12,14 @@ fn root() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
 
+/// Removes a scratch directory, even when the test fails.
+struct Rm(std::path::PathBuf);
+impl Drop for Rm {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 #[test]
 fn systemd_unit_verifies_and_is_hardened() {
     let unit = std::fs::read_to_string(root().join("deploy/ccload.service")).unwrap();
@@ -104,12 +112,6 @@ fn install_into_a_destdir_gives_a_unit_that_verifies() {
     );
     let d = std::env::temp_dir().join(format!("ccl-install-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
-    struct Rm(std::path::PathBuf);
-    impl Drop for Rm {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
     let _rm = Rm(d.clone());
     let o = std::process::Command::new(&xtask)
         .args(["install", "--destdir", d.to_str().unwrap(), "--bin"])
@@ -227,12 +229,6 @@ fn dist_makes_a_tarball_a_deb_that_enables_the_unit_and_an_image() {
     let xtask = bin.with_file_name("xtask");
     let d = std::env::temp_dir().join(format!("ccl-dist-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
-    struct Rm(std::path::PathBuf);
-    impl Drop for Rm {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
     let _rm = Rm(d.clone());
     let run = |cmd: &mut std::process::Command| -> String {
         let o = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));

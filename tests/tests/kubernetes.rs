@@ -146,7 +146,17 @@ fn check_doc(doc: &serde_yaml::Value, what: &str) -> Vec<String> {
             }
         }
         "DaemonSet" => drop(strict::<apps::DaemonSet>(doc, &what)),
-        "ClusterRole" => drop(strict::<rbac::ClusterRole>(doc, &what)),
+        "ClusterRole" => {
+            // Least privilege: reading pods, nothing else.
+            let r: rbac::ClusterRole = strict(doc, &what);
+            let rules = r.rules.unwrap_or_default();
+            assert_eq!(rules.len(), 1, "{what}");
+            assert_eq!(
+                rules[0].resources.as_deref(),
+                Some(&["pods".to_string()][..])
+            );
+            assert_eq!(rules[0].verbs, ["get", "list", "watch"]);
+        }
         "ClusterRoleBinding" => drop(strict::<rbac::ClusterRoleBinding>(doc, &what)),
         "PodMonitor" => {
             let pm: Cr<PodMonitorSpec> = strict(doc, &what);

@@ -118,6 +118,14 @@ impl Drop for Cleanup {
     }
 }
 
+/// A scratch directory for a test's configs, and its [`Cleanup`].
+fn scratch(tag: &str) -> (std::path::PathBuf, Cleanup) {
+    let dir = std::env::temp_dir().join(format!("ccl-serve-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    (dir.clone(), Cleanup(dir))
+}
+
 fn scrape(addr: &str) -> Option<String> {
     let mut s = TcpStream::connect(addr).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
@@ -161,9 +169,7 @@ fn config(dir: &std::path::Path, name: &str, text: &str) -> std::path::PathBuf {
 #[test]
 fn daemon_metrics_fanout_reload_and_exit() {
     let _s = privileged!();
-    let dir = std::env::temp_dir().join(format!("ccl-serve-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let _c = Cleanup(dir.clone());
+    let (dir, _c) = scratch("main");
     let base = "[algos.ccpd]\n[profiles.fast]\nalgo = \"ccpd\"\nset = { kp = 8 }\n[serve]\nmetrics = \"127.0.0.1:0\"\non_exit = \"keep\"\n".to_string();
     let cfg = config(&dir, "serve.toml", &base);
     let d = Daemon::start(&cfg);
@@ -331,9 +337,7 @@ fn daemon_metrics_fanout_reload_and_exit() {
 /// A daemon with ccpd attached, metrics on an ephemeral port and the given
 /// extra `[serve]` lines; detached and cleaned up on drop.
 fn daemon_with(tag: &str, serve_extra: &str) -> (Daemon, String, Cleanup, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("ccl-serve-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let c = Cleanup(dir.clone());
+    let (dir, c) = scratch(tag);
     let cfg = config(
         &dir,
         "serve.toml",
@@ -561,9 +565,7 @@ fn a_ring_held_by_a_watch_is_retried_not_fatal() {
 #[test]
 fn the_daemon_notifies_systemd_logs_levels_and_serves_a_custom_socket() {
     let _s = privileged!();
-    let dir = std::env::temp_dir().join(format!("ccl-serve-notify-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let _c = Cleanup(dir.clone());
+    let (dir, _c) = scratch("notify");
     let ns = dir.join("notify.sock");
     let rx = std::os::unix::net::UnixDatagram::bind(&ns).unwrap();
     rx.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
@@ -734,9 +736,7 @@ fn long_flow(link: &Bottleneck, cg: &str) -> Flow {
 #[test]
 fn the_daemon_runs_a_rollout_from_its_config_across_a_reload() {
     let _s = privileged!();
-    let dir = std::env::temp_dir().join(format!("ccl-serve-ro-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let _c = Cleanup(dir.clone());
+    let (dir, _c) = scratch("ro");
     let (can, ctl) = (TestCgroup::new("ro-canary"), TestCgroup::new("ro-control"));
     // Dropped after the daemon (declared before it): a failure mid-rollout
     // leaves nothing recorded.
@@ -824,9 +824,7 @@ fn the_daemon_runs_a_rollout_from_its_config_across_a_reload() {
 #[test]
 fn the_daemons_rollouts_answer_the_rollout_verbs() {
     let _s = privileged!();
-    let dir = std::env::temp_dir().join(format!("ccl-serve-rv-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let _c = Cleanup(dir.clone());
+    let (dir, _c) = scratch("rv");
     let (can, ctl) = (TestCgroup::new("rv-canary"), TestCgroup::new("rv-control"));
     let _r = AbortRollouts;
     let text = format!(
@@ -886,10 +884,7 @@ fn the_daemons_rollouts_answer_the_rollout_verbs() {
 #[test]
 fn a_changed_config_file_is_applied_without_a_signal() {
     let _s = privileged!();
-    let dir = std::env::temp_dir().join(format!("ccl-serve-cm-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let _c = Cleanup(dir.clone());
+    let (dir, _c) = scratch("cm");
     // One ConfigMap version: its directory, then the ..data swap.
     let mut version = 0;
     let mut publish = |kp: u32| {
@@ -979,9 +974,7 @@ fn cc_of_a_connection(link: &Bottleneck, cg: &std::path::Path) -> String {
 #[test]
 fn cgroups_that_appear_or_are_made_again_are_bound() {
     let _s = privileged!();
-    let dir = std::env::temp_dir().join(format!("ccl-serve-cg-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let _c = Cleanup(dir.clone());
+    let (dir, _c) = scratch("cg");
     let root = ccload::cgroup::cgroup2_mount().expect("cgroup2 mounted");
     let name = |s: &str| root.join(format!("ccl-t{}-{s}", std::process::id()));
     let (late, never) = (name("late"), name("never"));
@@ -1096,4 +1089,294 @@ fn cgroups_that_appear_or_are_made_again_are_bound() {
         "not rebound within the reconcile period"
     );
     d.stop();
+}
+
+/// A Kubernetes API server as far as the `[[pods]]` watch needs one:
+/// `GET /api/v1/pods` lists the pods it holds (recorded objects,
+/// tests/fixtures/pods.json), `...&watch=true` streams what the test
+/// changes afterwards as watch events; every request line is recorded.
+struct MockApi {
+    addr: String,
+    state: Arc<Mutex<MockState>>,
+}
+
+#[derive(Default)]
+struct MockState {
+    pods: Vec<serde_json::Value>,
+    version: u64,
+    watchers: Vec<std::sync::mpsc::Sender<String>>,
+    requests: Vec<String>,
+}
+
+impl MockApi {
+    fn start(pods: Vec<serde_json::Value>) -> MockApi {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let state = Arc::new(Mutex::new(MockState {
+            pods,
+            version: 48213,
+            ..Default::default()
+        }));
+        let st = state.clone();
+        std::thread::spawn(move || {
+            for c in l.incoming().map_while(Result::ok) {
+                let st = st.clone();
+                std::thread::spawn(move || Self::serve(c, st));
+            }
+        });
+        MockApi { addr, state }
+    }
+
+    fn serve(c: TcpStream, st: Arc<Mutex<MockState>>) {
+        let mut r = BufReader::new(c.try_clone().unwrap());
+        let mut w = c;
+        loop {
+            let mut line = String::new();
+            if r.read_line(&mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            let mut len = 0usize;
+            loop {
+                let mut h = String::new();
+                if r.read_line(&mut h).unwrap_or(0) == 0 {
+                    return;
+                }
+                if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+                if h == "\r\n" {
+                    break;
+                }
+            }
+            let mut body = vec![0; len];
+            let _ = r.read_exact(&mut body);
+            st.lock().unwrap().requests.push(line.trim().to_string());
+            let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
+            if !path.starts_with("/api/v1/pods") {
+                let _ = w.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
+                continue;
+            }
+            if path.contains("watch=true") || path.contains("watch=1") {
+                let (tx, rx) = std::sync::mpsc::channel::<String>();
+                st.lock().unwrap().watchers.push(tx);
+                let _ = w.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
+                );
+                let _ = w.flush();
+                // Events as they come; the daemon ends the stream.
+                for ev in rx {
+                    let line = format!("{ev}\n");
+                    let chunk = format!("{:x}\r\n{line}\r\n", line.len());
+                    if w.write_all(chunk.as_bytes())
+                        .and_then(|_| w.flush())
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+                return;
+            }
+            let list = {
+                let s = st.lock().unwrap();
+                serde_json::json!({
+                    "apiVersion": "v1",
+                    "kind": "PodList",
+                    "metadata": {"resourceVersion": s.version.to_string()},
+                    "items": s.pods,
+                })
+                .to_string()
+            };
+            let _ = w.write_all(
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{list}",
+                    list.len()
+                )
+                .as_bytes(),
+            );
+        }
+    }
+
+    /// Add or change a pod (ADDED / MODIFIED to the watchers).
+    fn apply(&self, mut pod: serde_json::Value) {
+        let mut s = self.state.lock().unwrap();
+        s.version += 1;
+        pod["metadata"]["resourceVersion"] = s.version.to_string().into();
+        let uid = pod["metadata"]["uid"].clone();
+        let kind = match s.pods.iter_mut().find(|p| p["metadata"]["uid"] == uid) {
+            Some(p) => {
+                *p = pod.clone();
+                "MODIFIED"
+            }
+            None => {
+                s.pods.push(pod.clone());
+                "ADDED"
+            }
+        };
+        let ev = serde_json::json!({"type": kind, "object": pod}).to_string();
+        s.watchers.retain(|w| w.send(ev.clone()).is_ok());
+    }
+
+    fn delete(&self, uid: &str) {
+        let mut s = self.state.lock().unwrap();
+        s.version += 1;
+        let i = s
+            .pods
+            .iter()
+            .position(|p| p["metadata"]["uid"] == uid)
+            .unwrap();
+        let mut pod = s.pods.remove(i);
+        pod["metadata"]["resourceVersion"] = s.version.to_string().into();
+        let ev = serde_json::json!({"type": "DELETED", "object": pod}).to_string();
+        s.watchers.retain(|w| w.send(ev.clone()).is_ok());
+    }
+
+    fn watching(&self) -> bool {
+        !self.state.lock().unwrap().watchers.is_empty()
+    }
+
+    fn kubeconfig(&self, dir: &std::path::Path) -> std::path::PathBuf {
+        let p = dir.join("kubeconfig");
+        std::fs::write(
+            &p,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: mock\n  cluster:\n    server: http://{}\n\
+                 contexts:\n- name: mock\n  context:\n    cluster: mock\n    user: mock\n\
+                 current-context: mock\nusers:\n- name: mock\n  user: {{}}\n",
+                self.addr
+            ),
+        )
+        .unwrap();
+        p
+    }
+}
+
+/// Pods by label (issue 40): `[[pods]]` entries select this node's pods
+/// through the Kubernetes API (a mock serving recorded pod objects) and
+/// the daemon binds each selected pod's cgroup (a kubelet-style tree, the
+/// systemd driver, under a test cgroup): at start, a pod added later once
+/// its cgroup appears, a pod whose labels change, and a deleted pod is
+/// unbound; connections in a pod's cgroup get the CC; the list is asked
+/// for this node only.
+#[test]
+fn pods_chosen_by_label_get_their_cc() {
+    let _s = privileged!();
+    let (dir, _c) = scratch("pods");
+    let fixtures: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/pods.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let pods = fixtures["items"].as_array().unwrap().clone();
+    let api = MockApi::start(pods.clone());
+    // The kubelet's tree under a test cgroup.
+    let root = ccload::cgroup::cgroup2_mount()
+        .expect("cgroup2 mounted")
+        .join(format!("ccl-t{}-kube", std::process::id()));
+    let pod_cg = |uid: &str, qos: ccload::pods::Qos| {
+        ccload::pods::pod_cgroup(&root, ccload::pods::Driver::Systemd, uid, qos)
+    };
+    use ccload::pods::Qos;
+    let web = pod_cg("5e0f8a1c-3b2d-4c6e-9f10-2a7b8c9d0e11", Qos::Burstable);
+    let db = pod_cg("a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d", Qos::BestEffort);
+    let staging = pod_cg("0f9e8d7c-6b5a-4938-2716-05f4e3d2c1b0", Qos::Guaranteed);
+    let late = pod_cg("77777777-0000-4000-8000-000000000001", Qos::Guaranteed);
+    struct Tree(std::path::PathBuf);
+    impl Drop for Tree {
+        fn drop(&mut self) {
+            let _ = ccload(&["detach", "--all"]);
+            // Deepest first: rmdir takes empty cgroups only.
+            let mut dirs = Vec::new();
+            let mut stack = vec![self.0.clone()];
+            while let Some(d) = stack.pop() {
+                if let Ok(rd) = std::fs::read_dir(&d) {
+                    for e in rd.flatten() {
+                        if e.file_type().is_ok_and(|t| t.is_dir()) {
+                            stack.push(e.path());
+                        }
+                    }
+                }
+                dirs.push(d);
+            }
+            for d in dirs.iter().rev() {
+                let _ = std::fs::remove_dir(d);
+            }
+        }
+    }
+    let _t = Tree(root.clone());
+    for p in [&web, &db, &staging] {
+        std::fs::create_dir_all(p).unwrap();
+    }
+    let cfg = config(
+        &dir,
+        "pods.toml",
+        &format!(
+            "[algos.ccpd]\n\
+             [[pods]]\nselector = \"app=web\"\nnamespace = \"shop\"\nalgo = \"ccpd\"\n\
+             [[pods]]\nselector = \"app in (db, cache)\"\nalgo = \"reno\"\n\
+             [serve]\nmetrics = \"127.0.0.1:0\"\non_exit = \"remove\"\n\
+             node_name = \"node-a\"\ncgroup_root = \"{}\"\n",
+            root.display()
+        ),
+    );
+    let kc = api.kubeconfig(&dir);
+    let d = Daemon::start_env(&cfg, &[("KUBECONFIG", kc.to_str().unwrap())]);
+    let addr = d.addr();
+    let bound = |p: &std::path::Path| cgroup_binding(p.to_str().unwrap()).map(|b| b.0);
+    let within = |secs: u64, p: &std::path::Path, want: Option<&str>| {
+        wait_until(Duration::from_secs(secs), || bound(p).as_deref() == want)
+    };
+    assert!(
+        within(15, &web, Some("ccpd")) && within(2, &db, Some("reno")),
+        "web {:?}, db {:?}: {:?}",
+        bound(&web),
+        bound(&db),
+        d.log.lock().unwrap()
+    );
+    assert_eq!(bound(&staging), None, "another namespace's app=web");
+    let link = Bottleneck::new(LinkCfg {
+        rate_mbit: 20.0,
+        buffer_pkts: 60,
+        delay_ms: 2.0,
+        ..Default::default()
+    });
+    assert_eq!(cc_of_a_connection(&link, &web), "ccpd");
+    assert!(
+        wait_until(Duration::from_secs(5), || api.watching()),
+        "no watch"
+    );
+    // A new pod: its cgroup comes after the API says it is scheduled.
+    let mut new = pods[2].clone();
+    new["metadata"]["uid"] = "77777777-0000-4000-8000-000000000001".into();
+    new["metadata"]["name"] = "web-7d4b9c6f5-q9zvw".into();
+    new["metadata"]["namespace"] = "shop".into();
+    api.apply(new);
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::create_dir_all(&late).unwrap();
+    let t = std::time::Instant::now();
+    assert!(
+        within(3, &late, Some("ccpd")),
+        "the new pod: {:?}",
+        bound(&late)
+    );
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    assert_eq!(cc_of_a_connection(&link, &late), "ccpd");
+    // Relabelled: db-0 becomes app=web in shop, the first entry's.
+    let mut relabel = pods[1].clone();
+    relabel["metadata"]["labels"]["app"] = "web".into();
+    api.apply(relabel);
+    assert!(within(3, &db, Some("ccpd")), "relabelled: {:?}", bound(&db));
+    // Deleted (its cgroup still there, as until the kubelet removes it).
+    api.delete("5e0f8a1c-3b2d-4c6e-9f10-2a7b8c9d0e11");
+    assert!(within(3, &web, None), "deleted: {:?}", bound(&web));
+    let m = scrape(&addr).unwrap();
+    assert_eq!(metric(&m, "ccload_pods_selected"), 2.0, "{m}");
+    let reqs = api.state.lock().unwrap().requests.clone();
+    assert!(
+        !reqs.is_empty()
+            && reqs
+                .iter()
+                .all(|r| r.contains("fieldSelector=spec.nodeName%3Dnode-a")),
+        "{reqs:?}"
+    );
+    assert!(d.stop().success());
 }

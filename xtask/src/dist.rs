@@ -106,6 +106,24 @@ fn build(root: &Path) -> Result<PathBuf> {
     Ok(root.join("target/release/ccload"))
 }
 
+/// An archive of `dir`'s `what`, owned by root, in name order.
+fn archive(file: &Path, flags: &str, dir: &Path, what: &[&str]) -> Result<()> {
+    crate::run(
+        Command::new("tar")
+            .args([
+                "--owner=0",
+                "--group=0",
+                "--numeric-owner",
+                "--sort=name",
+                flags,
+            ])
+            .arg(file)
+            .arg("-C")
+            .arg(dir)
+            .args(what),
+    )
+}
+
 fn write(p: &Path, text: &str, mode: u32) -> Result<()> {
     std::fs::write(p, text).with_context(|| format!("write {}", p.display()))?;
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))?;
@@ -165,16 +183,21 @@ if [ \"$1\" = purge ]; then
 fi
 ";
 
-fn deb(root: &Path, bin: &Path, ver: &str, stage: &Path, out: &Path) -> Result<PathBuf> {
-    let tree = stage.join("deb");
+/// `xtask install`'s tree for `prefix`, under `tree`.
+fn staged(root: &Path, bin: &Path, tree: &Path, prefix: &str) -> Result<()> {
     crate::install::run(
         root,
         &crate::install::Opts {
-            destdir: Some(tree.clone()),
-            prefix: PathBuf::from("/usr"),
+            destdir: Some(tree.to_path_buf()),
+            prefix: PathBuf::from(prefix),
             bin: Some(bin.to_path_buf()),
         },
-    )?;
+    )
+}
+
+fn deb(root: &Path, bin: &Path, ver: &str, stage: &Path, out: &Path) -> Result<PathBuf> {
+    let tree = stage.join("deb");
+    staged(root, bin, &tree, "/usr")?;
     let arch = out_of(Command::new("dpkg").arg("--print-architecture"))?;
     let arch = arch.trim();
     let ctl = tree.join("DEBIAN");
@@ -211,30 +234,10 @@ fn deb(root: &Path, bin: &Path, ver: &str, stage: &Path, out: &Path) -> Result<P
 
 fn tarball(root: &Path, bin: &Path, ver: &str, stage: &Path, out: &Path) -> Result<PathBuf> {
     let tree = stage.join("tar");
-    crate::install::run(
-        root,
-        &crate::install::Opts {
-            destdir: Some(tree.clone()),
-            prefix: PathBuf::from("/usr/local"),
-            bin: Some(bin.to_path_buf()),
-        },
-    )?;
+    staged(root, bin, &tree, "/usr/local")?;
     let arch = std::env::consts::ARCH;
     let tgz = out.join(format!("ccload-{ver}-{arch}.tar.gz"));
-    crate::run(
-        Command::new("tar")
-            .args([
-                "--owner=0",
-                "--group=0",
-                "--numeric-owner",
-                "--sort=name",
-                "-czf",
-            ])
-            .arg(&tgz)
-            .arg("-C")
-            .arg(&tree)
-            .args(["etc", "usr"]),
-    )?;
+    archive(&tgz, "-czf", &tree, &["etc", "usr"])?;
     Ok(tgz)
 }
 
@@ -308,20 +311,7 @@ fn image(root: &Path, bin: &Path, ver: &str, stage: &Path, out: &Path) -> Result
     ])?;
     umoci(&["gc", "--layout", layout.to_str().context("path")?])?;
     let tar = out.join(format!("ccload-{ver}-oci.tar"));
-    crate::run(
-        Command::new("tar")
-            .args([
-                "--owner=0",
-                "--group=0",
-                "--numeric-owner",
-                "--sort=name",
-                "-cf",
-            ])
-            .arg(&tar)
-            .arg("-C")
-            .arg(&layout)
-            .arg("."),
-    )?;
+    archive(&tar, "-cf", &layout, &["."])?;
     Ok(tar)
 }
 

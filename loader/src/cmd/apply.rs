@@ -13,7 +13,8 @@ pub(super) fn run(file: &Path, dry_run: bool, verbose: bool, out: Out) -> Result
         bpf::require_root()?;
     }
     let ids = profiles::stabilise(&mut d)?;
-    let plan = config::plan(&d)?;
+    // `[[pods]]` are `serve`'s (it watches the API): their bindings stay.
+    let plan = config::plan(&crate::pods::with_pods(&d, None))?;
     // Entries that name no cgroup yet: valid, bound by `serve` on arrival.
     let waiting: Vec<String> = crate::cgroup_rules::resolve(&d.cgroups)
         .missing
@@ -36,6 +37,16 @@ pub(super) fn run(file: &Path, dry_run: bool, verbose: bool, out: Out) -> Result
     }
     for w in &waiting {
         println!("  no cgroup {w} yet (`ccload serve` binds it when it appears)");
+    }
+    for p in &d.pods {
+        println!(
+            "  pods `{}`{}: `ccload serve` binds them (it watches this node's pods)",
+            p.selector,
+            p.namespace
+                .as_ref()
+                .map(|n| format!(" in {n}"))
+                .unwrap_or_default()
+        );
     }
     if plan.is_empty() {
         println!("{}: no changes", file.display());

@@ -38,6 +38,10 @@ pub(super) struct Metrics {
     /// Attached algorithms whose ring buffer the daemon could not open
     /// (another consumer holds it); retried every few seconds.
     pub rings_missing: Vec<Algo>,
+    /// `[[pods]]`: the node's pods the entries select (None: no list yet).
+    pub pods_selected: Option<u64>,
+    /// `[[pods]]`: failed Kubernetes API calls (retried).
+    pub pod_watch_errors: u64,
 }
 
 impl Metrics {
@@ -256,9 +260,23 @@ pub(super) fn render(
             "Failed reconciles of the configured cgroups (retried).",
             m.cgroup_errors,
         ),
+        (
+            "ccload_pod_watch_errors_total",
+            "Failed Kubernetes API calls of the [[pods]] watch (retried with backoff).",
+            m.pod_watch_errors,
+        ),
     ] {
         family(&mut o, name, "counter", help);
         let _ = writeln!(o, "{name} {v}");
+    }
+    family(
+        &mut o,
+        "ccload_pods_selected",
+        "gauge",
+        "Pods of this node the [[pods]] entries select (absent before the first list).",
+    );
+    if let Some(n) = m.pods_selected {
+        let _ = writeln!(o, "ccload_pods_selected {n}");
     }
     family(
         &mut o,
@@ -498,6 +516,7 @@ mod tests {
         let raw = crate::telemetry::tests::sample_record(Algo::Ccpd, 0);
         m.record(&Event::decode(&raw).unwrap());
         m.rings_missing.push(Algo::Hetcp);
+        m.pods_selected = Some(3);
         let b = crate::cgroup::Binding {
             cgroup: Some("/sys/fs/cgroup/web.slice".into()),
             cgroup_id: 7,

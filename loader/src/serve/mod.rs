@@ -51,6 +51,7 @@ mod cgwatch;
 mod http;
 mod inotify;
 mod metrics;
+mod pods;
 mod rollouts;
 #[cfg(test)]
 mod tests;
@@ -164,6 +165,9 @@ struct State {
     sockets: tokio::sync::Mutex<(Option<Instant>, BTreeMap<String, u64>)>,
     /// The config's `[[rollouts]]`, each on its own thread.
     rollouts: RefCell<rollouts::Rollouts>,
+    /// The node's pods as last listed (`[[pods]]`; None before the first
+    /// list).
+    pods: RefCell<Option<Vec<crate::pods::PodInfo>>>,
 }
 
 impl State {
@@ -173,7 +177,13 @@ impl State {
             desired: RefCell::new(d),
             sockets: Default::default(),
             rollouts: Default::default(),
+            pods: Default::default(),
         }
+    }
+
+    /// The config with its `[[pods]]` as cgroup entries now.
+    fn effective(&self) -> Desired {
+        crate::pods::with_pods(&self.desired.borrow(), self.pods.borrow().as_deref())
     }
 
     async fn scrape(&self) -> String {
@@ -200,7 +210,7 @@ impl State {
                 cgroups: Vec::new(),
             }
         });
-        let d = self.desired.borrow().clone();
+        let d = self.effective();
         let mut o = metrics::render(&mut self.metrics.borrow_mut(), &d, &stats, &aggs, &socks);
         self.rollouts.borrow().render(&mut o);
         let c = cgroups_now(&d);
@@ -213,7 +223,7 @@ impl State {
     /// lists the entries that name no cgroup yet (bound when one appears).
     fn health(&self) -> std::result::Result<String, String> {
         let attached = bpf::attached();
-        let d = self.desired.borrow();
+        let d = self.effective();
         let gone: Vec<String> = d
             .algos
             .keys()
@@ -234,6 +244,9 @@ impl State {
             ));
         }
         let mut body = String::from("ok\n");
+        if !d.pods.is_empty() && self.pods.borrow().is_none() {
+            body.push_str("waiting for the node's pod list\n");
+        }
         for m in &c.missing {
             body.push_str(&format!("waiting for cgroup {m}\n"));
         }
@@ -241,8 +254,9 @@ impl State {
     }
 }
 
-/// Reconcile the kernel to `d`; returns `d` with its profiles' stable ids.
-fn apply(mut d: Desired, verbose: bool) -> Result<Desired> {
+/// Reconcile the kernel to `d` and the pods its `[[pods]]` select now;
+/// returns `d` with its profiles' stable ids.
+fn apply(mut d: Desired, pods: Option<&[crate::pods::PodInfo]>, verbose: bool) -> Result<Desired> {
     // Held while the kernel state is reconciled, as every CLI command does.
     // A daemon outwaits busy operators (six times the CLI's wait) rather
     // than give up a start or a reload.
@@ -263,7 +277,7 @@ fn apply(mut d: Desired, verbose: bool) -> Result<Desired> {
         }
     };
     let ids = crate::profiles::stabilise(&mut d)?;
-    let plan = config::plan(&d)?;
+    let plan = config::plan(&crate::pods::with_pods(&d, pods))?;
     if plan.is_empty() {
         log(6, "config: kernel already matches");
     }
@@ -317,8 +331,8 @@ fn cgroups_now(d: &Desired) -> CgroupsNow {
 /// that went (the state lock is held, as for every change); then watch the
 /// directories the entries can grow in now.
 fn reconcile_cgroups(st: &State, cgw: &mut cgwatch::CgroupWatch, verbose: bool) {
-    let d = st.desired.borrow().clone();
-    if d.cgroups.is_empty() {
+    let d = st.effective();
+    if d.cgroups.is_empty() && d.pods.is_empty() {
         return;
     }
     let res = (|| -> Result<u64> {
@@ -431,7 +445,8 @@ enum Exit {
 pub fn run(config_path: &Path, verbose: bool, json_logs: bool) -> Result<()> {
     let _ = LOG_FORMAT.set(log_format(json_logs));
     bpf::require_root()?;
-    let desired = apply(config::load(config_path)?, verbose).context("initial config apply")?;
+    let desired =
+        apply(config::load(config_path)?, None, verbose).context("initial config apply")?;
     log(6, format!("applied {}", config_path.display()));
     let st = Rc::new(State::new(desired));
     st.metrics.borrow_mut().applies = 1;
@@ -454,7 +469,7 @@ pub fn run(config_path: &Path, verbose: bool, json_logs: bool) -> Result<()> {
             st.rollouts.borrow_mut().stop_all();
             if d.serve.remove_on_exit {
                 let empty = config::parse(Path::new("<on_exit = remove>"), "")?;
-                apply(empty, verbose)?;
+                apply(empty, None, verbose)?;
                 log(6, "exit: removed ccload's kernel state (on_exit = remove)");
             } else {
                 log(6, "exit: kernel state kept (on_exit = keep)");
@@ -555,9 +570,12 @@ async fn main_loop(path: PathBuf, st: Rc<State>, verbose: bool) -> Result<Exit> 
     let mut cfgw = cfgwatch::ConfigWatch::new(&path)
         .with_context(|| format!("watching {}", path.display()))?;
     let mut cgw = cgwatch::CgroupWatch::new();
-    if let Err(e) = cgw.rewatch(&st.desired.borrow().cgroups) {
+    if let Err(e) = cgw.rewatch(&st.effective().cgroups) {
         log(4, format!("cgroup watch: {e}"));
     }
+    // `[[pods]]`: the node's pods, from the Kubernetes API.
+    let mut podw = pods::PodWatch::new();
+    podw.sync(&st.desired.borrow(), &st);
     let mut hup = signal(SignalKind::hangup())?;
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
@@ -602,6 +620,14 @@ async fn main_loop(path: PathBuf, st: Rc<State>, verbose: bool) -> Result<Exit> 
                     if let Err(e) = r {
                         log(4, format!("cgroup watch: {e}"));
                     }
+                    reconcile_cgroups(&st, &mut cgw, verbose);
+                }
+                list = podw.changed() => {
+                    let n = list.len();
+                    *st.pods.borrow_mut() = Some(list);
+                    let sel = st.effective().cgroups.len() - st.desired.borrow().cgroups.len();
+                    st.metrics.borrow_mut().pods_selected = Some(sel as u64);
+                    log(6, format!("pods: {n} on this node, {sel} selected"));
                     reconcile_cgroups(&st, &mut cgw, verbose);
                 }
                 r = cfgw.changed() => match r {
@@ -657,13 +683,15 @@ async fn main_loop(path: PathBuf, st: Rc<State>, verbose: bool) -> Result<Exit> 
             log(6, format!("{why}: reloading {}", path.display()));
             cfgw.loaded();
             notify(&format!("RELOADING=1\nMONOTONIC_USEC={}", monotonic_usec()));
-            match config::load(&path).and_then(|d| apply(d, verbose)) {
+            let listed = st.pods.borrow().clone();
+            match config::load(&path).and_then(|d| apply(d, listed.as_deref(), verbose)) {
                 Ok(d) => {
                     st.rollouts.borrow_mut().sync(&d.rollouts);
-                    if let Err(e) = cgw.rewatch(&d.cgroups) {
+                    podw.sync(&d, &st);
+                    *st.desired.borrow_mut() = d;
+                    if let Err(e) = cgw.rewatch(&st.effective().cgroups) {
                         log(4, format!("cgroup watch: {e}"));
                     }
-                    *st.desired.borrow_mut() = d;
                     st.metrics.borrow_mut().applies += 1;
                     log(6, "reload applied");
                 }
