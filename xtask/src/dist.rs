@@ -340,6 +340,12 @@ pub fn run(root: &Path, o: &Opts) -> Result<Vec<PathBuf>> {
     let stage = o.out.join(".stage");
     let _ = std::fs::remove_dir_all(&stage);
     std::fs::create_dir_all(&stage)?;
+    // The release profile keeps debug info (profiling): the packages
+    // carry the binary without it (symbols stay, for backtraces).
+    let packed = stage.join("ccload");
+    std::fs::copy(&bin, &packed)?;
+    crate::run(Command::new("strip").arg("--strip-debug").arg(&packed))?;
+    let bin = packed;
     let mut made = vec![
         tarball(root, &bin, &ver, &stage, &o.out)?,
         deb(root, &bin, &ver, &stage, &o.out)?,
