@@ -257,7 +257,6 @@ pub struct PodRule {
 pub struct PodInfo {
     pub uid: String,
     pub namespace: String,
-    pub name: String,
     pub labels: BTreeMap<String, String>,
     /// None until the API server has set it.
     pub qos: Option<Qos>,
@@ -429,7 +428,6 @@ mod tests {
         let pod = |uid: &str, ns: &str, app: Option<&str>, qos| PodInfo {
             uid: uid.into(),
             namespace: ns.into(),
-            name: format!("p-{uid}"),
             labels: app.map(|a| labels(&[("app", a)])).unwrap_or_default(),
             qos,
         };

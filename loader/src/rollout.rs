@@ -297,6 +297,15 @@ impl State {
             Some(t) => self.pid_start == 0 || t == self.pid_start,
         }
     }
+
+    /// `running` or `interrupted`, as `rollout status` and the verbs say.
+    pub fn state_word(&self) -> &'static str {
+        if self.running() {
+            "running"
+        } else {
+            "interrupted"
+        }
+    }
 }
 
 /// What an operator asks of a rollout.
@@ -323,11 +332,10 @@ fn cmd_path(canary_id: u64) -> PathBuf {
 
 /// The verb requested of the rollout on `canary_id`, if any.
 fn requested(canary_id: u64) -> Option<Verb> {
-    match std::fs::read_to_string(cmd_path(canary_id)).ok()?.trim() {
-        "abort" => Some(Verb::Abort),
-        "promote" => Some(Verb::Promote),
-        _ => None,
-    }
+    let text = std::fs::read_to_string(cmd_path(canary_id)).ok()?;
+    [Verb::Abort, Verb::Promote]
+        .into_iter()
+        .find(|v| v.word() == text.trim())
 }
 
 fn forget(canary_id: u64) {
@@ -611,11 +619,12 @@ pub fn run(
     for n in 1..=count {
         let end = start + o.interval * n;
         loop {
-            if stop() || requested(st.canary_id) == Some(Verb::Abort) {
+            let asked = requested(st.canary_id);
+            if stop() || asked == Some(Verb::Abort) {
                 rollback(&st)?;
                 return Ok(End::Aborted);
             }
-            if requested(st.canary_id) == Some(Verb::Promote) {
+            if asked == Some(Verb::Promote) {
                 promote(&st)?;
                 return Ok(End::Promoted);
             }

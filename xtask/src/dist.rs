@@ -23,6 +23,8 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
+use crate::install::write;
+
 pub struct Opts {
     pub out: PathBuf,
     pub bin: Option<PathBuf>,
@@ -124,12 +126,6 @@ fn archive(file: &Path, flags: &str, dir: &Path, what: &[&str]) -> Result<()> {
     )
 }
 
-fn write(p: &Path, text: &str, mode: u32) -> Result<()> {
-    std::fs::write(p, text).with_context(|| format!("write {}", p.display()))?;
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))?;
-    Ok(())
-}
-
 /// Disk usage of a tree, KiB (the control file's Installed-Size).
 fn kib(dir: &Path) -> u64 {
     let mut n = 0;
@@ -201,12 +197,9 @@ fn deb(root: &Path, bin: &Path, ver: &str, stage: &Path, out: &Path) -> Result<P
     let arch = out_of(Command::new("dpkg").arg("--print-architecture"))?;
     let arch = arch.trim();
     let ctl = tree.join("DEBIAN");
-    std::fs::create_dir_all(&ctl)?;
     let size = kib(&tree);
-    write(
-        &ctl.join("control"),
-        &format!(
-            "Package: ccload\nVersion: {ver}\nArchitecture: {arch}\n\
+    let control = format!(
+        "Package: ccload\nVersion: {ver}\nArchitecture: {arch}\n\
              Maintainer: ccload developers <ccload@localhost>\n\
              Depends: libc6 (>= 2.34), init-system-helpers (>= 1.54)\n\
              Section: net\nPriority: optional\nInstalled-Size: {size}\n\
@@ -215,13 +208,16 @@ fn deb(root: &Path, bin: &Path, ver: &str, stage: &Path, out: &Path) -> Result<P
              Reno for under-buffered links) as eBPF struct_ops, and the ccload tool\n \
              that attaches, tunes, observes and rolls them out per cgroup. The\n \
              ccload service applies /etc/ccload/config.toml.\n"
-        ),
+    );
+    write(&ctl.join("control"), control.as_bytes(), 0o644)?;
+    write(
+        &ctl.join("conffiles"),
+        "/etc/ccload/config.toml\n".as_bytes(),
         0o644,
     )?;
-    write(&ctl.join("conffiles"), "/etc/ccload/config.toml\n", 0o644)?;
-    write(&ctl.join("postinst"), POSTINST, 0o755)?;
-    write(&ctl.join("prerm"), PRERM, 0o755)?;
-    write(&ctl.join("postrm"), POSTRM, 0o755)?;
+    write(&ctl.join("postinst"), POSTINST.as_bytes(), 0o755)?;
+    write(&ctl.join("prerm"), PRERM.as_bytes(), 0o755)?;
+    write(&ctl.join("postrm"), POSTRM.as_bytes(), 0o755)?;
     let deb = out.join(format!("ccload_{ver}_{arch}.deb"));
     crate::run(
         Command::new("dpkg-deb")

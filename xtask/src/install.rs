@@ -43,7 +43,7 @@ fn put(src: &Path, dst: &Path, mode: u32) -> Result<()> {
     Ok(())
 }
 
-fn write(dst: &Path, data: &[u8], mode: u32) -> Result<()> {
+pub(crate) fn write(dst: &Path, data: &[u8], mode: u32) -> Result<()> {
     if let Some(d) = dst.parent() {
         std::fs::create_dir_all(d).with_context(|| format!("create {}", d.display()))?;
     }

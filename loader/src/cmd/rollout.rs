@@ -131,12 +131,7 @@ fn verb(v: RolloutVerb, out: Out) -> Result<i32> {
                     .iter()
                     .map(|s| {
                         let mut j = serde_json::to_value(s).unwrap_or_default();
-                        j["state"] = (if s.running() {
-                            "running"
-                        } else {
-                            "interrupted"
-                        })
-                        .into();
+                        j["state"] = s.state_word().into();
                         j
                     })
                     .collect();
@@ -177,11 +172,7 @@ fn each(recs: Vec<State>, v: Verb, out: Out) -> Result<i32> {
     let mut code = 0;
     let mut done = Vec::new();
     for s in recs {
-        let was = if s.running() {
-            "running"
-        } else {
-            "interrupted"
-        };
+        let was = s.state_word();
         let r = rollout::act(&s, v, Duration::from_secs(15));
         let (what, err) = match &r {
             Ok(End::Promoted) => (

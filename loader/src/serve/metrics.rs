@@ -597,15 +597,6 @@ mod tests {
         f
     }
 
-    #[test]
-    #[ignore]
-    fn print_full_scrape() {
-        for (n, (k, l)) in families(&full_scrape()) {
-            println!("FAM {n} {k} {l:?}");
-        }
-        println!("{}", full_scrape());
-    }
-
     /// docs/metrics.md lists every family `/metrics` shows, with its type
     /// and labels, and nothing else.
     #[test]

@@ -5,7 +5,7 @@
 //! account, elsewhere from `$KUBECONFIG` or `~/.kube/config`.  Each change
 //! of a pod's labels, namespace or QoS class sends the node's whole list to
 //! the main loop, which binds the cgroups the entries select now
-//! (crate::pods, `with_pods` in mod.rs).
+//! (`crate::pods::with_pods`).
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -26,7 +26,6 @@ fn info(p: &Pod) -> Option<PodInfo> {
     Some(PodInfo {
         uid: m.uid.clone()?,
         namespace: m.namespace.clone().unwrap_or_default(),
-        name: m.name.clone().unwrap_or_default(),
         labels: m.labels.clone().unwrap_or_default(),
         qos: p
             .status
