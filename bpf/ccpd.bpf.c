@@ -64,6 +64,9 @@
  *     cwnd-limited, as every Linux CC does (RFC 7661).  Slow start also ends
  *     on HyStart's ACK-train and delay signals (ss_exit = 1, checked in
  *     pkts_acked): waiting for the first loss retransmitted the overshoot.
+ *     Paced, it also ends when every RTT sample for m/16 shows a queue of
+ *     clamp(m/32, 1 ms, 4 ms): HyStart's signals, read at a round's start,
+ *     come a doubling late when the round is paced (docs/ccpd.md).
  * 10. RTT noise only adds delay, and read as queue it held the window at a
  *     third of a 10-ms path with a 10-packet buffer.  The law's x and d come
  *     from the smoothed RTT less its excess over the round's smallest sample,

@@ -262,9 +262,18 @@ struct ccpd {
 	struct ccl_round round; /* round tracker (delivered-count rounds) */
 	u32 round_start_us;	/* (u32) time of the last round start, us */
 	u32 w_q10;		/* CCPD window, segments x 1024 */
-	s32 e_prev_q10;		/* last error (derivative memory), segments x 1024 */
-	s32 d_q10;		/* derivative term in force, segments x 1024 */
-	u32 cwnd_hold;		/* window held in recovery, segments */
+	union {
+		struct {
+			s32 e_prev_q10; /* last error (derivative memory), segments x 1024 */
+			s32 d_q10;	/* derivative term in force, segments x 1024 */
+		};
+		struct {
+			/* slow start, paced: the run of RTT samples that showed a queue */
+			u32 ssq_since_us; /* (u32) time of its first sample */
+			u32 ssq_n;	  /* its samples (0 = none) */
+		};
+	};
+	u32 cwnd_hold; /* window held in recovery, segments */
 	union {
 		u32 ss_target; /* SS_RTO: slow-start target after RTO, segments */
 		u32 w_saved;   /* share, draining: the window before the drain */
@@ -734,6 +743,9 @@ CCL_CORE void ccpd_epochs(struct ccpd *ca, const struct ccl_ccpd_params *p)
 #define CCPD_TRAIN_GAP_US 2000 /* ACKs closer than this continue a train */
 #define CCPD_GAP_SHIFT 5       /* round_gap counts 32-us units */
 #define CCPD_GAP_FULL 0xffff   /* round_gap saturated: no train this round */
+#define CCPD_SSQ_MIN_US 1000   /* paced exit: a queue of clamp(m / 32, these) */
+#define CCPD_SSQ_MAX_US 4000
+#define CCPD_SSQ_SAMPLES 4 /* ... in this many samples in a row, over m / 16 */
 
 /*
  * Slow-start exit on delay (ss_exit = 1), HyStart's signal: the smallest of
@@ -770,6 +782,53 @@ CCL_CORE bool ccpd_ss_queue_seen(u32 m, u32 s, u32 cwnd)
 	thr = thr < CCPD_SS_EXIT_MIN_US ? CCPD_SS_EXIT_MIN_US : thr;
 	thr = thr > CCPD_SS_EXIT_MAX_US ? CCPD_SS_EXIT_MAX_US : thr;
 	return (u64)s >= (u64)m + thr;
+}
+
+/*
+ * Slow-start exit on the queue of the moment (pace = 1).  Paced at twice the
+ * window per smoothed RTT, slow start queues once the window passes half the
+ * pipe, and any sign of that queue reaches the sender an RTT later, when the
+ * window has grown by another pipe.  Both exits above then come a doubling
+ * late: a round's first samples are of packets sent at its start, before its
+ * queue; and a paced round's ACKs never gap, so its "train" is the round
+ * itself, which lasts m only once the round's RTT has risen, at about twice
+ * the pipe, a 1-BDP buffer's storage.  At 100 Mbit/s, 20 ms, 1 BDP the
+ * window left slow start at 318 of the 334-packet storage, and in three CI
+ * runs past it (140 retransmissions against cubic's 25).  So, paced, slow
+ * start also ends when the RTT samples have shown a queue of clamp(m / 32,
+ * 1 ms, 4 ms) for m / 16 and at least CCPD_SSQ_SAMPLES samples in a row:
+ * the window is then 1.3-1.5 pipes (packet model, 20-190 ms), under a BDP/2
+ * buffer's storage.  Any sample under the threshold restarts the run, so RTT
+ * noise, which only adds delay and comes in spikes, does not end slow start.
+ */
+CCL_CORE bool ccpd_ss_paced_queue(struct ccpd *ca, u32 m, s32 rtt_us, u32 now_us)
+{
+	u32 thr = m / 32;
+
+	if (rtt_us <= 0 || !m)
+		return false;
+	thr = thr < CCPD_SSQ_MIN_US ? CCPD_SSQ_MIN_US : thr;
+	thr = thr > CCPD_SSQ_MAX_US ? CCPD_SSQ_MAX_US : thr;
+	if ((u64)(u32)rtt_us < (u64)m + thr) {
+		ca->ssq_n = 0;
+		return false;
+	}
+	if (!ca->ssq_n)
+		ca->ssq_since_us = now_us;
+	if (ca->ssq_n < CCL_U32_MAX)
+		ca->ssq_n++;
+	return ca->ssq_n >= CCPD_SSQ_SAMPLES && now_us - ca->ssq_since_us >= m / 16;
+}
+
+/* Slow start ends: the law takes over from the window w (segments) with no
+ * derivative memory (its fields held the paced exit's sample run). */
+CCL_CORE void ccpd_ss_end(struct ccpd *ca, u32 w)
+{
+	ca->phase = CCL_PHASE_CA;
+	ca->e_valid = 0;
+	ca->e_prev_q10 = 0;
+	ca->d_q10 = 0;
+	ca->w_q10 = (u32)ccl_min64((u64)w << 10, CCL_U32_MAX);
 }
 
 /* gamma auto (v2): 1 / (1 + 2 Kp), inside the one-round-delay stability bound. */
@@ -860,11 +919,9 @@ CCL_CORE void ccpd_on_rtt(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 
 	 * the socket paces (it ended slow start at 16 segments of 1,583) */
 	train = m && ca->round_gap != CCPD_GAP_FULL && elapsed > gap &&
 		elapsed - gap >= (p->pace ? m : m / 2);
-	if (train || (round_min != CCL_U32_MAX && ccpd_ss_queue_seen(m, round_min, snd_cwnd))) {
-		ca->phase = CCL_PHASE_CA;
-		ca->e_valid = 0;
-		ca->w_q10 = (u32)ccl_min64((u64)snd_cwnd << 10, CCL_U32_MAX);
-	}
+	if (train || (round_min != CCL_U32_MAX && ccpd_ss_queue_seen(m, round_min, snd_cwnd)) ||
+	    (p->pace && ccpd_ss_paced_queue(ca, m, rtt_us, now_us)))
+		ccpd_ss_end(ca, snd_cwnd);
 }
 
 /*
@@ -928,7 +985,7 @@ CCL_CORE void ccpd_on_recovery_ack(struct ccpd *ca, const struct ccl_ccpd_params
 	ca->last_loss = CCPD_LOSS_CONGESTIVE;
 	/* a slow-start overshoot the delay test missed: slow start ends here */
 	if (ca->phase == CCL_PHASE_SS)
-		ca->phase = CCL_PHASE_CA;
+		ccpd_ss_end(ca, ca->cwnd_hold);
 }
 
 /*
@@ -1171,11 +1228,8 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		cw = (u32)ccl_min64((u64)a->snd_cwnd + a->acked, target);
 		cw = cw < a->cwnd_clamp ? cw : a->cwnd_clamp;
 		o->snd_cwnd = cw > p->cwnd_min ? cw : p->cwnd_min;
-		if (o->snd_cwnd >= target && a->ca_state == CCL_CA_OPEN) {
-			ca->phase = CCL_PHASE_CA;
-			ca->w_q10 = (u32)ccl_min64((u64)o->snd_cwnd << 10, CCL_U32_MAX);
-			ca->e_valid = 0;
-		}
+		if (o->snd_cwnd >= target && a->ca_state == CCL_CA_OPEN)
+			ccpd_ss_end(ca, o->snd_cwnd);
 		o->c_sps = ccpd_capacity(ca);
 		return;
 	}
@@ -1398,10 +1452,10 @@ CCL_CORE u32 ccpd_on_ssthresh(struct ccpd *ca, const struct ccl_ccpd_params *p, 
 	ca->last_loss = cong ? CCPD_LOSS_CONGESTIVE : CCPD_LOSS_RANDOM;
 	hold = ccpd_hold_floor(p, hold);
 	ca->cwnd_hold = hold;
-	if (ca->phase == CCL_PHASE_SS || cong)
-		ca->w_q10 = hold << 10;
 	if (ca->phase == CCL_PHASE_SS && cong)
-		ca->phase = CCL_PHASE_CA;
+		ccpd_ss_end(ca, hold);
+	else if (ca->phase == CCL_PHASE_SS || cong)
+		ca->w_q10 = hold << 10;
 	return hold;
 }
 
