@@ -169,6 +169,10 @@ pub struct Check {
     pub peer_retrans_ratio_max: Option<f64>,
     /// absolute: share of TCP_INFO samples in Recovery or Loss <= x
     pub recovery_share_max: Option<f64>,
+    /// absolute: retransmitted segments per delivered segment, over the
+    /// whole run, <= x * the case's random loss rate (what a controller
+    /// that never overflows the buffer retransmits is the loss itself)
+    pub retrans_per_seg_loss_max: Option<f64>,
     /// `lab check`: a comparison with `against` that fails on one run per
     /// CC is confirmed, not retried: both CCs are measured again in that
     /// case until each has this many runs, and the mean over all of them
@@ -450,6 +454,10 @@ impl Scenario {
                 "scaling",
                 "paper_numbers",
                 "checks",
+                // the caller compares the variant it runs (Scenario::quick)
+                "quick",
+                // other scenarios' runs, in their own directories
+                "also",
             ] {
                 m.remove(k);
             }
@@ -976,6 +984,18 @@ impl Scenario {
                         format!("<= {x}"),
                         None,
                         v.is_some_and(|v| v <= x),
+                    );
+                }
+                if let Some(x) = c.retrans_per_seg_loss_max {
+                    let v = me(&|r| r.retrans_per_seg);
+                    let loss = case.link.loss;
+                    push(
+                        "retrans_per_seg",
+                        v,
+                        loss,
+                        format!("<= {x} x loss {loss:e}"),
+                        None,
+                        v.is_some_and(|v| v <= x * loss),
                     );
                 }
             }
@@ -1750,5 +1770,25 @@ why = "no harm"
         let zero = text(r#"cells = [{ case = "10ms_1bdp", ccs = ["reno"], repetitions = 0 }]"#);
         let e = zero.validate().unwrap_err().to_string();
         assert!(e.contains("repetitions >= 1"), "{e}");
+    }
+
+    /// A resumption compares the runs of the variant it makes: a full
+    /// check's finished runs stand when only the quick variant changed, and
+    /// a quick check's do not when its quick runs changed.
+    #[test]
+    fn the_quick_variant_is_not_part_of_the_full_runs_identity() {
+        let with = |quick: &str| {
+            scenario(
+                r#"["reno"]"#,
+                1,
+                &format!(
+                    "[grid]\nrate_mbit = 20\nrtt_ms = [10]\nbuffer_bdp = [1]\n[quick]\n{quick}"
+                ),
+            )
+        };
+        let (a, b) = (with("duration_s = 20"), with("duration_s = 30"));
+        assert_eq!(a.runs_identity(), b.runs_identity());
+        assert_ne!(a.quick().runs_identity(), b.quick().runs_identity());
+        assert_ne!(a.runs_identity(), a.quick().runs_identity());
     }
 }

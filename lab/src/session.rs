@@ -249,8 +249,11 @@ fn run_with(
         if recorded != std::fs::read_to_string(&path)? {
             // Thresholds and prose may change between sittings; the runs
             // may not (the finished ones would not be the scenario's).
-            let before = Scenario::load(&r.join("scenario.toml"))?;
-            if before.runs_identity() != Scenario::load(&path)?.runs_identity() {
+            // Compared as they run: a full check's runs do not change with
+            // the quick variant, nor a quick check's with the full grid.
+            let as_run = |s: Scenario| if quick { s.quick() } else { s };
+            let before = as_run(Scenario::load(&r.join("scenario.toml"))?);
+            if before.runs_identity() != as_run(Scenario::load(&path)?).runs_identity() {
                 bail!(
                     "--resume {}: it was made by a different scenario file than {} \
                      (its runs differ, not only its checks or prose)",
