@@ -270,7 +270,8 @@ struct ccpd {
 		struct {
 			/* slow start, paced: the run of RTT samples that showed a queue */
 			u32 ssq_since_us; /* (u32) time of its first sample */
-			u32 ssq_n;	  /* its samples (0 = none) */
+			u16 ssq_n;	  /* its samples (0 = none), saturating */
+			u16 ssq_base;	  /* the last round's smallest sample over m, 32-us units */
 		};
 	};
 	u32 cwnd_hold; /* window held in recovery, segments */
@@ -800,6 +801,15 @@ CCL_CORE bool ccpd_ss_queue_seen(u32 m, u32 s, u32 cwnd)
  * the window is then 1.3-1.5 pipes (packet model, 20-190 ms), under a BDP/2
  * buffer's storage.  Any sample under the threshold restarts the run, so RTT
  * noise, which only adds delay and comes in spikes, does not end slow start.
+ * The queue is counted from the last round's smallest sample, as HyStart++
+ * counts it, not from m: a flow that starts into another's standing queue
+ * then leaves slow start when its own window adds to that queue.  From m,
+ * a late ccpd flow left at about 20 segments and took 9-10 s to 0.8x its
+ * fair share; from the last round, 8 s (one run at each buffer).  A queue
+ * that rises in the flow's first round (no last round yet), as a shorter
+ * flow's slow start makes it, still ends it early (docs/ccpd.md, "Sharing
+ * a bottleneck").  Alone, the last round's smallest sample is m until the
+ * flow's own queue stands between rounds.
  */
 CCL_CORE bool ccpd_ss_paced_queue(struct ccpd *ca, u32 m, s32 rtt_us, u32 now_us)
 {
@@ -809,15 +819,29 @@ CCL_CORE bool ccpd_ss_paced_queue(struct ccpd *ca, u32 m, s32 rtt_us, u32 now_us
 		return false;
 	thr = thr < CCPD_SSQ_MIN_US ? CCPD_SSQ_MIN_US : thr;
 	thr = thr > CCPD_SSQ_MAX_US ? CCPD_SSQ_MAX_US : thr;
-	if ((u64)(u32)rtt_us < (u64)m + thr) {
+	if ((u64)(u32)rtt_us < (u64)m + ((u32)ca->ssq_base << CCPD_GAP_SHIFT) + thr) {
 		ca->ssq_n = 0;
 		return false;
 	}
 	if (!ca->ssq_n)
 		ca->ssq_since_us = now_us;
-	if (ca->ssq_n < CCL_U32_MAX)
+	if (ca->ssq_n < 0xffff)
 		ca->ssq_n++;
 	return ca->ssq_n >= CCPD_SSQ_SAMPLES && now_us - ca->ssq_since_us >= m / 16;
+}
+
+/* A slow-start round ends: its smallest RTT sample, over m, is the next
+ * round's baseline for ccpd_ss_paced_queue (32-us units, saturating). */
+CCL_CORE void ccpd_ss_round(struct ccpd *ca, u32 round_min)
+{
+	u32 m = ca->rtt_min_us, q;
+
+	if (round_min == CCL_U32_MAX || m == CCL_U32_MAX || round_min <= m) {
+		ca->ssq_base = 0;
+		return;
+	}
+	q = (round_min - m) >> CCPD_GAP_SHIFT;
+	ca->ssq_base = q < 0xffff ? q : 0xffff;
 }
 
 /* Slow start ends: the law takes over from the window w (segments) with no
@@ -1239,6 +1263,8 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		if ((ca->sh & CCPD_SH_ON) && ca->phase == CCL_PHASE_CA)
 			ca->sh |= CCPD_SH_PATH;
 		prev_min = ca->round_min_us;
+		if (ca->phase == CCL_PHASE_SS)
+			ccpd_ss_round(ca, prev_min);
 		ca->round_min_us = CCL_U32_MAX;
 		ca->round_samples = 0;
 		ca->round_gap = 0;

@@ -561,6 +561,44 @@ fn ccpd_ack_train_sums_the_intervals_under_2_ms() {
     assert_eq!(ca.round_gap, 0xffff);
 }
 
+/// Paced, slow start also ends on the queue of the moment, counted from the
+/// last round's smallest RTT sample (HyStart++'s baseline), not from m: a
+/// flow that starts into a standing queue of 3 ms stays in slow start while
+/// its samples sit on that queue, and leaves once they stand 1.25 ms
+/// (clamp(m / 32, 1 ms, 4 ms)) above it for m / 16.  Counted from m, the
+/// standing queue alone ends it.
+#[test]
+fn ccpd_paced_exit_counts_the_queue_from_the_last_round() {
+    const M: u32 = 40_000;
+    let paced = Algo::Ccpd.params_struct(&[]);
+    let t0 = 5_000_000;
+    let start = |last_round_min: u32| {
+        let mut ca = intf::ccpd::default();
+        unsafe { intf::ccpd_on_init(&mut ca, 0, t0) };
+        ca.rtt_min_us = M;
+        unsafe { intf::ccpd_ss_round(&mut ca, last_round_min) };
+        ca
+    };
+    // a sample every 100 us at `rtt` for `ms`; the time of the exit
+    let feed = |ca: &mut intf::ccpd, from: u32, ms: u32, rtt: u32| -> Option<u32> {
+        (1..=ms * 10).map(|i| from + i * 100).find(|&t| {
+            unsafe { intf::ccpd_on_rtt(ca, &paced, intf::CCL_CA_OPEN, rtt as i32, 0, t, 100) };
+            ca.phase != intf::CCL_PHASE_SS as u8
+        })
+    };
+    // the last round's smallest sample was m + 3 ms: 3.5 ms of queue is
+    // that queue, not this flow's
+    let mut ca = start(M + 3_000);
+    assert_eq!(feed(&mut ca, t0, 20, M + 3_500), None, "a standing queue");
+    // 1.3 ms above it, from t0 + 20 ms: out once the run lasts 2.5 ms
+    let exit = feed(&mut ca, t0 + 20_000, 10, M + 4_300).expect("its own queue");
+    assert_eq!(exit, t0 + 20_000 + 2_600, "out at m / 16 of the run");
+    // from m (no queue in the last round), 3.5 ms of queue ends it
+    let mut ca = start(M);
+    let exit = feed(&mut ca, t0, 20, M + 3_500).expect("counted from m");
+    assert_eq!(exit, t0 + 2_600);
+}
+
 /// One flow on a fluid single-bottleneck link, the integer L1 law closing the
 /// loop once per round.  Returns (mean queue, mean utilisation) over the last
 /// half of the run.
