@@ -445,48 +445,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Desired> {
         }
     }
     for r in &cfg.rollouts {
-        let name = r.algo.get_ref();
-        let profile = match (&r.profile, name.parse::<Algo>().ok()) {
-            (None, _) => 0,
-            (Some(p), Some(algo)) => match by_name.get(p.get_ref()) {
-                Some(&(pa, id)) if pa == algo => id,
-                _ => {
-                    return Err(at(
-                        file,
-                        text,
-                        p.span(),
-                        format!("no profile `{}` for {algo}", p.get_ref()),
-                    ))
-                }
-            },
-            (Some(p), None) => {
-                return Err(at(
-                    file,
-                    text,
-                    p.span(),
-                    format!("`{name}` has no profiles"),
-                ))
-            }
-        };
-        match name.parse::<Algo>() {
-            Ok(a) if !d.algos.contains_key(&a) => {
-                return Err(at(
-                    file,
-                    text,
-                    r.algo.span(),
-                    format!("{a} is not in [algos] (a rollout needs it attached)"),
-                ))
-            }
-            Err(_) if !kernel_cc_available(name) => {
-                return Err(at(
-                    file,
-                    text,
-                    r.algo.span(),
-                    format!("unknown congestion control `{name}`"),
-                ))
-            }
-            _ => {}
-        }
+        let profile = cc_and_profile(file, text, &d, &by_name, &r.algo, r.profile.as_ref())?;
         let mut guards = Vec::new();
         for g in &r.guards {
             guards.push(
@@ -519,7 +478,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Desired> {
             ));
         }
         d.rollouts.push(crate::rollout::Opts {
-            algo: name.clone(),
+            algo: r.algo.get_ref().clone(),
             profile,
             canary: r.canary.get_ref().clone(),
             control: r.control.get_ref().clone(),
@@ -1092,7 +1051,7 @@ mod tests {
         );
         let e = err(&format!("{base}profile = \"nope\"\n"));
         assert!(
-            e.starts_with("t.toml:8:11:") && e.contains("no profile `nope`"),
+            e.starts_with("t.toml:8:11:") && e.contains("unknown profile `nope`"),
             "{e}"
         );
         let e = err(&format!("{base}for = \"soon\"\n"));
