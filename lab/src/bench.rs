@@ -390,17 +390,10 @@ fn busy_ns() -> Result<u64> {
 
 /// CPU time (user + system) of process `pid`, ns.
 fn proc_ns(pid: u32) -> u64 {
-    let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0;
-    };
-    // Fields after the ")" of the command name: utime is the 12th, stime
-    // the 13th (stat(5) fields 14 and 15).
-    let rest = s.rsplit_once(')').map(|x| x.1).unwrap_or("");
-    let f: Vec<u64> = rest
-        .split_whitespace()
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    f.get(10..12).map(|x| ticks_ns(x[0] + x[1])).unwrap_or(0)
+    // utime and stime: stat(5) fields 14 and 15
+    let f = ccload::procfs::stat_fields(pid).unwrap_or_default();
+    let t = |n: usize| f.get(n - 3).and_then(|x| x.parse::<u64>().ok());
+    t(14).zip(t(15)).map(|(u, s)| ticks_ns(u + s)).unwrap_or(0)
 }
 
 /// Summed (run_time_ns, run_cnt) of the loaded BPF programs whose name

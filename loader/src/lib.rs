@@ -23,6 +23,7 @@ pub mod manpage;
 pub mod netlink;
 pub mod output;
 pub mod pods;
+pub mod procfs;
 pub mod profiles;
 pub mod rollout;
 pub(crate) mod serve;

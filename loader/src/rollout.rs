@@ -273,10 +273,7 @@ pub struct State {
 
 /// Start time of process `pid` (/proc/PID/stat field 22), None if gone.
 fn pid_start(pid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) is in parentheses and may hold spaces.
-    let rest = &s[s.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    crate::procfs::stat_fields(pid)?.get(22 - 3)?.parse().ok()
 }
 
 impl State {
