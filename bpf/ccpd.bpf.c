@@ -86,8 +86,9 @@
  *     each flow's L1 gain is scaled by its part of the link, r / C, and
  *     half the queue of the other flows, x - d, counts again in E, so N
  *     flows keep one stable queue below the buffer; the buffer's delay
- *     rtt_max - m and the base RTT m are shared by the flows to one
- *     destination (ccpd_paths, below); synchronised drains every drain_ms; competitive AIMD while a
+ *     rtt_max - m, the base RTT m and C (for a flow whose own C is under half
+ *     the path's) are shared by the flows to one destination (ccpd_paths,
+ *     below); synchronised drains every drain_ms; competitive AIMD while a
  *     drain leaves another sender's queue, until a drain finds it empty while the path's ccpd
  *     flows carried >= 3/4 C (their rates summed in ccpd_paths).
  * 13. m is at least rtt_floor (250 us; 0 = the paper's smallest sample): on a
@@ -121,11 +122,11 @@ char _license[] SEC("license") = "GPL";
 
 _Static_assert(sizeof(struct ccpd) <= CCL_CA_PRIV_SIZE, "ccpd state must fit icsk_ca_priv");
 
-/* share: a path's buffer delay and base RTT (ccpd_path_sync), per network
+/* share: a path's buffer delay, base RTT and capacity (ccpd_path_sync), per network
  * namespace and destination address; forgotten CCPD_PATH_TTL_S after its last flow.
  * And the rates its flows carried when the last drain began (ccpd_drain). */
 struct ccpd_path {
-	struct ccpd_path_est est; /* buffer delay and base RTT */
+	struct ccpd_path_est est; /* buffer delay, base RTT, capacity */
 	u32 t_s;		  /* ktime, s, of the last write */
 	/* (64-bit: the BPF target's v1-v2 atomics are 64-bit) */
 	u64 drain_slot; /* the drain_ms slot of drain_sps */
@@ -155,7 +156,8 @@ static __always_inline void ccpd_path_round(struct sock *sk, struct ccpd *ca)
 		return;
 	/* a refresh at most once a second: one write per round is a lot of
 	 * writes at a LAN's microsecond rounds */
-	if (v && nv.est.qmax_us == v->est.qmax_us && nv.est.m_us == v->est.m_us && now_s == v->t_s)
+	if (v && nv.est.qmax_us == v->est.qmax_us && nv.est.m_us == v->est.m_us &&
+	    nv.est.c_sps == v->est.c_sps && now_s == v->t_s)
 		return;
 	nv.t_s = now_s;
 	bpf_map_update_elem(&ccpd_paths, &k, &nv, BPF_ANY);

@@ -1149,6 +1149,7 @@ CCL_CORE_GLOBAL u32 ccpd_drain(struct ccpd *ca, const struct ccl_ccpd_params *p,
 struct ccpd_path_est {
 	u32 qmax_us; /* buffer delay, rtt_max - rtt_min, us (0 = none) */
 	u32 m_us;    /* base RTT, the smallest rtt_min of its flows, us (0 = none) */
+	u32 c_sps;   /* capacity, a flow's pair median, segments/s (0 = none) */
 };
 
 /*
@@ -1175,6 +1176,22 @@ struct ccpd_path_est {
  * buffer's delay (the most a queue can add; a larger gap is another path
  * to the same address) and gives its own when it is smaller.
  *
+ * C is the path's too.  A flow learns it from its pairs, and a pair needs
+ * the window to free two units at one ACK: the law moves the window once a
+ * round, so a window that stands still sends none.  A flow whose slow start
+ * ended on another flow's queue (the 80-ms flow of a 20 + 80-ms pair) had C
+ * at about its own rate, 542 of the link's 8,333 segments/s; P = C m and
+ * B = C (rtt_max - m) were as small, the law stood at a window of 45, and in
+ * 40 s its median moved twice (0.07-0.11 of the link where an 80-ms cubic
+ * keeps 0.24).  A flow takes the path's C when its own is under half of it,
+ * and otherwise moves its own an eighth of the way to it each round: every
+ * flow's median is a noisy reading of one link (a late flow's fell to 0.56
+ * of the first flow's for 5 s), and the law's rates converge when C is
+ * common (item 1 of docs/ccpd.md's "Sharing a bottleneck").  It gives its
+ * own when it differs from the path's by more than an eighth (a map write
+ * per round each would be a lot at microsecond rounds).  Its own pairs go
+ * on from there.
+ *
  * Once a round in CA: cong_control sets CCPD_SH_PATH at a round start, and
  * pkts_acked, on the next ACK, reads the path (the map's key and value did
  * not fit cong_control's stack).  pe holds the path's values on entry and
@@ -1197,6 +1214,17 @@ CCL_CORE bool ccpd_path_sync(struct ccpd *ca, struct ccpd_path_est *pe)
 	}
 	give = !pm || m < pm;
 	pe->m_us = give ? m : pm;
+	if (pe->c_sps && ca->cap_sps < pe->c_sps / 2)
+		ca->cap_sps = pe->c_sps;
+	else if (pe->c_sps) /* 1/8 of the way to the path's, a round */
+		ca->cap_sps = ca->cap_sps > pe->c_sps ?
+				      ca->cap_sps - (ca->cap_sps - pe->c_sps) / 8 :
+				      ca->cap_sps + (pe->c_sps - ca->cap_sps) / 8;
+	if (ca->cap_sps &&
+	    (ca->cap_sps > pe->c_sps + pe->c_sps / 8 || ca->cap_sps < pe->c_sps - pe->c_sps / 8)) {
+		pe->c_sps = ca->cap_sps;
+		give = true;
+	}
 	if (ca->sh & CCPD_SH_QLOSS) {
 		ca->sh &= ~CCPD_SH_QLOSS;
 		pe->qmax_us = q;

@@ -1186,15 +1186,25 @@ fn ccpd_closed_loop_tiny_buffer_with_capacity_at_its_cap() {
 /// path without the stall.
 #[test]
 fn ccpd_closed_loop_one_stall_on_a_short_path_keeps_b() {
-    for (stall, jitter) in [(0.02, 0.0), (0.02, 0.0003), (0.015, 0.0003)] {
+    // Paced, as the kernel runs ccpd: unpaced, the ACK burst that ends the
+    // stall sends a window at once, and whether the round's law meets it
+    // before the buffer overflows depends on where the stall falls in the
+    // round (a 10-ms shift turned 0 retransmissions into 11).
+    let p = ccpd_params(&[("pace", "1")]);
+    for (stall, jitter, at) in [
+        (0.02, 0.0, 5.99),
+        (0.02, 0.0, 6.0),
+        (0.02, 0.0003, 6.0),
+        (0.015, 0.0003, 6.04),
+    ] {
         let mut link = path_100m(0.01, 1.0, 0.0);
         link.jitter_s = jitter;
         let secs = 15.0;
-        let calm = run(link, &ccpd_params(&[]), secs, 5);
-        link.stall = (6.0, stall);
-        let r = run(link, &ccpd_params(&[]), secs, 5);
+        let calm = run(link, &p, secs, 5);
+        link.stall = (at, stall);
+        let r = run(link, &p, secs, 5);
         let name = format!(
-            "10 ms, 1 BDP ({} packets), jitter {} ms, {} ms stall at 6 s",
+            "10 ms, 1 BDP ({} packets), jitter {} ms, {} ms stall at {at} s",
             link.buffer,
             jitter * 1e3,
             stall * 1e3
@@ -1599,6 +1609,7 @@ fn ccpd_path_sync_shares_the_buffer_delay() {
         let mut pe = intf::ccpd_path_est {
             qmax_us: path,
             m_us: 40_000,
+            c_sps: 0,
         };
         let w = unsafe { intf::ccpd_path_sync(ca, &mut pe) };
         assert_eq!(pe.m_us, 40_000);
@@ -1646,7 +1657,11 @@ fn ccpd_path_sync_shares_the_base_rtt() {
     let mut ca = shared_flow(&p);
     ca.phase = intf::CCL_PHASE_CA as u8;
     let sync = |ca: &mut intf::ccpd, qmax_us: u32, m_us: u32| {
-        let mut pe = intf::ccpd_path_est { qmax_us, m_us };
+        let mut pe = intf::ccpd_path_est {
+            qmax_us,
+            m_us,
+            c_sps: 0,
+        };
         let w = unsafe { intf::ccpd_path_sync(ca, &mut pe) };
         (w, pe.qmax_us, pe.m_us)
     };
@@ -1668,4 +1683,178 @@ fn ccpd_path_sync_shares_the_base_rtt() {
     assert_eq!((ca.rtt_min_us, ca.rtt_max_us), (80_000, 120_000));
     // no path yet: give both
     assert_eq!(sync(&mut ca, 0, 0), (true, 40_000, 80_000));
+}
+
+/// The path's capacity: a flow with no C, or one under half the path's,
+/// takes the path's; any other moves an eighth of the way to it each round,
+/// and gives its own (a write) when it still differs by more than an eighth.
+#[test]
+fn ccpd_path_sync_shares_the_capacity() {
+    let p = ccpd_params(&[]);
+    let mut ca = shared_flow(&p);
+    ca.phase = intf::CCL_PHASE_CA as u8;
+    ca.rtt_min_us = 40_000;
+    ca.rtt_max_us = 50_000;
+    // the path's m and buffer delay are the flow's: only C changes
+    let sync = |ca: &mut intf::ccpd, c_sps: u32| {
+        let mut pe = intf::ccpd_path_est {
+            qmax_us: 10_000,
+            m_us: 40_000,
+            c_sps,
+        };
+        ca.rtt_max_us = 50_000;
+        unsafe { intf::ccpd_path_sync(ca, &mut pe) };
+        (pe.c_sps, ca.cap_sps)
+    };
+    assert_eq!(sync(&mut ca, 8_000), (8_000, 8_000), "no C: the path's");
+    ca.cap_sps = 3_900;
+    assert_eq!(
+        sync(&mut ca, 8_000),
+        (8_000, 8_000),
+        "under half: the path's"
+    );
+    ca.cap_sps = 4_000;
+    assert_eq!(
+        sync(&mut ca, 8_000),
+        (4_500, 4_500),
+        "half: an eighth of the way, then given"
+    );
+    ca.cap_sps = 8_900;
+    assert_eq!(
+        sync(&mut ca, 8_000),
+        (8_000, 8_788),
+        "within an eighth after the step: kept"
+    );
+    // two flows' readings of one link meet
+    let mut other = shared_flow(&p);
+    other.phase = intf::CCL_PHASE_CA as u8;
+    other.rtt_min_us = 40_000;
+    other.rtt_max_us = 50_000;
+    other.cap_sps = 5_000;
+    ca.cap_sps = 9_000;
+    let mut path = 0;
+    for _ in 0..40 {
+        path = sync(&mut ca, path).0;
+        path = sync(&mut other, path).0;
+    }
+    let (a, b) = (ca.cap_sps as f64, other.cap_sps as f64);
+    assert!(
+        (a - b).abs() <= 0.15 * a.max(b),
+        "after 40 rounds: {a} and {b}"
+    );
+    assert_eq!(sync(&mut ca, 0).0, ca.cap_sps, "no path C: given");
+}
+
+/// A flow far under its share takes C from its path (ccpd_path_sync).  The
+/// 80-ms flow of coexist's 20 + 80-ms cell left slow start on the other
+/// flow's queue with C at its own rate, 542 of the link's 8,333 segments/s;
+/// its clamp C m + B - margin (45 segments) held the window where C came
+/// from, the window stood still, no ACK freed the two units a pair needs,
+/// and C moved twice in 40 s.  Model: the flow's own packets leave the link
+/// as they were sent (other flows' packets fill the gaps), back-to-back ones
+/// one link service time (120 us) apart; an ACK every two segments; 80 ms
+/// base RTT under a 3-ms queue that the 20-ms flow keeps, whose estimates
+/// are the path's (its m, 20 ms, is another path's and stays its own).
+#[test]
+fn ccpd_flow_far_under_its_share_takes_the_paths_capacity() {
+    let link_sps = 8_333u64;
+    let service_ns = 1_000_000_000 / link_sps;
+    let (base_ns, queue_ns) = (80_000_000u64, 3_000_000u64);
+    let p = ccpd_params(&[]);
+    let mut ca = shared_flow(&p);
+    ca.phase = intf::CCL_PHASE_CA as u8;
+    ca.rtt_min_us = 80_000;
+    ca.rtt_max_us = 86_000;
+    ca.rtts_q3 = 83_000 << 3;
+    ca.fb_cur = 542; // C = fb: no pair sample yet
+    ca.w_q10 = 45 << 10;
+    let mss = 1448u32;
+    let mut cwnd = 45u32;
+    // per segment: (send time, ack time, delivered count at send)
+    let mut segs: Vec<(u64, u64, u64)> = Vec::new();
+    let t0 = 1_000_000_000u64;
+    let mut last_ack = 0u64;
+    let send = |segs: &mut Vec<(u64, u64, u64)>, last_ack: &mut u64, now: u64, delivered: u64| {
+        let at = (now + base_ns + queue_ns).max(*last_ack + service_ns);
+        *last_ack = at;
+        segs.push((now, at, delivered));
+    };
+    for _ in 0..cwnd {
+        send(&mut segs, &mut last_ack, t0, 0);
+    }
+    let (mut delivered, mut armed) = (0u64, 0u32);
+    // the 20-ms flow's estimates: m, buffer delay, C
+    let mut path = intf::ccpd_path_est {
+        qmax_us: 6_400,
+        m_us: 20_000,
+        c_sps: 8_150,
+    };
+    let mut c_at = Vec::new();
+    while delivered + 2 <= segs.len() as u64 {
+        let (sent_ns, now, prior) = segs[delivered as usize + 1];
+        delivered += 2;
+        let in_flight = segs.len() as u64 - delivered;
+        let rtt_us = ((now - sent_ns) / 1000) as i32;
+        unsafe {
+            intf::ccpd_on_rtt(
+                &mut ca,
+                &p,
+                intf::CCL_CA_OPEN,
+                rtt_us,
+                (delivered - prior) as u32,
+                (now / 1000) as u32,
+                cwnd,
+            )
+        };
+        let a = intf::ccpd_ack {
+            now_ns: now,
+            now_us: (now / 1000) as u32,
+            ca_state: intf::CCL_CA_OPEN,
+            snd_cwnd: cwnd,
+            cwnd_clamp: u32::MAX,
+            in_flight: in_flight as u32,
+            mss,
+            acked: 2,
+            rtt_us,
+            delivered: (delivered - prior) as u32,
+            interval_us: rtt_us,
+            cwnd_limited: 1,
+            has_prior: 1,
+            prior_delivered: prior as u32,
+            tp_delivered: delivered as u32,
+            snd_una: (delivered * mss as u64) as u32,
+            snd_nxt: (segs.len() as u64 * mss as u64) as u32,
+            ..Default::default()
+        };
+        let mut o = intf::ccpd_out::default();
+        unsafe { intf::ccpd_on_ack(&mut ca, &p, &a, &mut o) };
+        if ca.sh as u32 & intf::CCPD_SH_PATH != 0 {
+            let mut pe = path;
+            if unsafe { intf::ccpd_path_sync(&mut ca, &mut pe) } {
+                path = pe;
+            }
+            assert_eq!(path.m_us, 20_000, "the 20-ms flow's m stays the path's");
+        }
+        if o.ev & intf::CCPD_EV_PAIR_ARMED != 0 {
+            armed += 1;
+        }
+        cwnd = o.snd_cwnd;
+        while (segs.len() as u64 - delivered) < cwnd as u64 {
+            send(&mut segs, &mut last_ack, now, delivered);
+        }
+        if now - t0 >= 1_000_000_000 * c_at.len() as u64 {
+            c_at.push((o.c_sps, cwnd));
+        }
+        if now - t0 > 8_000_000_000 {
+            break;
+        }
+    }
+    eprintln!("pairs armed {armed}; (C, cwnd) each second: {c_at:?}; path {path:?}");
+    let (c, _) = c_at[1];
+    assert!(
+        c as u64 >= link_sps * 9 / 10,
+        "after 1 s C is {c} of the link's {link_sps} segments/s"
+    );
+    let (_, w) = *c_at.last().unwrap();
+    assert!(w >= 90, "after 8 s the window is {w}: twice the stuck 45");
 }
