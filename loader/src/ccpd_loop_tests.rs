@@ -1496,6 +1496,12 @@ fn ccpd_competing_growth_slows_at_half_the_link() {
         "s = 76 ms, over C s / 2 = 316: 1"
     );
     assert_eq!(round(&mut ca, 48_000), 322, "s = 48 ms: still 1");
+    // no queue (s under m + m / 16 = 42.5 ms): the competitor left
+    assert_eq!(
+        round(&mut ca, 42_000),
+        326,
+        "s = 42 ms, no queue: 4.2 segments over half the link too"
+    );
 }
 
 /// N ccpd flows on one bottleneck, a round-synchronous fluid model: every
