@@ -90,7 +90,8 @@
  *     the path's) are shared by the flows to one destination (ccpd_paths,
  *     below); synchronised drains every drain_ms; competitive AIMD while a
  *     drain leaves another sender's queue, until a drain finds it empty while the path's ccpd
- *     flows carried >= 3/4 C (their rates summed in ccpd_paths).
+ *     flows carried >= 3/4 C (their rates summed in ccpd_paths); competing, it grows fast
+ *     while no queue shows (the competitor left).
  * 13. m is at least rtt_floor (250 us; 0 = the paper's smallest sample): on a
  *     veth pair the smallest sample, 4 us, made every packet past the first two
  *     a queue (windows of 2-13 segments, half cubic's rate, 1.1-1.9x its CPU
