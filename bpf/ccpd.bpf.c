@@ -86,9 +86,9 @@
  *     each flow's L1 gain is scaled by its part of the link, r / C, and
  *     half the queue of the other flows, x - d, counts again in E, so N
  *     flows keep one stable queue below the buffer; the buffer's delay
- *     rtt_max - m, the base RTT m and C (for a flow whose own C is under half
- *     the path's) are shared by the flows to one destination (ccpd_paths,
- *     below); synchronised drains every drain_ms; competitive AIMD while a
+ *     rtt_max - m, the base RTT m and C (taken under half the path's, else
+ *     approached by an eighth a round) are shared by the flows to one
+ *     destination (ccpd_paths, below); synchronised drains every drain_ms; competitive AIMD while a
  *     drain leaves another sender's queue, until a drain finds it empty while the path's ccpd
  *     flows carried >= 3/4 C (their rates summed in ccpd_paths); competing, it grows fast
  *     while no queue shows (the competitor left).

@@ -1214,12 +1214,12 @@ CCL_CORE bool ccpd_path_sync(struct ccpd *ca, struct ccpd_path_est *pe)
 	}
 	give = !pm || m < pm;
 	pe->m_us = give ? m : pm;
-	if (pe->c_sps && ca->cap_sps < pe->c_sps / 2)
-		ca->cap_sps = pe->c_sps;
-	else if (pe->c_sps) /* 1/8 of the way to the path's, a round */
-		ca->cap_sps = ca->cap_sps > pe->c_sps ?
-				      ca->cap_sps - (ca->cap_sps - pe->c_sps) / 8 :
-				      ca->cap_sps + (pe->c_sps - ca->cap_sps) / 8;
+	if (pe->c_sps) {
+		u32 c = ca->cap_sps, pc = pe->c_sps;
+
+		/* under half: the path's; otherwise an eighth of the way to it */
+		ca->cap_sps = c < pc / 2 ? pc : c > pc ? c - (c - pc) / 8 : c + (pc - c) / 8;
+	}
 	if (ca->cap_sps &&
 	    (ca->cap_sps > pe->c_sps + pe->c_sps / 8 || ca->cap_sps < pe->c_sps - pe->c_sps / 8)) {
 		pe->c_sps = ca->cap_sps;
