@@ -236,6 +236,7 @@ enum ccpd_share_bits {
 	CCPD_SH_QLOSS = 16,   /* a congestive loss re-learnt rtt_max: tell the path */
 	CCPD_SH_PATH = 32,    /* a round started: ccpd_path_sync is due */
 	CCPD_SH_DLOSS = 64,   /* the loss in hand came in a drain */
+	CCPD_SH_CLOSS = 128,  /* competing, a congestive loss came since it began */
 };
 
 #define CCPD_DRAIN_MIN_US 200000 /* a drain lasts max(this, 2 smoothed RTTs) */
@@ -535,8 +536,10 @@ CCL_CORE u32 ccpd_cong_hold(struct ccpd *ca, const struct ccl_ccpd_params *p, u3
 
 	/* Competing (share): 0.7 W, as the loss-based flow that keeps the
 	 * queue full does; the law's target would hand it the link. */
-	if (p->share && (ca->sh & CCPD_SH_COMP) && ca->phase == CCL_PHASE_CA)
+	if (p->share && (ca->sh & CCPD_SH_COMP) && ca->phase == CCL_PHASE_CA) {
+		ca->sh |= CCPD_SH_CLOSS;
 		return (u32)((u64)w * CCPD_COMP_BETA_Q10 >> 10);
+	}
 	/* (not from a drain's RTT: the drain took the queue away, and B fell
 	 * to b_min on a random loss at 190 ms, 1e-4, judged at the clamp) */
 	if (ca->phase == CCL_PHASE_CA && p->bmax_on_loss && !(ca->sh & CCPD_SH_DLOSS))
@@ -635,15 +638,26 @@ CCL_CORE void ccpd_rtt_sample(struct ccpd *ca, s32 rtt, u32 delivered_out)
 }
 
 /*
- * share: the capacity is the running median of the pair samples (frugal
- * streaming: 1/16 of the estimate toward each sample).  Pairs through a busy
- * FIFO read the link, but one in a few reads a compressed ACK pair (2x) or a
- * pair split by another flow's packets (0.6x); a median ignores both, where
- * CapProbe's minimum-RTT-sum rule picks the pair that saw no queue, which on
- * a token bucket is the burst.  It starts from the first sample, within
+ * share: the capacity is a running quantile of the pair samples (frugal
+ * streaming: 1/16 of the estimate toward a sample above it, 1/16 or 1/48
+ * toward one below).  Pairs through a busy FIFO read the link, but some
+ * read a compressed ACK pair (2x and more) and some a pair split by another
+ * flow's packets; a median ignores both where each is a minority, where
+ * CapProbe's minimum-RTT-sum rule picks the pair that saw no queue, which
+ * on a token bucket is the burst.  Competing (CCPD_SH_COMP: a loss-based
+ * flow keeps a standing queue) the split pairs are no minority: between two
+ * of a flow's packets the FIFO holds about (1 - x) / x of the competitor's
+ * at the flow's share x, so the samples read nearer x than the link the
+ * smaller x is.  Against one cubic (100 Mbit/s, 40 ms, 1 BDP) the samples'
+ * median was 0.73-0.90 of the link over the first 15 s, and the running
+ * median sat at 0.4-0.6 of it for seconds; their upper quartile read
+ * 1.00-1.08 of the link then and 1.12-1.18 at equal shares (alone,
+ * 1.12-1.31, where the median reads 0.97-1.03).  So competing, the estimate
+ * moves down a third as fast as up: the upper quartile (ccpd_has_half
+ * allows for its excess).  It starts from the first sample, within
  * [fb, 2 fb].
  */
-CCL_CORE u32 ccpd_median_step(u32 med, u32 c, u32 fb)
+CCL_CORE u32 ccpd_median_step(u32 med, u32 c, u32 fb, bool upper)
 {
 	u32 step;
 
@@ -656,6 +670,8 @@ CCL_CORE u32 ccpd_median_step(u32 med, u32 c, u32 fb)
 	step = step ? step : 1;
 	if (c > med)
 		return c - med < step ? c : med + step;
+	if (upper)
+		step = step / 3 ? step / 3 : 1;
 	return med - c < step ? c : med - step;
 }
 
@@ -694,7 +710,8 @@ CCL_CORE u32 ccpd_pair_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 				ev = CCPD_EV_PAIR_OK;
 				if (ca->phase == CCL_PHASE_CA)
 					ca->cap_sps = ccpd_median_step(ca->cap_sps, ccl_sat32(c),
-								       ccpd_fb(ca));
+								       ccpd_fb(ca),
+								       ca->sh & CCPD_SH_COMP);
 			} else if (c <= cmax) {
 				ev = CCPD_EV_PAIR_OK;
 				/* CapProbe: keep the sample whose RTT sum is minimal. */
@@ -1032,15 +1049,17 @@ CCL_CORE void ccpd_share_sync(struct ccpd *ca, const struct ccl_ccpd_params *p)
 }
 
 /*
- * Competing: the window w_q10 carries at least half the link at capacity
- * c_sps over the smoothed RTT s_us (w >= C s / 2, the fair window of two
- * flows): below it the flow grows its full step, from it one segment a
- * round.  Against more than one competitor the flow aims at half the link,
- * more than its share: the step assumes the common case of one.
+ * Competing: the window w_q10 carries at least half the link over the
+ * smoothed RTT s_us, the fair window of two flows: below it the flow grows
+ * its full step, from it one segment a round.  Competing, c_sps is the pair
+ * samples' upper quartile (ccpd_median_step), which reads 1.12-1.18 of the
+ * link at equal shares, so half the link is w >= 7/16 C s.  Against more
+ * than one competitor the flow aims at half the link, more than its share:
+ * the step assumes the common case of one.
  */
 CCL_CORE int ccpd_has_half(u32 w_q10, u32 c_sps, u32 s_us)
 {
-	return (u64)w_q10 >= ccl_segs_q10(c_sps, s_us) / 2;
+	return (u64)w_q10 >= ccl_segs_q10(c_sps, s_us) * 7 / 16;
 }
 
 /* share: the flow is in a drain that ends at this ACK or has ended (the
@@ -1131,8 +1150,8 @@ CCL_CORE_GLOBAL u32 ccpd_drain(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		 * errs low, towards competing) */
 		mine = ca->rtt_max_us ? (u64)ca->w_saved * CCL_USEC_PER_SEC / ca->rtt_max_us : 0;
 		path = ccl_max64(a->path_sps, mine);
-		if (dq > enter)
-			ca->sh |= CCPD_SH_COMP;
+		if (dq > enter && !(ca->sh & CCPD_SH_COMP))
+			ca->sh = (ca->sh | CCPD_SH_COMP) & ~CCPD_SH_CLOSS;
 		else if (dq <= leave && (path << 10) >= (u64)c_sps * CCPD_COMP_EXIT_Q10)
 			ca->sh &= ~CCPD_SH_COMP;
 	}
@@ -1363,24 +1382,24 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		/*
 		 * Competing: the queue stays when every ccpd flow drains, so a
 		 * loss-based flow keeps it, and a delay law would hand it the link.
-		 * AIMD: w grows by max(1, s / 10 ms) segments a round while it
-		 * carries less than half the link (w < C s / 2, ccpd_has_half),
-		 * one segment a round from there; additive, so that competing
-		 * ccpd flows still converge; a congestive loss holds 0.7 W,
-		 * cubic's beta (ccpd_cong_hold).  Against one cubic (100 Mbit/s,
-		 * 40 ms, 1 BDP, 20-s runs) the flow enters at a few segments, at
-		 * the drain that finds cubic's queue:
-		 *   - one segment a round in the last eighth of the buffer
-		 *     (where cubic keeps it) took 4.5 s from 7 to 104 segments;
-		 *   - s / 10 ms everywhere took 0.65-0.73 of the link by 20 s;
-		 *   - s / 10 ms up to half the link: fair from 6-8 s on, 0.45-0.55
-		 *     of the link in every second of 10-20 s.
-		 * Over half the link it grows s / 10 ms too while the smoothed RTT
-		 * shows no queue (ccpd_loss_queue_seen): the competitor left, or no
-		 * one fills the pipe.  A drain ends competing only once the path's
-		 * flows carry 3/4 C, and at one segment a round a 100-MB transfer
-		 * at 190 ms, left alone at 0.3 of the link when cubic's ended,
-		 * took 34 s more, 4.1x cubic's time.
+		 * AIMD: w grows by max(1, s / 10 ms) segments a round, and once a
+		 * congestive loss came in this competing spell (CCPD_SH_CLOSS) one
+		 * segment a round while it carries half the link or more
+		 * (ccpd_has_half) and the smoothed RTT shows a queue
+		 * (ccpd_loss_queue_seen); a congestive loss holds 0.7 W, cubic's
+		 * beta (ccpd_cong_hold).  Additive, so that competing ccpd flows
+		 * still converge.  Against one cubic (100 Mbit/s, 40 ms, 1 BDP)
+		 * the flow enters at a few segments, at the drain that finds
+		 * cubic's queue: one segment a round took 4.5 s from 7 to 104
+		 * segments, s / 10 ms throughout took 0.65-0.73 of the link.
+		 * Until the first loss, C is no guide: a flow at share x reads
+		 * pairs split by (1 - x) / x of the competitor's packets, and a
+		 * flow that entered at 0.1 of the link read C at 0.16 of it and
+		 * grew one segment a round from 50 segments.  With no queue the
+		 * competitor left, or no one fills the pipe: a drain ends
+		 * competing only once the path's flows carry 3/4 C, and at one
+		 * segment a round a 100-MB transfer at 190 ms, left alone at 0.3
+		 * of the link when cubic's ended, took 4.1x cubic's time.
 		 */
 		o->law = CCPD_LAW_COMP;
 		o->controlled = 1;
@@ -1388,7 +1407,8 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		if (o->round_start && a->cwnd_limited) {
 			u64 w = ca->w_q10, inc = ((u64)l->rtts_us << 10) / CCPD_COMP_GROW_US;
 
-			if (ccpd_has_half(ca->w_q10, o->c_sps, l->rtts_us) &&
+			if ((ca->sh & CCPD_SH_CLOSS) &&
+			    ccpd_has_half(ca->w_q10, o->c_sps, l->rtts_us) &&
 			    ccpd_loss_queue_seen(ca, p))
 				inc = CCL_Q10;
 			w += inc > CCL_Q10 ? inc : CCL_Q10;

@@ -1263,7 +1263,7 @@ fn ccpd_share_capacity_is_the_pairs_median_not_the_flows_rate() {
             1 => link * 6 / 10,
             _ => rng.range(link as u64 * 9 / 10, link as u64 * 11 / 10) as u32,
         };
-        med = unsafe { intf::ccpd_median_step(med, c, ca.fb_cur) };
+        med = unsafe { intf::ccpd_median_step(med, c, ca.fb_cur, false) };
         if i == 0 {
             assert_eq!(med, 2_000, "the first sample is taken within [fb, 2 fb]");
         }
@@ -1276,6 +1276,62 @@ fn ccpd_share_capacity_is_the_pairs_median_not_the_flows_rate() {
     );
     ca.cap_sps = 500;
     assert_eq!(unsafe { intf::ccpd_capacity(&ca) }, 1_000, "never below fb");
+}
+
+/// Competing (a loss-based flow keeps the queue), a flow at share x finds
+/// about (1 - x) / x of the competitor's packets between two of its own in
+/// the FIFO, so most pairs are split and their median reads the flow's share
+/// more than the link.  Competing, the estimate is the samples' upper
+/// quartile (down a third as fast as up), checked here against the f64
+/// quantiles of the same stream: samples as measured against one cubic
+/// (100 Mbit/s, 40 ms, 1 BDP): about a third read the link, one in ten a
+/// compressed ACK pair, the rest a pair of two-segment units split by 1 to
+/// 6 packets (2 / (2 + k) of the link).
+#[test]
+fn ccpd_competing_capacity_is_the_pairs_upper_quartile() {
+    let link = 8_333u64;
+    let fb = 2_000u32;
+    let mut rng = Rng(11);
+    let samples: Vec<u32> = (0..3_000)
+        .map(|_| match rng.range(0, 99) {
+            0..=9 => (link * rng.range(15, 80) / 10) as u32,
+            10..=44 => rng.range(link * 9 / 10, link * 11 / 10) as u32,
+            _ => (link * 2 / (2 + rng.range(1, 6))) as u32,
+        })
+        .collect();
+    let (mut med, mut upper) = (0u32, 0u32);
+    let (mut med_sum, mut upper_sum, mut n) = (0f64, 0f64, 0f64);
+    for (i, &c) in samples.iter().enumerate() {
+        med = unsafe { intf::ccpd_median_step(med, c, fb, false) };
+        upper = unsafe { intf::ccpd_median_step(upper, c, fb, true) };
+        if i >= 500 {
+            med_sum += med as f64;
+            upper_sum += upper as f64;
+            n += 1.0;
+        }
+    }
+    let mut sorted: Vec<f64> = samples.iter().map(|&c| c as f64).collect();
+    sorted.sort_by(|a, b| a.total_cmp(b));
+    let q = |p: f64| sorted[(p * sorted.len() as f64) as usize];
+    let (med_mean, upper_mean) = (med_sum / n, upper_sum / n);
+    assert!(
+        (med_mean - q(0.5)).abs() <= 0.1 * q(0.5),
+        "the running median {med_mean:.0} tracks the samples' {:.0}",
+        q(0.5)
+    );
+    assert!(
+        (upper_mean - q(0.75)).abs() <= 0.1 * q(0.75),
+        "the running upper quartile {upper_mean:.0} tracks the samples' {:.0}",
+        q(0.75)
+    );
+    assert!(
+        med_mean < 0.8 * link as f64,
+        "the split pairs take the median to {med_mean:.0} of {link}"
+    );
+    assert!(
+        upper_mean >= 0.9 * link as f64 && upper_mean <= 1.2 * link as f64,
+        "the upper quartile {upper_mean:.0} reads the link ({link})"
+    );
 }
 
 /// A new flow's state laid out for `p`'s share (ccpd_share_sync).
@@ -1439,12 +1495,18 @@ fn ccpd_competing_loss_holds_seven_tenths() {
         "competing: 0.7 W (the law held {law})"
     );
     assert_ne!(law, comp);
+    assert_ne!(
+        ca.sh as u32 & intf::CCPD_SH_CLOSS,
+        0,
+        "competing, the loss ends the fast growth over half the link"
+    );
 }
 
 /// Competing, the window grows s / 10 ms segments a round (at least one)
-/// while it carries less than half the link (w < C s / 2), and one segment
-/// a round from there: against one cubic a flow gets to its share within
-/// seconds, and from there grows no faster than the other.
+/// until a congestive loss, and from then on while it carries less than half
+/// the link (w < 7/16 C s, C the pairs' upper quartile), one segment a round
+/// over it: against one cubic a flow gets to its share within seconds, and
+/// from there grows no faster than the other.
 #[test]
 fn ccpd_competing_growth_slows_at_half_the_link() {
     let p = ccpd_params(&[("drain_ms", "5000")]);
@@ -1484,7 +1546,7 @@ fn ccpd_competing_growth_slows_at_half_the_link() {
     assert_eq!(
         round(&mut ca, 60_000),
         206,
-        "s = 60 ms, below C s / 2 = 250: 6 segments a round"
+        "s = 60 ms, below 7/16 C s = 219: 6 segments a round"
     );
     // the window keeps its fraction (Q10): 206 + 7.4 + 7.6 = 220.999
     assert_eq!(round(&mut ca, 74_000), 213, "s = 74 ms: 7.4");
@@ -1492,8 +1554,15 @@ fn ccpd_competing_growth_slows_at_half_the_link() {
     ca.w_q10 = 320 << 10;
     assert_eq!(
         round(&mut ca, 76_000),
+        327,
+        "s = 76 ms, over 7/16 C s = 277, no loss since competing began: 7.6"
+    );
+    ca.w_q10 = 320 << 10;
+    ca.sh |= intf::CCPD_SH_CLOSS as u8;
+    assert_eq!(
+        round(&mut ca, 76_000),
         321,
-        "s = 76 ms, over C s / 2 = 316: 1"
+        "s = 76 ms, over 7/16 C s = 277, after a loss: 1"
     );
     assert_eq!(round(&mut ca, 48_000), 322, "s = 48 ms: still 1");
     // no queue (s under m + m / 16 = 42.5 ms): the competitor left
