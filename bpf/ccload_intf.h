@@ -150,7 +150,7 @@ enum ccl_phase {
 	X(si_div, "si_div", 1, 10, 1, 100, "", "SampleInterval = cwnd / si_div")                \
 	X(si_small, "si_small", 1, 10, 1, 1000, "segments", "below this cwnd SampleInterval = 1") \
 	X(low_wnd, "low_wnd", 1, 0, 0, 10000, "segments", "below it ssthresh is not written (Reno)") \
-	X(ss_mode, "ss_mode", 1, 0, 0, 2, "", "slow start: 0 = ends when a sample sees a queue, 1 = max(GTSW, burst), 2 = literal Fig. 2") \
+	X(ss_mode, "ss_mode", 1, 0, 0, 2, "", "slow start: 0 = ends once a queue stands, 1 = max(GTSW, burst), 2 = literal Fig. 2") \
 	X(rto_reset, "rto_reset", 1, 0, 0, 1, "", "1 = reset the estimator on RTO too")         \
 	X(loss_bw, "loss_bw", 1, 1, 0, 1, "", "after a loss: 1 = estimate kept, RI toward BW x BaseRTT; 0 = restarts from 0 (Fig. 2 literally)") \
 	X(ssth_floor, "ssth_floor", 1, 2, 2, 100, "segments", "floor of the written ssthresh")  \

@@ -25,8 +25,9 @@
  *  3. RTO (not in the paper): kernel RTO behaviour with the estimator kept
  *     (rto_reset = 0), so the window regrows by RI to the last BDP estimate.
  *  4. Initial slow start (ss_mode 0, default): before the first loss a GTSW
- *     sample ends slow start only when its RTT shows a queue (rtt >= BaseRTT
- *     + max(2 ms, BaseRTT/8)) and the estimator has 2 samples; ssthresh is
+ *     sample ends slow start only when a queue stands (every RTT sample for
+ *     q of arrival time >= BaseRTT + q, q = max(2 ms, BaseRTT/8): a host's
+ *     pause lifts a burst of samples, not a run) and the estimator has 2 samples; ssthresh is
  *     then min(cwnd, max(GTSW, burst estimate)).  Read literally (ss_mode 2),
  *     Fig. 2 writes ssthresh from the first sample, which measures the flow's
  *     own slow-start rate: measured at 100 Mbit/s, 80 ms, ssthresh 2 at round
@@ -81,7 +82,7 @@ struct hetcp {
 	struct ccl_round round; /* round tracker (telemetry, stats) */
 	u32 samples;		/* GTSW samples since init */
 	u32 losses;		/* loss events */
-	u32 last_rtt_us;	/* last RTT sample, us */
+	u32 q_run_us;		/* ss_mode 0: first ACK of the run showing a queue, us */
 	u8 flags;		/* enum hetcp_flags */
 };
 
@@ -116,9 +117,11 @@ void BPF_PROG(hetcp_pkts_acked, struct sock *sk, const struct ack_sample *sample
 	ccl_agg_ack(sk);
 	if (sample->rtt_us <= 0)
 		return;
-	ca->last_rtt_us = sample->rtt_us;
 	if ((u32)sample->rtt_us < ca->base_rtt_us)
 		ca->base_rtt_us = sample->rtt_us;
+	if (!(ca->flags & (F_FIRST_LOSS | F_SS_DONE)))
+		ca->q_run_us = hetcp_ss_queue_run(ca->q_run_us, (u32)tcp_sk(sk)->tcp_mstamp,
+						  sample->rtt_us, ca->base_rtt_us);
 }
 
 static __always_inline void hetcp_emit(struct sock *sk, struct hetcp *ca,
@@ -207,8 +210,8 @@ void BPF_PROG(hetcp_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 
 			if (!(ca->flags & (F_FIRST_LOSS | F_SS_DONE)) &&
 			    p.ss_mode == HETCP_SS_QUEUE) {
-				/* v2: slow start ends only on a sample that sees a queue */
-				ssth = hetcp_ss_exit(ca->samples + 1, ca->last_rtt_us,
+				/* slow start ends only once a queue stands */
+				ssth = hetcp_ss_exit(ca->samples + 1, ca->q_run_us, (u32)now,
 						     ca->base_rtt_us, tp->snd_cwnd, s.ssth,
 						     ca->ss_burst, p.ssth_floor);
 				if (ssth) {

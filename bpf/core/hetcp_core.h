@@ -72,19 +72,54 @@ enum hetcp_ss_mode {
  * the flow's own sending rate, about half the next round's window, so a GTSW
  * sample measures the flow, not the path, and ending slow start on it (Fig. 2
  * literally) leaves the flow at a fraction of the BDP.  A sample may end slow
- * start only when it measures the path: its RTT shows a queue,
- *   rtt >= BaseRTT + max(2 ms, BaseRTT / 8),
- * and the estimator has at least 2 samples.  The window then already exceeds
- * the BDP, so slow start ends at once:
+ * start only when it measures the path: a queue stands at the bottleneck, and
+ * the estimator has at least 2 samples.  The window then already exceeds the
+ * BDP, so slow start ends at once:
  *   ssthresh = min(cwnd, max(GTSW, burst estimate, floor)).
- * Returns the ssthresh to write, or 0 while slow start continues (Reno's).
+ *
+ * A queue of q = max(2 ms, BaseRTT / 8) "stands" when every RTT sample for q
+ * of arrival time has shown it:
+ *   rtt >= BaseRTT + q  for each ACK in [t0, t],  t - t0 >= q.
+ * One sample is not enough: a host that stops the path for a few ms (a
+ * busy VM's vCPU, a paused delay line) returns the ACKs held meanwhile in a
+ * burst, each with the pause in its RTT, and ended slow start at 27 segments
+ * of a 667-segment pipe (100 Mbit/s, 80 ms: the link 0.77-0.89 used over
+ * 20 s).  Such a burst arrives within a ms and the next ACK is on time,
+ * while the ACKs of a real queue keep arriving late, at the link's rate.
+ * The run costs q of more slow start, a queue of q + about BDP / 8 at exit.
  */
-CCL_CORE u32 hetcp_ss_exit(u32 samples, u32 rtt_us, u32 base_rtt_us, u32 snd_cwnd, u32 gtsw,
-			   u32 burst, u32 floor)
+CCL_CORE u32 hetcp_ss_queue_us(u32 base_rtt_us)
 {
-	u32 q = base_rtt_us / 8 > 2000 ? base_rtt_us / 8 : 2000, v;
+	return base_rtt_us / 8 > 2000 ? base_rtt_us / 8 : 2000;
+}
 
-	if (samples < 2 || base_rtt_us == CCL_U32_MAX || (u64)rtt_us < (u64)base_rtt_us + q)
+/*
+ * The run of queueing RTT samples, per ACK: the arrival time (us, low 32
+ * bits, never 0) of the first sample of the current run, or 0 when this
+ * sample shows no queue.
+ */
+CCL_CORE u32 hetcp_ss_queue_run(u32 run_start, u32 now_us, u32 rtt_us, u32 base_rtt_us)
+{
+	if (base_rtt_us == CCL_U32_MAX ||
+	    (u64)rtt_us < (u64)base_rtt_us + hetcp_ss_queue_us(base_rtt_us))
+		return 0;
+	if (run_start)
+		return run_start;
+	return now_us ? now_us : 1;
+}
+
+/*
+ * Returns the ssthresh to write when the run that started at run_start
+ * (hetcp_ss_queue_run) has lasted q by now_us, or 0 while slow start
+ * continues (Reno's).
+ */
+CCL_CORE u32 hetcp_ss_exit(u32 samples, u32 run_start, u32 now_us, u32 base_rtt_us, u32 snd_cwnd,
+			   u32 gtsw, u32 burst, u32 floor)
+{
+	u32 v;
+
+	if (samples < 2 || !run_start || base_rtt_us == CCL_U32_MAX ||
+	    now_us - run_start < hetcp_ss_queue_us(base_rtt_us))
 		return 0;
 	v = gtsw > burst ? gtsw : burst;
 	v = v > floor ? v : floor;

@@ -2296,18 +2296,98 @@ fn closed_loop_utilisation_follows_table_1() {
 }
 
 #[test]
-fn hetcp_slow_start_ends_only_on_a_queueing_sample() {
-    let f = |samples, rtt, base, cwnd, gtsw, burst| unsafe {
-        intf::hetcp_ss_exit(samples, rtt, base, cwnd, gtsw, burst, 2)
+fn hetcp_slow_start_ends_only_once_a_queue_stands() {
+    let f = |samples, run, now, base, cwnd, gtsw, burst| unsafe {
+        intf::hetcp_ss_exit(samples, run, now, base, cwnd, gtsw, burst, 2)
     };
-    // 80 ms base: the queue threshold is max(2 ms, 10 ms) = 10 ms
-    assert_eq!(f(5, 89_000, 80_000, 400, 30, 60), 0, "no queue yet");
-    assert_eq!(f(1, 95_000, 80_000, 400, 30, 60), 0, "one sample only");
-    assert_eq!(f(5, 90_000, 80_000, 800, 600, 700), 700, "max(GTSW, burst)");
-    assert_eq!(f(5, 90_000, 80_000, 650, 600, 900), 650, "never above cwnd");
-    assert_eq!(f(5, 90_000, 80_000, 800, 0, 0), 2, "floor");
-    // 10 ms base: 2 ms floor of the threshold
-    assert_eq!(f(3, 11_900, 10_000, 100, 80, 0), 0);
-    assert_eq!(f(3, 12_000, 10_000, 100, 80, 0), 80);
-    assert_eq!(f(3, 12_000, u32::MAX, 100, 80, 0), 0, "no BaseRTT");
+    // 80 ms base: q = max(2 ms, 10 ms) = 10 ms, of queue and of run
+    assert_eq!(f(5, 0, 50_000, 80_000, 400, 30, 60), 0, "no run");
+    assert_eq!(f(5, 1_000, 10_999, 80_000, 800, 600, 700), 0, "run < q");
+    assert_eq!(
+        f(1, 1_000, 20_000, 80_000, 400, 30, 60),
+        0,
+        "one sample only"
+    );
+    assert_eq!(
+        f(5, 1_000, 11_000, 80_000, 800, 600, 700),
+        700,
+        "max(GTSW, burst)"
+    );
+    assert_eq!(
+        f(5, 1_000, 11_000, 80_000, 650, 600, 900),
+        650,
+        "never above cwnd"
+    );
+    assert_eq!(f(5, 1_000, 11_000, 80_000, 800, 0, 0), 2, "floor");
+    // the clock's low 32 bits wrap inside a run
+    assert_eq!(f(5, u32::MAX - 4_000, 6_000, 80_000, 800, 600, 700), 700);
+    // 10 ms base: the 2 ms floor
+    assert_eq!(f(3, 5_000, 6_999, 10_000, 100, 80, 0), 0);
+    assert_eq!(f(3, 5_000, 7_000, 10_000, 100, 80, 0), 80);
+    assert_eq!(f(3, 5_000, 9_000, u32::MAX, 100, 80, 0), 0, "no BaseRTT");
+}
+
+/// The ACKs of one slow start, as (arrival us, RTT us), through
+/// hetcp_ss_queue_run and hetcp_ss_exit every `si` ACKs: the arrival time
+/// of the ACK at which slow start ends, if it does.
+fn hetcp_ss_end(acks: &[(u32, u32)], base: u32, si: usize) -> Option<u32> {
+    let mut run = 0;
+    for (k, &(t, rtt)) in acks.iter().enumerate() {
+        run = unsafe { intf::hetcp_ss_queue_run(run, t, rtt, base) };
+        if (k + 1) % si == 0 && unsafe { intf::hetcp_ss_exit(3, run, t, base, 900, 600, 0, 2) } != 0
+        {
+            return Some(t);
+        }
+    }
+    None
+}
+
+#[test]
+fn hetcp_slow_start_outlasts_a_host_pause_but_not_a_queue() {
+    // 100 Mbit/s (120 us a segment), 80 ms.  Rounds of slow start: the
+    // window's ACKs come as a train at the link's rate, the RTT of each the
+    // base plus the queue its segment found (the f64 model: a window W over
+    // the pipe P leaves W - P segments queued, and inside a round the train
+    // queues half of what it sends).
+    let (base, seg, pipe) = (80_000.0f64, 120.0f64, 667.0f64);
+    let mut acks = Vec::new();
+    let (mut t0, mut w) = (0.0f64, 10.0f64);
+    while w < 4.0 * pipe {
+        for i in 0..w as usize {
+            let standing = (w / 2.0 - pipe).max(0.0);
+            let q = standing + i as f64 / 2.0;
+            acks.push((
+                (t0 + i as f64 * seg) as u32,
+                (base + q.min(pipe) * seg) as u32,
+            ));
+        }
+        t0 += base.max(w * seg);
+        w *= 2.0;
+    }
+    // On a quiet host the queue ends slow start: a window past the pipe.
+    let end = hetcp_ss_end(&acks, base as u32, 4).expect("a queue ends slow start");
+    let first_queued = acks
+        .iter()
+        .find(|&&(_, r)| r as f64 >= base + 10_000.0)
+        .unwrap()
+        .0;
+    assert!(
+        end >= first_queued + 10_000 && end <= first_queued + 12_000,
+        "ended at {end} us, the queue first showed at {first_queued}"
+    );
+    // A 20-ms pause of the host at the end of the second round (ACKs
+    // 10-29): the 6 ACKs it held come in a burst, each 20 ms late, and the
+    // next round is on time.  Every one of them shows a "queue" of 20 ms.
+    let mut paused = acks.clone();
+    let at = paused[23].0 + 20_000;
+    for a in &mut paused[24..30] {
+        *a = (at, a.1 + 20_000);
+        assert!(a.1 as f64 >= base + 10_000.0);
+    }
+    assert_eq!(
+        hetcp_ss_end(&paused[..30], base as u32, 1),
+        None,
+        "a burst of late ACKs is no queue"
+    );
+    assert_eq!(hetcp_ss_end(&paused, base as u32, 4), Some(end));
 }
