@@ -89,8 +89,7 @@ fn version(root: &Path) -> Result<String> {
 fn build(root: &Path) -> Result<PathBuf> {
     let arch = out_of(Command::new("gcc").arg("-print-multiarch"))?;
     crate::run(
-        Command::new(env!("CARGO"))
-            .current_dir(root)
+        crate::cargo(root)
             .env(
                 "LIBBPF_SYS_LIBRARY_PATH",
                 format!("/usr/lib/{}", arch.trim()),

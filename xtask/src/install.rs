@@ -87,7 +87,7 @@ pub fn run(root: &Path, o: &Opts) -> Result<()> {
         Some(b) if b.is_file() => b.clone(),
         Some(b) => bail!("--bin {}: no such file", b.display()),
         None => {
-            crate::run(Command::new(env!("CARGO")).current_dir(root).args([
+            crate::run(crate::cargo(root).args([
                 "build",
                 "--release",
                 "--locked",
