@@ -322,7 +322,23 @@ pub struct Grid {
     /// written before it existed keeps its runs' identity.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub paired_loss: bool,
+    /// A LAN: no delay line, the router reaches the receiver over a veth
+    /// pair ([`LinkCfg::veth`]), so rates past the delay line's and the
+    /// hosts' own RTT (`rtt_ms = [0]`); a rate of 0 is unlimited.  Cases are
+    /// labelled `veth` where others name their RTT.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub veth: bool,
+    /// TSO, GSO and GRO on (true) or off at every device, a case each
+    /// (labelled `_offl` when on); absent: off.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub offloads: Vec<bool>,
 }
+
+/// The highest rate the delay line is validated to carry, Mbit/s; a veth
+/// link ([`Grid::veth`]) runs past it.
+pub const DELAY_LINE_MAX_MBIT: f64 = 300.0;
+/// A veth link's highest shaped rate, Mbit/s (0 = unlimited).
+pub const VETH_MAX_MBIT: f64 = 100_000.0;
 
 /// The loss seed of repetition `rep` of `case` under `paired_loss`: FNV-1a
 /// of the case label, then the repetition.
@@ -467,10 +483,43 @@ impl Scenario {
 
     pub fn validate(&self) -> anyhow::Result<()> {
         let g = &self.grid;
+        let rate_ok = |r: f64| {
+            if g.veth {
+                (0.0..=VETH_MAX_MBIT).contains(&r)
+            } else {
+                r > 0.0 && r <= DELAY_LINE_MAX_MBIT
+            }
+        };
         anyhow::ensure!(
-            g.rates_mbit.iter().all(|&r| r > 0.0 && r <= 300.0),
-            "rates_mbit must be in (0, 300]"
+            g.rates_mbit.iter().all(|&r| rate_ok(r)) && rate_ok(g.rate_mbit),
+            "{}",
+            if g.veth {
+                format!("a veth link's rates: 0 (unlimited) to {VETH_MAX_MBIT} Mbit/s")
+            } else {
+                format!(
+                    "rates must be in (0, {DELAY_LINE_MAX_MBIT}] Mbit/s: the delay line is \
+                     measured up to that (a veth link, `veth = true`, runs past it)"
+                )
+            }
         );
+        if g.veth {
+            let delays = self
+                .flows
+                .iter()
+                .chain(self.mixes.iter().flat_map(|m| &m.flows))
+                .any(|f| f.rtt_ms.is_some());
+            anyhow::ensure!(
+                g.rtt_ms == [0.0] && !g.paired_loss && !delays && g.buffer_bdp.is_empty(),
+                "a veth link has no delay line: rtt_ms = [0] (the hosts' own RTT), buffers in \
+                 buffer_pkts, no paired_loss, no flow rtt_ms"
+            );
+        } else {
+            anyhow::ensure!(
+                g.offloads.iter().all(|&o| !o),
+                "offloads = [true] needs a veth link: through the delay line's TUN devices a \
+                 queue of 64-KiB GSO packets is not the buffer it says"
+            );
+        }
         let labels: Vec<String> = self.cases().into_iter().map(|c| c.label).collect();
         for c in &self.cells {
             anyhow::ensure!(
@@ -497,10 +546,6 @@ impl Scenario {
                 c.cc
             );
         }
-        anyhow::ensure!(
-            g.rate_mbit > 0.0 && g.rate_mbit <= 300.0,
-            "rate_mbit must be in (0, 300]: the delay line is measured up to 300 Mbit/s"
-        );
         anyhow::ensure!(
             !g.rtt_ms.is_empty() && g.rtt_ms.iter().all(|&r| (0.0..=1000.0).contains(&r)),
             "rtt_ms: 0..1000 ms"
@@ -623,16 +668,31 @@ impl Scenario {
                 } else {
                     self.mixes.clone()
                 };
-                for (blabel, bpkts, k) in &bufs {
+                let offloads = if g.offloads.is_empty() {
+                    vec![false]
+                } else {
+                    g.offloads.clone()
+                };
+                for ((blabel, bpkts, k), &offl) in bufs
+                    .iter()
+                    .flat_map(|b| offloads.iter().map(move |o| (b, o)))
+                {
                     for &loss in &g.loss {
                         for &n in &g.n_flows {
                             for Mix { name: mix, flows } in &mixes {
-                                let mut label = if g.rates_mbit.is_empty() {
-                                    String::new()
-                                } else {
-                                    format!("{rate}M_")
+                                let mut label = match (g.rates_mbit.is_empty(), rate == 0.0) {
+                                    (true, _) => String::new(),
+                                    (false, true) => "unlim_".to_string(),
+                                    (false, false) => format!("{rate}M_"),
                                 };
-                                label += &format!("{}ms_{blabel}", rtt);
+                                if g.veth {
+                                    label += &format!("veth_{blabel}");
+                                } else {
+                                    label += &format!("{}ms_{blabel}", rtt);
+                                }
+                                if offl {
+                                    label += "_offl";
+                                }
                                 if g.loss.len() > 1 || loss > 0.0 {
                                     label += &format!("_loss{loss:e}");
                                 }
@@ -653,6 +713,8 @@ impl Scenario {
                                         delay_ms: base_rtt(flows, rtt) / 2.0,
                                         rev_delay_ms: None,
                                         extra_delay_ms: extra_delays(flows, rtt),
+                                        veth: g.veth,
+                                        offloads: offl,
                                     },
                                     n_flows: n,
                                     buffer_bdp: *k,
@@ -1242,6 +1304,66 @@ buffer_bdp = [0.125, 1]
             parse_cc("ctcp_plus:plus=0").1,
             vec![("plus".into(), "0".into())]
         );
+    }
+
+    /// A veth grid: past the delay line's rates (0 = unlimited), the hosts'
+    /// RTT, a case per offload setting; and what a veth link cannot do is
+    /// refused, as are rates past the delay line's without one.
+    #[test]
+    fn a_veth_grid_runs_past_the_delay_line_and_refuses_delays() {
+        let s = scenario(
+            r#"["ccpd", "cubic"]"#,
+            1,
+            "[grid]\nveth = true\nrate_mbit = 0\nrates_mbit = [0, 1000]\nrtt_ms = [0]\n\
+             buffer_pkts = [500]\noffloads = [false, true]\n[quick]\n",
+        );
+        s.validate().unwrap();
+        let c = s.cases();
+        let labels: Vec<&str> = c.iter().map(|c| c.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "unlim_veth_500p",
+                "unlim_veth_500p_offl",
+                "1000M_veth_500p",
+                "1000M_veth_500p_offl"
+            ]
+        );
+        assert!(c.iter().all(|c| c.link.veth && c.link.delay_ms == 0.0));
+        assert_eq!(
+            c.iter().map(|c| c.link.offloads).collect::<Vec<_>>(),
+            [false, true, false, true]
+        );
+        for (grid, what) in [
+            (
+                "veth = true\nrate_mbit = 0\nrtt_ms = [1]\nbuffer_pkts = [500]",
+                "rtt_ms = [0]",
+            ),
+            (
+                "veth = true\nrate_mbit = 0\nrtt_ms = [0]\nbuffer_bdp = [1]",
+                "buffer_pkts",
+            ),
+            (
+                "veth = true\nrate_mbit = 200000\nrtt_ms = [0]\nbuffer_pkts = [5]",
+                "veth link's rates",
+            ),
+            (
+                "rate_mbit = 1000\nrtt_ms = [1]\nbuffer_bdp = [1]",
+                "delay line is measured",
+            ),
+            (
+                "rate_mbit = 0\nrtt_ms = [1]\nbuffer_bdp = [1]",
+                "delay line is measured",
+            ),
+            (
+                "rate_mbit = 100\nrtt_ms = [1]\nbuffer_bdp = [1]\noffloads = [true]",
+                "needs a veth link",
+            ),
+        ] {
+            let s = scenario(r#"["cubic"]"#, 1, &format!("[grid]\n{grid}\n[quick]\n"));
+            let e = s.validate().unwrap_err().to_string();
+            assert!(e.contains(what), "{grid}: {e}");
+        }
     }
 
     /// One run each is a point comparison; a confirmed comparison is judged

@@ -387,7 +387,12 @@ pub(crate) fn summarise(
         cc: cc.to_string(),
         rep,
         goodput_mbit: total_good,
-        utilisation: total_good / (case.link.rate_mbit * payload),
+        // 0 on an unlimited link (a veth at rate 0): no capacity to share
+        utilisation: if case.link.rate_mbit > 0.0 {
+            total_good / (case.link.rate_mbit * payload)
+        } else {
+            0.0
+        },
         jain: jain(&goods),
         jain_bins: if bins.is_empty() {
             0.0

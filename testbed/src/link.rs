@@ -7,7 +7,10 @@
 //!
 //! Three network namespaces.  The router's egress toward the receiver (`tr`)
 //! is the bottleneck: TBF at the link rate with a `pfifo limit N` child, an
-//! exact drop-tail buffer of N packets.  Random loss is iptables `statistic`
+//! exact drop-tail buffer of N packets.  [`LinkCfg::veth`] replaces the TUN
+//! pair and the delay line with a veth pair `tr`/`td`: a LAN, whose RTT is
+//! the hosts' own, at rates the delay line cannot carry; a rate of 0 then
+//! leaves out the TBF (the pfifo alone, as `10:`, the root).  Random loss is iptables `statistic`
 //! on the data direction in the router, or, given a seed, drawn by the delay
 //! line (`LinkCfg::loss_seed`, reproducible across runs).  Propagation delay is the userspace
 //! [`DelayLine`] between the two TUN devices (the kernel has no netem), one
@@ -49,6 +52,12 @@ pub struct LinkCfg {
     /// `extra_delay_ms[k - 1]` to each direction of the flows whose
     /// receiver port is put in it ([`Bottleneck::set_port_class`]).
     pub extra_delay_ms: Vec<f64>,
+    /// No delay line: the router reaches the receiver over a veth pair
+    /// (the delays, the seeded loss and the delay classes must be unset).
+    pub veth: bool,
+    /// TSO, GSO and GRO on at every device (off by default: a
+    /// "100-packet" queue of 64-KiB GSO packets holds far more).
+    pub offloads: bool,
 }
 
 impl Default for LinkCfg {
@@ -62,6 +71,8 @@ impl Default for LinkCfg {
             delay_ms: 0.0,
             rev_delay_ms: None,
             extra_delay_ms: Vec::new(),
+            veth: false,
+            offloads: false,
         }
     }
 }
@@ -107,10 +118,6 @@ fn ns_sysctl(ns: &NetNs, key: &str, val: &str) {
     run_ok("ip", &["netns", "exec", &ns.name, "sysctl", "-qw", &kv]);
 }
 
-fn offloads_off(ns: &NetNs, dev: &str) {
-    set_offloads(ns, dev, false);
-}
-
 /// TSO, GSO and GRO of `dev` in `ns` on or off.
 pub(crate) fn set_offloads(ns: &NetNs, dev: &str, on: bool) {
     let v = if on { "on" } else { "off" };
@@ -129,6 +136,14 @@ fn tun_in(ns: &NetNs, name: &'static str) -> std::os::fd::OwnedFd {
 
 impl Bottleneck {
     pub fn new(cfg: LinkCfg) -> Bottleneck {
+        assert!(
+            !cfg.veth
+                || (cfg.delay_ms == 0.0
+                    && cfg.rev_delay_ms.unwrap_or(0.0) == 0.0
+                    && cfg.loss_seed.is_none()
+                    && cfg.extra_delay_ms.is_empty()),
+            "a veth link has no delay line: no delay, seeded loss or delay classes ({cfg:?})"
+        );
         let (s, r, d) = (NetNs::new(), NetNs::new(), NetNs::new());
         let mtu = cfg.mtu.to_string();
         // No IPv6 chatter (router solicitations, MLD) through the link.
@@ -143,8 +158,18 @@ impl Bottleneck {
                 &r.name,
             ],
         );
-        let tr = tun_in(&r, "tr");
-        let td = tun_in(&d, "td");
+        let tuns = if cfg.veth {
+            run_ok(
+                "ip",
+                &[
+                    "-n", &r.name, "link", "add", "tr", "type", "veth", "peer", "name", "td",
+                    "netns", &d.name,
+                ],
+            );
+            None
+        } else {
+            Some((tun_in(&r, "tr"), tun_in(&d, "td")))
+        };
         for (ns, dev, addr) in [
             (&s, "s0", "10.77.1.1/24"),
             (&r, "r0", "10.77.1.2/24"),
@@ -167,16 +192,23 @@ impl Bottleneck {
                     "up",
                 ],
             );
-            offloads_off(ns, dev);
+            set_offloads(ns, dev, cfg.offloads);
         }
         run_ok(
             "ip",
             &["-n", &s.name, "route", "add", "default", "via", "10.77.1.2"],
         );
-        run_ok(
-            "ip",
-            &["-n", &d.name, "route", "add", "default", "dev", "td"],
-        );
+        if cfg.veth {
+            run_ok(
+                "ip",
+                &["-n", &d.name, "route", "add", "default", "via", "10.77.2.1"],
+            );
+        } else {
+            run_ok(
+                "ip",
+                &["-n", &d.name, "route", "add", "default", "dev", "td"],
+            );
+        }
         ns_sysctl(&r, "net.ipv4.ip_forward", "1");
         for ns in [&s, &d] {
             ns_sysctl(ns, "net.ipv4.tcp_no_metrics_save", "1");
@@ -188,38 +220,52 @@ impl Bottleneck {
         // usual 2-MTU burst, two packets reaching an idle link leave back to
         // back, which a real serialising link never does and which turns
         // packet-pair capacity probes (CCPD) into 10x overestimates.
-        in_ns(
-            &r,
-            &format!(
-                "tc qdisc add dev tr root handle 1: tbf rate {}kbit burst {} latency 10s",
-                (cfg.rate_mbit * 1000.0).round() as u64,
-                cfg.mtu + cfg.mtu / 4
-            ),
-        );
-        in_ns(
-            &r,
-            &format!(
-                "tc qdisc add dev tr parent 1:1 handle 10: pfifo limit {}",
-                cfg.buffer_pkts
-            ),
-        );
+        if cfg.veth && cfg.rate_mbit == 0.0 {
+            in_ns(
+                &r,
+                &format!(
+                    "tc qdisc add dev tr root handle 10: pfifo limit {}",
+                    cfg.buffer_pkts
+                ),
+            );
+        } else {
+            in_ns(
+                &r,
+                &format!(
+                    "tc qdisc add dev tr root handle 1: tbf rate {}kbit burst {} latency 10s",
+                    (cfg.rate_mbit * 1000.0).round() as u64,
+                    cfg.mtu + cfg.mtu / 4
+                ),
+            );
+            in_ns(
+                &r,
+                &format!(
+                    "tc qdisc add dev tr parent 1:1 handle 10: pfifo limit {}",
+                    cfg.buffer_pkts
+                ),
+            );
+        }
         let ms = |x: f64| Duration::from_nanos((x * 1e6).round() as u64);
         let seeded = cfg
             .loss_seed
             .filter(|_| cfg.loss > 0.0)
             .map(|seed| SeededLoss { p: cfg.loss, seed });
         let extra: Vec<Duration> = cfg.extra_delay_ms.iter().map(|&x| ms(x)).collect();
-        let delay = DelayLine::start_classes(
-            tr,
-            td,
-            ms(cfg.delay_ms),
-            ms(cfg.rev_delay_ms.unwrap_or(cfg.delay_ms)),
-            seeded,
-            &extra,
-        );
+        let delay = tuns.map(|(tr, td)| {
+            DelayLine::start_classes(
+                tr,
+                td,
+                ms(cfg.delay_ms),
+                ms(cfg.rev_delay_ms.unwrap_or(cfg.delay_ms)),
+                seeded,
+                &extra,
+            )
+        });
         let b = Bottleneck {
-            seeded_drops: delay.loss_drops(),
-            delay: Some(delay),
+            seeded_drops: delay
+                .as_ref()
+                .map_or_else(|| Arc::new(AtomicU64::new(0)), |d| d.loss_drops()),
+            delay,
             sender: s,
             router: r,
             receiver: d,
@@ -233,8 +279,9 @@ impl Bottleneck {
         b
     }
 
-    /// Stop the delay line and return its statistics (lateness, drops).
-    /// The link carries no traffic afterwards.
+    /// Stop the delay line and return its statistics (lateness, drops);
+    /// `None` on a veth link, or once stopped.  The link carries no
+    /// traffic afterwards (a veth link carries on).
     pub fn stop_delay(&mut self) -> Option<DelayReport> {
         self.delay.take().map(|d| d.stop())
     }

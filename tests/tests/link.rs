@@ -336,3 +336,56 @@ fn seeded_loss_switched_on_mid_run_counts_its_draws_from_the_onset() {
     assert_eq!(link.random_drops(), want.len() as u64);
     assert_eq!(link.queue_drops(), 0);
 }
+
+/// A veth link (no delay line): the RTT is the hosts' own, far under a
+/// millisecond; unlimited it carries more than the delay line's 300 Mbit/s;
+/// shaped, its TBF holds the rate, and the pfifo still counts the queue.
+#[test]
+fn a_veth_link_runs_at_lan_rates_and_rtts() {
+    let _g = privileged!();
+    let mut link = Bottleneck::new(LinkCfg {
+        rate_mbit: 0.0,
+        buffer_pkts: 1000,
+        veth: true,
+        ..Default::default()
+    });
+    let (tx, rx, dst) = udp_pair(&link, 7003);
+    let echo = std::thread::spawn(move || {
+        let mut b = [0u8; 64];
+        rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        while let Ok((n, from)) = rx.recv_from(&mut b) {
+            rx.send_to(&b[..n], from).unwrap();
+        }
+    });
+    tx.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    let mut rtts = Vec::new();
+    for i in 0..20u32 {
+        let t = Instant::now();
+        tx.send_to(&i.to_be_bytes(), dst).unwrap();
+        let mut b = [0u8; 64];
+        tx.recv_from(&mut b).expect("echo came back");
+        rtts.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    echo.join().unwrap();
+    rtts.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    assert!(rtts[10] < 1000.0, "median RTT {} us over a veth", rtts[10]);
+    let t = link.transfer("cubic", 200 << 20).expect("transfer");
+    eprintln!("veth, unlimited: {:.0} Mbit/s", t.mbps());
+    assert!(t.mbps() > 300.0, "{:.0} Mbit/s", t.mbps());
+    assert!(link.stop_delay().is_none(), "a veth link has no delay line");
+
+    let link = Bottleneck::new(LinkCfg {
+        rate_mbit: 200.0,
+        buffer_pkts: 100,
+        veth: true,
+        ..Default::default()
+    });
+    let t = link.transfer("cubic", 50 << 20).expect("transfer");
+    eprintln!("veth at 200 Mbit/s: {:.1} Mbit/s", t.mbps());
+    assert!(
+        t.mbps() > 150.0 && t.mbps() < 200.0,
+        "{:.1} Mbit/s through a 200-Mbit/s TBF",
+        t.mbps()
+    );
+    assert!(link.queue_drops() > 0, "cubic filled the 100-packet pfifo");
+}
