@@ -443,14 +443,36 @@ impl Recorder {
         let mut child = Command::new(ccload_testbed::ccload_bin()?)
             .args(["watch", "--algo", algo, "--format", "json"])
             .stdout(out)
-            .stderr(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
             .spawn()
             .context("spawn ccload watch")?;
+        // What the watch says on stderr, its first 4 KiB kept for the error
+        // below; read to the end so that it never blocks on a full pipe.
+        let mut err = child.stderr.take().expect("piped");
+        let said = std::thread::spawn(move || {
+            let (mut kept, mut buf) = (Vec::new(), [0u8; 4096]);
+            while let Ok(n) = std::io::Read::read(&mut err, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                let room = 4096usize.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+            String::from_utf8_lossy(&kept).trim().to_string()
+        });
         if !ccload_testbed::wait_watch_holding(&mut child, algo, std::time::Duration::from_secs(10))
         {
             let _ = child.kill();
             let _ = child.wait();
-            bail!("ccload watch --algo {algo} did not start (another watch running?)");
+            let said = said.join().unwrap_or_default();
+            bail!(
+                "ccload watch --algo {algo} did not start within 10 s{}",
+                if said.is_empty() {
+                    " (it said nothing)".to_string()
+                } else {
+                    format!(": {said}")
+                }
+            );
         }
         Ok(Recorder { child })
     }
@@ -477,6 +499,26 @@ fn test_dir(name: &str) -> PathBuf {
 #[cfg(test)]
 mod csv_tests {
     use super::*;
+
+    /// A watch that exits at once: the error carries what it said (a
+    /// telemetry recorder that "did not start" once gave no reason).
+    #[test]
+    fn a_watch_that_does_not_start_says_why() {
+        if let Err(e) = ccload_testbed::ccload_bin() {
+            eprintln!("SKIPPED a_watch_that_does_not_start_says_why: {e}");
+            return;
+        }
+        let dir = test_dir("recorder");
+        let Err(e) = Recorder::start("nosuch", &dir.join("t.jsonl")) else {
+            panic!("a watch of an unknown algorithm started");
+        };
+        let e = e.to_string();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(
+            e.contains("did not start") && e.contains("invalid value 'nosuch'"),
+            "{e}"
+        );
+    }
 
     /// A run of a CC given two tunables (a comma in its name) is stored and
     /// read back whole: samples.csv split the name on its comma and `lab
