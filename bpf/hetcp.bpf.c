@@ -27,8 +27,8 @@
  *  4. Initial slow start (ss_mode 0, default): before the first loss a GTSW
  *     sample ends slow start only when a queue stands (every RTT sample for
  *     q of arrival time >= BaseRTT + q, q = max(2 ms, BaseRTT/8): a host's
- *     pause lifts a burst of samples, not a run) and the estimator has 2 samples; ssthresh is
- *     then min(cwnd, max(GTSW, burst estimate)).  Read literally (ss_mode 2),
+ *     pause lifts a burst of samples, not a run) and the estimator has 2
+ *     samples; ssthresh is then min(cwnd, max(GTSW, burst estimate)).  Read literally (ss_mode 2),
  *     Fig. 2 writes ssthresh from the first sample, which measures the flow's
  *     own slow-start rate: measured at 100 Mbit/s, 80 ms, ssthresh 2 at round
  *     0 and 11.6 Mbit/s over 10 s.  ss_mode 1 keeps max(GTSW, burst).

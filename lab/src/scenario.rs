@@ -503,15 +503,10 @@ impl Scenario {
             }
         );
         if g.veth {
-            let delays = self
-                .flows
-                .iter()
-                .chain(self.mixes.iter().flat_map(|m| &m.flows))
-                .any(|f| f.rtt_ms.is_some());
             anyhow::ensure!(
-                g.rtt_ms == [0.0] && !g.paired_loss && !delays && g.buffer_bdp.is_empty(),
+                g.rtt_ms == [0.0] && !g.paired_loss && g.buffer_bdp.is_empty(),
                 "a veth link has no delay line: rtt_ms = [0] (the hosts' own RTT), buffers in \
-                 buffer_pkts, no paired_loss, no flow rtt_ms"
+                 buffer_pkts, no paired_loss"
             );
         } else {
             anyhow::ensure!(
@@ -576,6 +571,10 @@ impl Scenario {
                 "flow starts after the run ends"
             );
             if let Some(r) = f.rtt_ms {
+                anyhow::ensure!(
+                    !g.veth,
+                    "a flow's rtt_ms ({r}) needs the delay line: a veth link has none"
+                );
                 anyhow::ensure!(r > 0.0 && r <= 1000.0, "a flow's rtt_ms ({r}): 0..1000 ms");
             }
         }
@@ -645,6 +644,11 @@ impl Scenario {
         } else {
             g.rates_mbit.clone()
         };
+        let offloads = if g.offloads.is_empty() {
+            vec![false]
+        } else {
+            g.offloads.clone()
+        };
         let mut out = Vec::new();
         for &rate in &rates {
             for &rtt in &g.rtt_ms {
@@ -667,11 +671,6 @@ impl Scenario {
                     }]
                 } else {
                     self.mixes.clone()
-                };
-                let offloads = if g.offloads.is_empty() {
-                    vec![false]
-                } else {
-                    g.offloads.clone()
                 };
                 for ((blabel, bpkts, k), &offl) in bufs
                     .iter()

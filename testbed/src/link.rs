@@ -10,8 +10,9 @@
 //! exact drop-tail buffer of N packets.  [`LinkCfg::veth`] replaces the TUN
 //! pair and the delay line with a veth pair `tr`/`td`: a LAN, whose RTT is
 //! the hosts' own, at rates the delay line cannot carry; a rate of 0 then
-//! leaves out the TBF (the pfifo alone, as `10:`, the root).  Random loss is iptables `statistic`
-//! on the data direction in the router, or, given a seed, drawn by the delay
+//! leaves out the TBF (the pfifo alone, as `10:`, the root).  Random loss
+//! is iptables `statistic` on the data direction in the router, or, given a
+//! seed, drawn by the delay
 //! line (`LinkCfg::loss_seed`, reproducible across runs).  Propagation delay is the userspace
 //! [`DelayLine`] between the two TUN devices (the kernel has no netem), one
 //! delay per direction, plus a delay class per longer path for the flows put
@@ -198,17 +199,15 @@ impl Bottleneck {
             "ip",
             &["-n", &s.name, "route", "add", "default", "via", "10.77.1.2"],
         );
-        if cfg.veth {
-            run_ok(
-                "ip",
-                &["-n", &d.name, "route", "add", "default", "via", "10.77.2.1"],
-            );
+        let gw = if cfg.veth {
+            ["via", "10.77.2.1"]
         } else {
-            run_ok(
-                "ip",
-                &["-n", &d.name, "route", "add", "default", "dev", "td"],
-            );
-        }
+            ["dev", "td"]
+        };
+        run_ok(
+            "ip",
+            &["-n", &d.name, "route", "add", "default", gw[0], gw[1]],
+        );
         ns_sysctl(&r, "net.ipv4.ip_forward", "1");
         for ns in [&s, &d] {
             ns_sysctl(ns, "net.ipv4.tcp_no_metrics_save", "1");
@@ -220,14 +219,8 @@ impl Bottleneck {
         // usual 2-MTU burst, two packets reaching an idle link leave back to
         // back, which a real serialising link never does and which turns
         // packet-pair capacity probes (CCPD) into 10x overestimates.
-        if cfg.veth && cfg.rate_mbit == 0.0 {
-            in_ns(
-                &r,
-                &format!(
-                    "tc qdisc add dev tr root handle 10: pfifo limit {}",
-                    cfg.buffer_pkts
-                ),
-            );
+        let pfifo_parent = if cfg.veth && cfg.rate_mbit == 0.0 {
+            "root"
         } else {
             in_ns(
                 &r,
@@ -237,14 +230,15 @@ impl Bottleneck {
                     cfg.mtu + cfg.mtu / 4
                 ),
             );
-            in_ns(
-                &r,
-                &format!(
-                    "tc qdisc add dev tr parent 1:1 handle 10: pfifo limit {}",
-                    cfg.buffer_pkts
-                ),
-            );
-        }
+            "parent 1:1"
+        };
+        in_ns(
+            &r,
+            &format!(
+                "tc qdisc add dev tr {pfifo_parent} handle 10: pfifo limit {}",
+                cfg.buffer_pkts
+            ),
+        );
         let ms = |x: f64| Duration::from_nanos((x * 1e6).round() as u64);
         let seeded = cfg
             .loss_seed

@@ -362,6 +362,7 @@ fn a_veth_link_runs_at_lan_rates_and_rtts() {
     eprintln!("veth, unlimited: {:.0} Mbit/s", t.mbps());
     assert!(t.mbps() > 300.0, "{:.0} Mbit/s", t.mbps());
     assert!(link.stop_delay().is_none(), "a veth link has no delay line");
+    drop(link);
 
     let link = Bottleneck::new(LinkCfg {
         rate_mbit: 200.0,
