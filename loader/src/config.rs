@@ -266,9 +266,12 @@ fn params_from(
 
 /// Parse and validate `file` (nothing in the kernel is touched).
 pub fn load(file: &Path) -> Result<Desired> {
-    let text =
-        std::fs::read_to_string(file).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-    parse(file, &text)
+    parse(file, &read(file)?)
+}
+
+/// The text of the config file `file`.
+pub fn read(file: &Path) -> Result<String> {
+    std::fs::read_to_string(file).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))
 }
 
 pub fn parse(file: &Path, text: &str) -> Result<Desired> {

@@ -31,8 +31,10 @@ pub(super) struct ConfigWatch {
 }
 
 impl ConfigWatch {
-    /// Watch `path`'s directory; the file as it is now counts as loaded.
-    pub(super) fn new(path: &Path) -> io::Result<ConfigWatch> {
+    /// Watch `path`'s directory; `loaded` is the text the running config
+    /// was parsed from.  The file is compared with it once the watch is in
+    /// place, so a change made between that load and now is not missed.
+    pub(super) fn new(path: &Path, loaded: Option<&str>) -> io::Result<ConfigWatch> {
         let dir = match path.parent() {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
             _ => PathBuf::from("."),
@@ -47,14 +49,15 @@ impl ConfigWatch {
         Ok(ConfigWatch {
             fd: super::inotify::watch([&dir], mask, true)?,
             path: path.to_path_buf(),
-            last: std::fs::read(path).ok(),
-            settle_at: None,
+            last: loaded.map(|t| t.as_bytes().to_vec()),
+            settle_at: Some(Instant::now()),
         })
     }
 
-    /// The file was (re)loaded: its bytes now are the ones to compare with.
-    pub(super) fn loaded(&mut self) {
-        self.last = std::fs::read(&self.path).ok();
+    /// The config was (re)loaded from `text` (None: unreadable): the bytes
+    /// to compare with from now on.
+    pub(super) fn loaded(&mut self, text: Option<&str>) {
+        self.last = text.map(|t| t.as_bytes().to_vec());
     }
 
     fn drain(&self) {
@@ -94,8 +97,9 @@ mod tests {
             .is_ok()
     }
 
-    /// A ConfigMap-style symlink swap, a rename over and a write in place
-    /// each resolve `changed`; rewriting the same bytes does not.
+    /// A file that changed between its load and the watch, a ConfigMap-style
+    /// symlink swap, a rename over and a write in place each resolve
+    /// `changed`; an unchanged file and rewriting the same bytes do not.
     #[test]
     fn content_changes_wake_it_and_touches_do_not() {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -112,7 +116,12 @@ mod tests {
         std::os::unix::fs::symlink("..data/c.toml", dir.join("c.toml")).unwrap();
         let path = dir.join("c.toml");
         rt.block_on(async {
-            let mut w = ConfigWatch::new(&path).unwrap();
+            // A change made after the load and before the watch existed.
+            let mut w = ConfigWatch::new(&path, Some("a = 0\n")).unwrap();
+            assert!(within(&mut w).await, "change before the watch");
+            // Loaded as it is: nothing to report.
+            let mut w = ConfigWatch::new(&path, Some("a = 1\n")).unwrap();
+            assert!(!within(&mut w).await, "unchanged file at the start");
             // The kubelet's swap: a new symlink renamed over ..data.
             std::os::unix::fs::symlink("v2", dir.join("..data_tmp")).unwrap();
             std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();

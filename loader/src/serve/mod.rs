@@ -445,8 +445,9 @@ enum Exit {
 pub fn run(config_path: &Path, verbose: bool, json_logs: bool) -> Result<()> {
     let _ = LOG_FORMAT.set(log_format(json_logs));
     bpf::require_root()?;
+    let text = config::read(config_path)?;
     let desired =
-        apply(config::load(config_path)?, None, verbose).context("initial config apply")?;
+        apply(config::parse(config_path, &text)?, None, verbose).context("initial config apply")?;
     log(6, format!("applied {}", config_path.display()));
     let st = Rc::new(State::new(desired));
     st.metrics.borrow_mut().applies = 1;
@@ -457,7 +458,7 @@ pub fn run(config_path: &Path, verbose: bool, json_logs: bool) -> Result<()> {
     let local = tokio::task::LocalSet::new();
     let res = local.block_on(
         &rt,
-        main_loop(config_path.to_path_buf(), st.clone(), verbose),
+        main_loop(config_path.to_path_buf(), &text, st.clone(), verbose),
     );
     let d = st.desired.borrow().clone();
     let _ = std::fs::remove_file(&d.serve.socket);
@@ -528,7 +529,8 @@ async fn fan_out(
     st.metrics.borrow_mut().clients -= 1;
 }
 
-async fn main_loop(path: PathBuf, st: Rc<State>, verbose: bool) -> Result<Exit> {
+/// `text` is the config file's content that `st` was applied from.
+async fn main_loop(path: PathBuf, text: &str, st: Rc<State>, verbose: bool) -> Result<Exit> {
     let (mlisten, sock_path, limits) = {
         let d = st.desired.borrow();
         let limits = http::Limits {
@@ -567,7 +569,7 @@ async fn main_loop(path: PathBuf, st: Rc<State>, verbose: bool) -> Result<Exit> 
     st.metrics.borrow_mut().rings_missing = rings.missing.clone();
     // Config applied, listeners bound, rings open: ready.
     notify("READY=1\nSTATUS=serving");
-    let mut cfgw = cfgwatch::ConfigWatch::new(&path)
+    let mut cfgw = cfgwatch::ConfigWatch::new(&path, Some(text))
         .with_context(|| format!("watching {}", path.display()))?;
     let mut cgw = cgwatch::CgroupWatch::new();
     if let Err(e) = cgw.rewatch(&st.effective().cgroups) {
@@ -681,10 +683,14 @@ async fn main_loop(path: PathBuf, st: Rc<State>, verbose: bool) -> Result<Exit> 
         drop(std::mem::replace(&mut rings, Rings::empty()));
         if let Some(why) = reload {
             log(6, format!("{why}: reloading {}", path.display()));
-            cfgw.loaded();
+            let text = config::read(&path);
+            cfgw.loaded(text.as_deref().ok());
             notify(&format!("RELOADING=1\nMONOTONIC_USEC={}", monotonic_usec()));
             let listed = st.pods.borrow().clone();
-            match config::load(&path).and_then(|d| apply(d, listed.as_deref(), verbose)) {
+            let applied = text
+                .and_then(|t| config::parse(&path, &t))
+                .and_then(|d| apply(d, listed.as_deref(), verbose));
+            match applied {
                 Ok(d) => {
                     st.rollouts.borrow_mut().sync(&d.rollouts);
                     podw.sync(&d, &st);
