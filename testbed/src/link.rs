@@ -90,6 +90,11 @@ impl LinkCfg {
     }
 }
 
+/// How late the TBF's watchdog timer lets a packet leave, us: the bucket
+/// holds this much of the rate (at 300 Mbit/s and under, less than its
+/// one-packet minimum).
+const TBF_TIMER_SLACK_US: f64 = 40.0;
+
 /// Handle of the bottleneck's pfifo, `10:`.
 pub const PFIFO: u32 = 0x0010_0000;
 
@@ -218,16 +223,20 @@ impl Bottleneck {
         // The bucket holds one packet (plus slack for the timer): with the
         // usual 2-MTU burst, two packets reaching an idle link leave back to
         // back, which a real serialising link never does and which turns
-        // packet-pair capacity probes (CCPD) into 10x overestimates.
+        // packet-pair capacity probes (CCPD) into 10x overestimates.  At
+        // rates over 300 Mbit/s it holds TBF_TIMER_SLACK_US of the rate: a
+        // packet that waits for the qdisc watchdog's timer leaves that late,
+        // and a one-packet bucket carried 480 of 1,000 Mbit/s.
+        let burst =
+            (cfg.mtu + cfg.mtu / 4).max((cfg.rate_mbit * TBF_TIMER_SLACK_US / 8.0).round() as u32);
         let pfifo_parent = if cfg.veth && cfg.rate_mbit == 0.0 {
             "root"
         } else {
             in_ns(
                 &r,
                 &format!(
-                    "tc qdisc add dev tr root handle 1: tbf rate {}kbit burst {} latency 10s",
+                    "tc qdisc add dev tr root handle 1: tbf rate {}kbit burst {burst} latency 10s",
                     (cfg.rate_mbit * 1000.0).round() as u64,
-                    cfg.mtu + cfg.mtu / 4
                 ),
             );
             "parent 1:1"
