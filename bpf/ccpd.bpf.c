@@ -96,9 +96,13 @@
  *     veth pair the smallest sample, 4 us, made every packet past the first two
  *     a queue (windows of 2-13 segments, half cubic's rate, 1.1-1.9x its CPU
  *     at 1 Gbit/s).  Paths of a millisecond and more keep their own m.
+ *     Under a millisecond of m, fb is the delivery rate over windows of at
+ *     least 1 ms, not per ACK: with TSO/GSO and GRO one RTT holds one to
+ *     three 64-KiB bursts (ccpd_rate_window).
  * 14. Paced (pace = 1): 1.2x W mss / srtt, 2x in slow start, the kernel's
  *     ratios, with SK_PACING_NEEDED (no fq needed); the ACK arming a packet
- *     pair sends its quota unpaced.  The paper's sender is unpaced, and its
+ *     pair sends its quota unpaced, and so does a flow whose srtt is under
+ *     rtt_floor (ccpd_pacing_rate).  The paper's sender is unpaced, and its
  *     bursts overflowed a 10-packet buffer below the path storage
  *     (docs/ccpd.md, "Pacing").
  *
@@ -309,13 +313,25 @@ void BPF_PROG(ccpd_cong_control, struct sock *sk, u32 ack, int flag, const struc
 		stat_add(CCL_STAT_LOSS_HELD, o.losses);
 
 	/* Paced, except the ACK that arms a packet pair: the quota it frees
-	 * goes out back to back. */
+	 * goes out back to back.  A flow that ccpd_pacing_rate leaves unpaced
+	 * (srtt under rtt_floor) is unpaced as the kernel's CCs are: its rate
+	 * is their rule's, which TSQ and TSO autosizing read, and TCP's own
+	 * pacing is off.  With ~0 instead, TSQ let 4 MB into the hosts' queues:
+	 * drops at the router and 0.86-0.92x cubic's 47 Gbit/s. */
 	if (!p.pace || (o.ev & CCPD_EV_PAIR_ARMED)) {
 		sk->sk_pacing_rate = ~0UL;
 	} else {
-		u64 rate = ccpd_pacing_rate(tp->mss_cache, tp->snd_cwnd, tp->srtt_us >> 3,
-					    ca->phase != CCL_PHASE_CA);
+		u32 srtt = tp->srtt_us >> 3, ss = ca->phase != CCL_PHASE_CA;
+		u64 rate = ccpd_pacing_rate(tp->mss_cache, tp->snd_cwnd, srtt, ss, p.rtt_floor_us);
 
+		if (rate) {
+			if (sk->sk_pacing_status == SK_PACING_NONE)
+				sk->sk_pacing_status = SK_PACING_NEEDED;
+		} else {
+			rate = ccpd_pacing_rate(tp->mss_cache, tp->snd_cwnd, srtt, ss, 0);
+			if (sk->sk_pacing_status == SK_PACING_NEEDED)
+				sk->sk_pacing_status = SK_PACING_NONE;
+		}
 		sk->sk_pacing_rate = rate ? rate : ~0UL;
 	}
 

@@ -522,7 +522,7 @@ pub(crate) fn run(link: Link, p: &intf::ccl_ccpd_params, secs: f64, seed: u64) -
         }
         pace_bps = if p.pace != 0 && o.ev & intf::CCPD_EV_PAIR_ARMED == 0 {
             let ss = (ca.phase != intf::CCL_PHASE_CA as u8) as u32;
-            unsafe { intf::ccpd_pacing_rate(mss, cwnd, (srtt * 1e6) as u32, ss) }
+            unsafe { intf::ccpd_pacing_rate(mss, cwnd, (srtt * 1e6) as u32, ss, p.rtt_floor_us) }
         } else {
             0
         };
@@ -1470,6 +1470,73 @@ fn ccpd_base_rtt_is_at_least_the_floor() {
     unsafe { intf::ccpd_estimate(1_000_000, 250, 300, 200, 4, &mut e) };
     assert_eq!(e.x_q10, 0);
     assert_eq!(e.p_q10 >> 10, 250, "P = C m: 250 segments at 10^6/s");
+}
+
+/// Under a millisecond of base RTT the delivery rate is measured over
+/// windows of at least 1 ms: a 64-KiB GSO burst (44 segments) every 60 us,
+/// each ACKed at once, is 733k segments/s, while the kernel's per-ACK
+/// samples over one 20-us RTT read 2.2M (and 0 when app-limited).  fb
+/// stays within one burst of the rate, never falls to 0 across epochs,
+/// skips a window that spans a pause, and survives the u16 wrap of the
+/// delivered count.  A path of milliseconds keeps the kernel's samples.
+#[test]
+fn ccpd_lan_delivery_rate_is_averaged_over_a_millisecond() {
+    const BURST: u32 = 44;
+    const EVERY_US: u32 = 60;
+    let rate = BURST as f64 * 1e6 / EVERY_US as f64;
+    let lan = |m: u32, t0: u32, delivered0: u32| {
+        let mut ca = intf::ccpd::default();
+        unsafe { intf::ccpd_on_init(&mut ca, delivered0, t0) };
+        ca.rtt_min_us = m;
+        unsafe { intf::ccpd_ss_end(&mut ca, 100) };
+        ca
+    };
+    // one ACK every 20 us; every third one carries a burst
+    let ack = |t: u32, delivered: u32, burst: bool, app_limited: u32| intf::ccpd_ack {
+        now_us: t,
+        ca_state: intf::CCL_CA_OPEN,
+        delivered: if burst { BURST } else { 0 },
+        interval_us: 20,
+        app_limited,
+        tp_delivered: delivered,
+        ..Default::default()
+    };
+    let run = |ca: &mut intf::ccpd, t0: u32, d0: u32, ms: u32, app: u32| -> Vec<f64> {
+        let mut fb = Vec::new();
+        let (mut t, mut d) = (t0, d0);
+        for i in 1..=ms * 50 {
+            t = t.wrapping_add(20);
+            let burst = i % 3 == 0;
+            if burst {
+                d = d.wrapping_add(BURST);
+            }
+            unsafe { intf::ccpd_delivery_rate(ca, &ack(t, d, burst, app)) };
+            if i % 50 == 0 {
+                fb.push(unsafe { intf::ccpd_fb(ca) } as f64);
+            }
+        }
+        fb
+    };
+    // near the u32 clock's and the u16 count's wraps
+    let (t0, d0) = (u32::MAX - 5_000, 65_000);
+    let mut ca = lan(250, t0, d0);
+    let fb = run(&mut ca, t0, d0, 40, 1);
+    for (ms, f) in fb.iter().enumerate().skip(2) {
+        assert!(
+            (f / rate - 1.0).abs() < BURST as f64 / (rate / 1e3),
+            "ms {ms}: fb {f} against {rate}"
+        );
+    }
+    // a 10-ms pause: its window is no sample, and fb keeps the rate
+    let (t, d) = (t0.wrapping_add(40_000 + 10_000), d0.wrapping_add(40 * 733));
+    let fb = run(&mut ca, t, d, 3, 0);
+    assert!(fb.iter().all(|f| (f / rate - 1.0).abs() < 0.1), "{fb:?}");
+    // a WAN path: the kernel's samples, app-limited ones left out
+    let mut wan = lan(20_000, t0, d0);
+    let fb = run(&mut wan, t0, d0, 5, 1);
+    assert!(fb.iter().all(|&f| f == 0.0), "app-limited: {fb:?}");
+    let fb = run(&mut wan, t0, d0, 5, 0);
+    assert_eq!(fb.last().copied(), Some(BURST as f64 * 1e6 / 20.0));
 }
 
 /// Competing, a congestive loss holds 0.7 W (cubic's beta), as the

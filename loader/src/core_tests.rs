@@ -340,7 +340,7 @@ fn ccpd_pacing_rate_is_the_kernels_rule() {
         (1448, 1583, 190_000, 1),
         (9000, 7, 40, 0),
     ] {
-        let got = unsafe { intf::ccpd_pacing_rate(mss, w, srtt, ss) } as f64;
+        let got = unsafe { intf::ccpd_pacing_rate(mss, w, srtt, ss, 0) } as f64;
         let gain = if ss != 0 { 2.0 } else { 1.2 };
         let want = gain * w as f64 * mss as f64 * 1e6 / srtt as f64;
         assert!(
@@ -350,14 +350,17 @@ fn ccpd_pacing_rate_is_the_kernels_rule() {
     }
     // 83 segments of 1448 bytes in 10 ms, paced 1.2x: 14.4 MB/s (115 Mbit/s).
     assert_eq!(
-        unsafe { intf::ccpd_pacing_rate(1448, 83, 10_000, 0) },
+        unsafe { intf::ccpd_pacing_rate(1448, 83, 10_000, 0, 250) },
         14_422_080
     );
     assert_eq!(
-        unsafe { intf::ccpd_pacing_rate(1448, 83, 0, 0) },
+        unsafe { intf::ccpd_pacing_rate(1448, 83, 0, 0, 0) },
         0,
         "no srtt: unpaced"
     );
+    // under rtt_floor the RTT is the hosts': unpaced; at it, paced
+    assert_eq!(unsafe { intf::ccpd_pacing_rate(1448, 900, 249, 0, 250) }, 0);
+    assert_ne!(unsafe { intf::ccpd_pacing_rate(1448, 900, 250, 0, 250) }, 0);
 }
 
 fn run_l1(
@@ -519,7 +522,7 @@ fn ccpd_ack_train_sums_the_intervals_under_2_ms() {
         let mut ca = intf::ccpd::default();
         unsafe { intf::ccpd_on_init(&mut ca, 0, t0) };
         ca.rtt_min_us = M;
-        ca.last_ack_us = t0;
+        ca.__bindgen_anon_5.last_ack_us = t0;
         ca
     };
     // ACKs every 1 ms from `from` for `n` ms; returns the time of the exit
@@ -558,7 +561,7 @@ fn ccpd_ack_train_sums_the_intervals_under_2_ms() {
     // a gap over the counter's 2.1 s: no train for the round
     let mut ca = start(t0);
     assert_eq!(acks(&mut ca, t0 + 3_000_000, 100), None, "saturated");
-    assert_eq!(ca.round_gap, 0xffff);
+    assert_eq!(unsafe { ca.__bindgen_anon_6.round_gap }, 0xffff);
 }
 
 /// Paced, slow start also ends on the queue of the moment, counted from the

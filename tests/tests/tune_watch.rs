@@ -239,7 +239,7 @@ fn watch_every_ms_limits_records_per_flow_by_kernel_time() {
     let p = ccload::bpf::read_params(ccload::algos::Algo::Ccpd, 0).unwrap();
     assert_eq!(
         (p.get("trace_every"), p.get("trace_ms")),
-        (Some(1), Some(0))
+        (Some(1), Some(1))
     );
 }
 
@@ -358,14 +358,14 @@ fn top_runs_in_a_terminal_sorts_and_quits() {
 
 /// 64 loopback flows at once, every round traced and nobody reading: the
 /// ring overflows, yet every record is accounted for (written + refused by
-/// the full ring == rounds, for ccpd tracing every round), and the
+/// the full ring == rounds, for ccpd tracing every round: trace_ms=0), and the
 /// in-kernel aggregates stay exact: both ends of every flow run ccpd, so
 /// 128 flows per batch are counted in and out, with at least the bytes
 /// sent acknowledged.
 #[test]
 fn under_64_flows_drops_are_counted_and_aggregates_stay_exact() {
     let _s = privileged!();
-    let _g = Attached::new("ccpd", &[]);
+    let _g = Attached::new("ccpd", &["--set", "trace_ms=0"]);
     let stat = |st: &serde_json::Value, k: &str| st["attached"][0]["stats"][k].as_u64().unwrap();
     let agg = || -> serde_json::Value {
         let v: serde_json::Value = serde_json::from_str(&ccload_ok(&["stats", "--json"])).unwrap();
