@@ -28,6 +28,15 @@ if [ ${#need[@]} -gt 0 ]; then
     apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
+# tests/kubernetes.rs renders deploy/kubernetes with kubectl's kustomize or
+# the kustomize CLI. Debian 12 packages neither: build the CLI from its Go
+# module (about 30 s once) where Go is installed.
+gobin=$(command -v go || echo /usr/local/go/bin/go)
+if ! have kubectl && ! have kustomize && [ -x "$gobin" ]; then
+    echo "setup: building kustomize v5.7.1 from its Go module"
+    GOBIN=/usr/local/bin GOFLAGS=-mod=mod "$gobin" install sigs.k8s.io/kustomize/kustomize/v5@v5.7.1
+fi
+
 if ! have cargo; then
     echo "setup: cargo not found; install Rust >= 1.89 (rustup) first" >&2
     exit 2
