@@ -1,50 +1,71 @@
 #!/usr/bin/env bash
 # The README's path from `cargo xtask dist` to a server, on a fresh Debian 12
 # without Rust: debootstrap a minimal bookworm (with systemd) into a scratch
-# directory, install the .deb there with dpkg, then, in a chroot over this
-# host's kernel (its /sys, /proc, /dev):
-#   - the unit is enabled; ccload doctor passes;
-#   - the unit's ExecStart, `ccload serve`, binds a configured cgroup that
-#     did not exist when it started, once it appears.
-# The unit itself is not started by systemd: this runs where systemd is not
-# PID 1 (tests/tests/deploy.rs checks the unit with systemd-analyze).
+# directory, install the .deb there with dpkg, then boot it with systemd as
+# PID 1 (systemd-nspawn, over this host's kernel and bpffs) and check:
+#   - the unit is enabled and starts (its ExecStartPre is `ccload doctor`);
+#   - `ccload serve` binds a configured cgroup that did not exist when it
+#     started, once it appears;
+#   - `systemctl reload` applies the config again and the unit stays active.
+# nspawn's own syscall filter would refuse bpf(): --system-call-filter lets
+# it through, as a host's systemd does.
 # Usage (root): scripts/e2e-deb.sh dist/ccload_VERSION_ARCH.deb
 set -euo pipefail
 deb=$(realpath "$1")
 root=$(mktemp -d /tmp/ccl-e2e-deb.XXXXXX)
-cg2=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
-cg="$cg2/ccl-e2e-$$"
+nspawn_pid=
+in_ct() {
+    local leader
+    leader=$(pgrep -P "$nspawn_pid" | head -1)
+    nsenter -t "$leader" -a /usr/bin/env PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@"
+}
 cleanup() {
-    rmdir "$cg" 2>/dev/null || true
-    ccload_host=$(command -v ccload || true)
-    "$root/usr/bin/ccload" detach --all >/dev/null 2>&1 || ${ccload_host:-true} detach --all >/dev/null 2>&1 || true
+    if [ -n "$nspawn_pid" ]; then
+        in_ct ccload detach --all >/dev/null 2>&1 || true
+        kill "$nspawn_pid" 2>/dev/null || true
+        wait "$nspawn_pid" 2>/dev/null || true
+    fi
     rm -rf "$root"
 }
 trap cleanup EXIT
 command -v debootstrap >/dev/null || apt-get install -y -qq debootstrap >/dev/null
-debootstrap --variant=minbase --include=systemd,systemd-sysv,init-system-helpers \
+command -v systemd-nspawn >/dev/null || apt-get install -y -qq systemd-container >/dev/null
+debootstrap --variant=minbase --include=systemd,systemd-sysv,init-system-helpers,dbus \
     bookworm "$root" http://deb.debian.org/debian >/dev/null
 cp "$deb" "$root/root/"
-unshare -m bash -euo pipefail -c "
-mount --make-rprivate /
-mount -t proc proc '$root/proc'
-mount --rbind /sys '$root/sys'
-mount --rbind /dev '$root/dev'
-mount -t tmpfs tmpfs '$root/run'
-chroot '$root' /bin/bash -euo pipefail -c '
-export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+chroot "$root" /usr/bin/env PATH=/usr/sbin:/usr/bin:/sbin:/bin /bin/bash -euo pipefail -c "
 ! command -v cargo
 dpkg -i /root/$(basename "$deb") >/dev/null
 test -L /etc/systemd/system/multi-user.target.wants/ccload.service
-ccload doctor
-printf \"[[cgroups]]\npath = \\\"$cg\\\"\nalgo = \\\"ccpd\\\"\n\" >> /etc/ccload/config.toml
-\$(sed -n \"s/^ExecStart=//p\" /lib/systemd/system/ccload.service) 2>/tmp/serve.log &
-sp=\$!
-sleep 2
-mkdir $cg
-for _ in \$(seq 20); do ccload cgroup list | grep -q \"^$cg .*algo=ccpd\" && break; sleep 0.1; done
-ccload cgroup list | grep \"^$cg .*algo=ccpd\"
-kill -TERM \$sp; wait \$sp
-'
+printf '[[cgroups]]\npath = \"/sys/fs/cgroup/ccl-e2e\"\nalgo = \"ccpd\"\n' >> /etc/ccload/config.toml
 "
-echo "e2e-deb: PASSED (installed, enabled, doctor ok, a cgroup made after the start bound)"
+SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1 systemd-nspawn -q -D "$root" --boot --keep-unit \
+    --register=no --capability=all --system-call-filter='bpf perf_event_open' \
+    --bind=/sys/fs/bpf -M ccl-e2e-$$ >"$root.boot.log" 2>&1 &
+nspawn_pid=$!
+trap 'cleanup; rm -f "$root.boot.log"' EXIT
+active=
+for _ in $(seq 60); do
+    sleep 0.5
+    if pgrep -P "$nspawn_pid" >/dev/null && [ "$(in_ct systemctl is-active ccload 2>/dev/null)" = active ]; then
+        active=1
+        break
+    fi
+done
+if [ -z "$active" ]; then
+    in_ct journalctl -u ccload -b -o cat --no-pager 2>/dev/null | tail -20 || tail -20 "$root.boot.log"
+    echo "e2e-deb: FAILED: the unit did not become active" >&2
+    exit 1
+fi
+in_ct /bin/bash -euo pipefail -c '
+ccload doctor >/dev/null
+mkdir /sys/fs/cgroup/ccl-e2e
+for _ in $(seq 20); do ccload cgroup list | grep -q "^/sys/fs/cgroup/ccl-e2e .*algo=ccpd" && break; sleep 0.1; done
+ccload cgroup list | grep "^/sys/fs/cgroup/ccl-e2e .*algo=ccpd"
+systemctl reload ccload
+test "$(systemctl is-active ccload)" = active
+systemctl stop ccload
+ccload detach --all >/dev/null
+rmdir /sys/fs/cgroup/ccl-e2e
+'
+echo "e2e-deb: PASSED (installed, enabled, started by systemd, doctor ok, a cgroup made after the start bound, reloaded)"
