@@ -314,10 +314,9 @@ void BPF_PROG(ccpd_cong_control, struct sock *sk, u32 ack, int flag, const struc
 
 	/* Paced, except the ACK that arms a packet pair: the quota it frees
 	 * goes out back to back.  A flow that ccpd_pacing_rate leaves unpaced
-	 * (srtt under rtt_floor) is unpaced as the kernel's CCs are: its rate
-	 * is their rule's, which TSQ and TSO autosizing read, and TCP's own
-	 * pacing is off.  With ~0 instead, TSQ let 4 MB into the hosts' queues:
-	 * drops at the router and 0.86-0.92x cubic's 47 Gbit/s. */
+	 * (srtt under rtt_floor) is unpaced as the kernel's CCs are: TCP's own
+	 * pacing is off, and sk_pacing_rate, which TSQ and TSO autosizing
+	 * read, follows their rule (the same function without the floor). */
 	if (!p.pace || (o.ev & CCPD_EV_PAIR_ARMED)) {
 		sk->sk_pacing_rate = ~0UL;
 	} else {
