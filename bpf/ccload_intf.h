@@ -13,7 +13,8 @@
  *
  * Every tunable is a u32 (or s32) so that the loader can treat a params struct
  * as an array of named 32-bit fields whose names, ranges and units are listed
- * once in loader/src/algos.rs; the BPF side clamps every field on every read.
+ * once here (CCL_<NAME>_PARAMS), which loader/src/algos.rs reads through the
+ * descriptor tables; the BPF side clamps every field on every read.
  */
 #ifndef __CCLOAD_INTF_H
 #define __CCLOAD_INTF_H

@@ -15,7 +15,9 @@
  *   meta    ARRAY[1] of struct ccl_meta (what detach must restore)
  *   agg     PERCPU_ARRAY[CCL_NR_PROFILES] of struct ccl_agg (aggregates per
  *           profile, ccload_agg.bpf.h)
- * plus the shared sk_profile socket storage (cgroup bindings).
+ * plus the socket storages sk_profile (shared with the cgroup bindings),
+ * agg_sk (a flow's aggregates, ccload_agg.bpf.h) and guard_sk (the guard
+ * against skipped hooks, below).
  *
  * Defined here: stat_add/stat_inc, ccl_profile_of, ccl_params (the clamped
  * params reader), ccl_event_reserve/ccl_event_submit, and the shared

@@ -253,7 +253,7 @@ struct BenchCgroup {
 
 impl BenchCgroup {
     fn enter() -> Result<BenchCgroup> {
-        let root = ccload::cgroup::cgroup2_mount().context("cgroup2 is not mounted")?;
+        let root = ccload::system::cgroup2_mount().context("cgroup2 is not mounted")?;
         let path = root.join(format!("ccl-bench-{}", std::process::id()));
         std::fs::create_dir(&path)?;
         let home = std::fs::read_to_string("/proc/self/cgroup")?
@@ -269,7 +269,7 @@ impl BenchCgroup {
 impl Drop for BenchCgroup {
     fn drop(&mut self) {
         let _ = ccload(&["cgroup", "unset", &self.path.to_string_lossy()]);
-        if let Some(root) = ccload::cgroup::cgroup2_mount() {
+        if let Some(root) = ccload::system::cgroup2_mount() {
             let home = root.join(self.home.trim_start_matches('/'));
             let _ = std::fs::write(home.join("cgroup.procs"), std::process::id().to_string());
         }

@@ -16,6 +16,7 @@
 //! bench` are the front ends.
 
 pub mod bench;
+pub mod checks;
 pub mod demo;
 pub mod plot;
 pub mod report;

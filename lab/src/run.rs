@@ -14,24 +14,11 @@ use ccload_testbed::tcpinfo::tcp_info;
 use ccload_testbed::traffic::{connect, set_cc, socket_for};
 
 use crate::scenario::{delay_class, parse_cc, Case, Scenario};
-use crate::summary::{summarise, FlowSample, QueueSample, RunResult, RunSummary};
+use crate::summary::{summarise, Flow, FlowSample, QueueSample, RunResult, RunSummary};
 
 /// Set by Ctrl-C: runs stop early and the guards remove their namespaces;
 /// the session keeps no run that was in progress.
 pub static STOP: AtomicBool = AtomicBool::new(false);
-
-pub(crate) struct Flow {
-    pub(crate) cc: String,
-    pub(crate) start: f64,
-    pub(crate) stop: f64,
-    pub(crate) bytes: Option<u64>,
-    /// Its base RTT where the case's flows have different ones; its delay
-    /// class.
-    pub(crate) path_rtt_ms: Option<f64>,
-    pub(crate) class: usize,
-    pub(crate) rx: Arc<AtomicU64>,
-    pub(crate) done_at: Arc<std::sync::Mutex<Option<f64>>>,
-}
 
 /// Run one case with `cc` substituted for `$cc`; `tick` is called about
 /// every 100 ms with the elapsed fraction (progress bars).

@@ -662,7 +662,7 @@ fn check_one(
     }
     // A comparison that fails on one run of each CC: confirmed on more
     // (the check's confirm_reps), judged by the paired test on all of
-    // them (scenario::Paired).
+    // them (checks::Paired).
     let confirm = if interrupted {
         Vec::new()
     } else {
@@ -745,7 +745,7 @@ fn sub_dir(dir: &Path, name: &str) -> (Option<PathBuf>, Option<PathBuf>) {
 
 /// " (mean of N)" after a value judged on the mean of N runs, and the
 /// paired test's margin and bound when one judged it.
-fn mean_of(o: &crate::scenario::CheckOutcome) -> String {
+fn mean_of(o: &crate::checks::CheckOutcome) -> String {
     match (o.runs, o.paired) {
         (0 | 1, _) => String::new(),
         // the window bound reads the largest of the runs (Scenario::evaluate)
@@ -764,7 +764,7 @@ fn mean_of(o: &crate::scenario::CheckOutcome) -> String {
 fn judge(
     dir: &Path,
     runs: &[RunSummary],
-    outcomes: &[crate::scenario::CheckOutcome],
+    outcomes: &[crate::checks::CheckOutcome],
     planned: usize,
     interrupted: Option<&str>,
 ) -> Result<()> {
@@ -889,10 +889,10 @@ fn judge(
 /// confirmation lowered reno's mean and ctcp_plus then failed unconfirmed).
 fn confirm_cells(
     sc: &Scenario,
-    outcomes: &[crate::scenario::CheckOutcome],
+    outcomes: &[crate::checks::CheckOutcome],
 ) -> Vec<(crate::scenario::Cell, usize)> {
     let (mut cells, mut more) = (Vec::new(), Vec::<usize>::new());
-    let wanting = |o: &&crate::scenario::CheckOutcome| o.confirm_reps as usize > o.runs;
+    let wanting = |o: &&crate::checks::CheckOutcome| o.confirm_reps as usize > o.runs;
     for o in outcomes.iter().filter(wanting).filter(|o| !o.pass) {
         let i = add_pair(&mut cells, sc, o);
         more.resize(cells.len(), 0);
@@ -924,7 +924,7 @@ fn confirm_cells(
 fn add_pair(
     cells: &mut Vec<crate::scenario::Cell>,
     sc: &Scenario,
-    o: &crate::scenario::CheckOutcome,
+    o: &crate::checks::CheckOutcome,
 ) -> usize {
     let i = match cells.iter().position(|c| c.case == o.case) {
         Some(i) => i,
@@ -956,7 +956,7 @@ fn add_pair(
 /// stall ([`RunSummary::stalled`]).
 fn suspect_cells(
     sc: &Scenario,
-    outcomes: &[crate::scenario::CheckOutcome],
+    outcomes: &[crate::checks::CheckOutcome],
     runs: &[RunSummary],
 ) -> Vec<crate::scenario::Cell> {
     let mut cells: Vec<crate::scenario::Cell> = Vec::new();
@@ -1025,7 +1025,7 @@ pub fn dry_run(root: &Path, name: &str, quick: bool) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::CheckOutcome;
+    use crate::checks::CheckOutcome;
 
     fn run(case: &str, cc: &str, valid: bool) -> RunSummary {
         RunSummary {

@@ -3,12 +3,25 @@
 //! segment, time in Recovery, Jain's index); aggregates over repetitions.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::run::Flow;
 use crate::scenario::{Case, Scenario};
+
+pub(crate) struct Flow {
+    pub(crate) cc: String,
+    pub(crate) start: f64,
+    pub(crate) stop: f64,
+    pub(crate) bytes: Option<u64>,
+    /// Its base RTT where the case's flows have different ones; its delay
+    /// class.
+    pub(crate) path_rtt_ms: Option<f64>,
+    pub(crate) class: usize,
+    pub(crate) rx: Arc<AtomicU64>,
+    pub(crate) done_at: Arc<std::sync::Mutex<Option<f64>>>,
+}
 
 /// One 10-ms sample of one flow.
 #[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]

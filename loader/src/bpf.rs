@@ -9,11 +9,8 @@
 //!                          /stats    PERCPU_ARRAY[CCL_NR_STATS] of u64
 //!                          /events   RINGBUF of struct ccl_event
 //!                          /meta     ARRAY[1] of struct ccl_meta
+//!                          /agg      PERCPU_ARRAY[CCL_NR_PROFILES] of struct ccl_agg
 //! ```
-//!
-//! Size: over 400 lines because load, pin, attach, replace, detach and map
-//! access share one pin layout and one error vocabulary; splitting them
-//! would spread the layout over files.
 
 use std::mem::MaybeUninit;
 use std::os::unix::fs::DirBuilderExt;
@@ -29,6 +26,22 @@ use crate::algos::{Algo, Params};
 use crate::error::CclError;
 use crate::intf;
 use crate::sysctl;
+
+/// Proof that what a killed ccload left under the pin root is gone
+/// (`leftovers::sweep`, with the state lock held): a leftover `tmp-*` link
+/// still registers its controller's name.
+pub struct Swept(());
+
+/// What pins takes the sweep to run once its input is checked (bad input
+/// changes nothing): `&crate::leftovers::sweep`.
+pub type Sweep<'a> = &'a dyn Fn() -> Result<Swept>;
+
+impl Swept {
+    /// Only for `leftovers::sweep`, after it removed the leftovers.
+    pub(crate) fn after_sweep() -> Swept {
+        Swept(())
+    }
+}
 
 /// Where ccload pins its objects.
 pub const PIN_ROOT: &str = "/sys/fs/bpf/ccload";
@@ -105,7 +118,7 @@ pub(crate) fn missing_caps(status: &str) -> Vec<&'static str> {
 
 /// bpffs at /sys/fs/bpf, and struct_ops support.
 pub fn require_kernel() -> Result<(), CclError> {
-    if !crate::doctor::bpffs_mounted() {
+    if !crate::system::bpffs_mounted() {
         return Err(CclError::Unsupported(
             "bpffs is not mounted at /sys/fs/bpf (fix: mount -t bpf bpf /sys/fs/bpf)".into(),
         ));
@@ -119,7 +132,7 @@ pub fn require_kernel() -> Result<(), CclError> {
     }
     if !MapType::StructOps.is_supported().unwrap_or(false) {
         return Err(CclError::Unsupported(
-            "this kernel cannot load BPF struct_ops (needs Linux >= 5.6 with CONFIG_BPF_JIT)"
+            "this kernel cannot load BPF struct_ops (needs Linux >= 6.10 with CONFIG_BPF_JIT)"
                 .into(),
         ));
     }
@@ -458,7 +471,7 @@ impl Drop for PinGuard {
     }
 }
 
-pub fn attach(opts: &AttachOpts) -> Result<AttachOutcome> {
+pub fn attach(opts: &AttachOpts, sweep: Sweep) -> Result<AttachOutcome> {
     let algo = opts.algo;
     // Validate everything before touching the kernel.
     let mut params = algo.defaults();
@@ -473,7 +486,7 @@ pub fn attach(opts: &AttachOpts) -> Result<AttachOutcome> {
         sysctl::check_can_default(algo.name())?;
     }
     // What a killed ccload left (we hold the state lock: nobody is building).
-    crate::leftovers::remove()?;
+    sweep()?;
     if !is_attached(algo) && is_registered(algo.name()) {
         bail!(CclError::NameTaken(algo.name().to_string()));
     }
@@ -498,7 +511,7 @@ pub fn attach(opts: &AttachOpts) -> Result<AttachOutcome> {
     // written; only then is the default changed.  A kill at any point leaves
     // either nothing visible or a complete attachment, plus at most a
     // `tmp-*` directory that the next state-changing command removes
-    // (`leftovers::remove`).
+    // (`leftovers::sweep`).
     let tmp = new_tmp_pin_dir(algo.name())?;
     let mut guard = PinGuard {
         paths: Vec::new(),

@@ -180,7 +180,7 @@ fn check_algo(name: &str) -> Result<()> {
 /// its defaults, as the kernel loads a CC module on first use
 /// (`Binding::auto_attached`); if the binding then fails, it is detached
 /// again, so a failed `set` changes nothing.
-pub fn set(path: &Path, algo: &str, profile: u32) -> Result<Binding> {
+pub fn set(path: &Path, algo: &str, profile: u32, sweep: bpf::Sweep) -> Result<Binding> {
     let auto = match algo.parse::<Algo>() {
         Ok(a) if !bpf::is_attached(a) => Some(a),
         _ => None,
@@ -196,17 +196,20 @@ pub fn set(path: &Path, algo: &str, profile: u32) -> Result<Binding> {
         );
     }
     if let Some(a) = auto {
-        bpf::attach(&bpf::AttachOpts {
-            algo: a,
-            sets: Vec::new(),
-            make_default: false,
-            replace: false,
-            allow: false,
-            verbose: false,
-        })
+        bpf::attach(
+            &bpf::AttachOpts {
+                algo: a,
+                sets: Vec::new(),
+                make_default: false,
+                replace: false,
+                allow: false,
+                verbose: false,
+            },
+            sweep,
+        )
         .with_context(|| format!("attaching {a} for the binding"))?;
     }
-    match bind(path, algo, profile) {
+    match bind(path, algo, profile, sweep) {
         Ok(mut b) => {
             b.auto_attached = auto.is_some();
             Ok(b)
@@ -223,12 +226,12 @@ pub fn set(path: &Path, algo: &str, profile: u32) -> Result<Binding> {
 /// Watch cgroup `path`: keep in-kernel aggregates of its TCP connections
 /// (`ccload stats`) without changing their congestion control.  Replaces
 /// a binding of that cgroup (a bound cgroup has the aggregates too).
-pub fn watch(path: &Path) -> Result<Binding> {
+pub fn watch(path: &Path, sweep: bpf::Sweep) -> Result<Binding> {
     bpf::require_root()?;
-    bind(path, "", 0)
+    bind(path, "", 0, sweep)
 }
 
-fn bind(path: &Path, algo: &str, profile: u32) -> Result<Binding> {
+fn bind(path: &Path, algo: &str, profile: u32, sweep: bpf::Sweep) -> Result<Binding> {
     bpf::require_root()?;
     let cg = CgroupDir::open(path)?;
     let id = cg.id;
@@ -246,13 +249,13 @@ fn bind(path: &Path, algo: &str, profile: u32) -> Result<Binding> {
     }
     bpf::require_kernel()?;
     // What a killed ccload left (the state lock is held: nobody is building).
-    crate::leftovers::remove()?;
+    sweep()?;
     // Crash consistency: the new binding is attached and pinned in a private
     // directory, then renamed into place.  Its program runs after the old
     // one's (cgroup programs run in attach order), so the new choice holds
     // from the moment it is attached, and the cgroup is never unbound during
     // a rebind.  A kill leaves at most `tmp-*` directories, which the next
-    // state-changing command removes (crate::leftovers).
+    // state-changing command removes (`leftovers::sweep`).
     std::fs::create_dir_all(cg_root())
         .with_context(|| format!("failed to create {}", cg_root().display()))?;
     let tmp = bpf::new_tmp_pin_dir(&format!("cg-{id}"))?;
@@ -357,18 +360,9 @@ pub fn unset_all() -> usize {
     ids.len()
 }
 
-/// Where cgroup2 is mounted (`/sys/fs/cgroup` or `/sys/fs/cgroup/unified`).
-pub fn cgroup2_mount() -> Option<PathBuf> {
-    let m = std::fs::read_to_string("/proc/self/mounts").ok()?;
-    m.lines()
-        .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .find(|f| f.len() > 2 && f[2] == "cgroup2")
-        .map(|f| PathBuf::from(f[1]))
-}
-
 /// Find the directory of cgroup `id` under the cgroup2 mount.
 fn find_path(id: u64) -> Option<PathBuf> {
-    let mut stack = vec![cgroup2_mount()?];
+    let mut stack = vec![crate::system::cgroup2_mount()?];
     while let Some(d) = stack.pop() {
         if std::fs::metadata(&d).ok()?.ino() == id {
             return Some(d);

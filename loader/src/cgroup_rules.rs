@@ -161,7 +161,7 @@ pub fn resolve(rules: &[CgroupRule]) -> Resolved {
 /// cgroup2 mount.  `serve` watches them (inotify) and, when one changes,
 /// resolves again.
 pub fn watch_dirs(rules: &[CgroupRule]) -> BTreeSet<PathBuf> {
-    let Some(mount) = crate::cgroup::cgroup2_mount() else {
+    let Some(mount) = crate::system::cgroup2_mount() else {
         return BTreeSet::new();
     };
     let mut out = BTreeSet::new();

@@ -6,46 +6,8 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 use crate::algos::{parse_assignment, Algo};
-use crate::watch;
-
-/// `--duration`: seconds as a finite, positive number (no panic on -1, nan,
-/// inf or 1e300, which `Duration::from_secs_f64` rejects by panicking).
-fn parse_seconds(s: &str) -> Result<Duration, String> {
-    let v: f64 = s
-        .parse()
-        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
-    if !v.is_finite() || v <= 0.0 || v > 1e9 {
-        return Err(format!("`{s}`: seconds must be > 0 and at most 1e9"));
-    }
-    Ok(Duration::from_secs_f64(v))
-}
-
-/// `watch --every`: rounds, or a time interval per flow.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Every {
-    Rounds(u32),
-    Ms(u32),
-}
-
-fn parse_every(s: &str) -> Result<Every, String> {
-    let bad = || format!("`{s}`: want rounds (e.g. 4) or a time (e.g. 10ms, 1s) up to 60s");
-    let (num, mult) = if let Some(n) = s.strip_suffix("ms") {
-        (n, Some(1))
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, Some(1000))
-    } else {
-        (s, None)
-    };
-    let v: u32 = num.trim().parse().map_err(|_| bad())?;
-    match mult {
-        None if v <= 1000 => Ok(Every::Rounds(v)),
-        None => Err(format!("`{s}`: at most 1000 rounds")),
-        Some(m) => match v.checked_mul(m) {
-            Some(ms) if (1..=60_000).contains(&ms) => Ok(Every::Ms(ms)),
-            _ => Err(bad()),
-        },
-    }
-}
+use crate::units::parse_duration;
+use crate::watch::WatchArgs;
 
 /// Deploy, tune and observe eBPF TCP congestion controllers.
 #[derive(Debug, Parser)]
@@ -353,37 +315,6 @@ mod tests {
         }
         assert!(Cli::try_parse_from(["ccload", "watch", "--duration", "2.5"]).is_ok());
     }
-
-    #[test]
-    fn every_takes_rounds_or_a_time() {
-        assert_eq!(parse_every("4"), Ok(Every::Rounds(4)));
-        assert_eq!(parse_every("0"), Ok(Every::Rounds(0)));
-        assert_eq!(parse_every("10ms"), Ok(Every::Ms(10)));
-        assert_eq!(parse_every("2s"), Ok(Every::Ms(2000)));
-        for bad in ["", "x", "-1", "0ms", "61s", "1001", "5m", "4294967295s"] {
-            assert!(parse_every(bad).is_err(), "{bad}");
-        }
-    }
-}
-
-/// `5s`, `500ms`, `10m`, `1h` or plain seconds.
-pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
-    let (num, mult) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = s.strip_suffix('h') {
-        (n, 3600.0)
-    } else {
-        (s, 1.0)
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}`: want a duration such as 30s, 500ms, 10m"))?;
-    parse_seconds(&(v * mult).to_string()).map_err(|_| format!("`{s}`: must be > 0"))
 }
 
 /// `ccload rollout` options.
@@ -456,46 +387,4 @@ pub enum RolloutVerb {
         /// The rollout on this canary cgroup.
         canary: std::path::PathBuf,
     },
-}
-
-/// `ccload watch` options, passed whole to the watch loop.
-#[derive(clap::Args, Debug, Clone)]
-pub struct WatchArgs {
-    /// Only this algorithm (default: every attached one).
-    #[arg(long, value_enum)]
-    pub algo: Option<Algo>,
-    /// Only the flow with this local or remote ADDR:PORT (0.0.0.0:PORT = any address).
-    #[arg(long)]
-    pub flow: Option<std::net::SocketAddr>,
-    /// Only the socket with this cookie.
-    #[arg(long)]
-    pub cookie: Option<u64>,
-    /// Output format (default: table on a terminal, JSON lines otherwise).
-    #[arg(long, value_enum)]
-    pub format: Option<watch::Format>,
-    /// Per-flow sampling, set in the kernel for the watch's duration: N
-    /// rounds per record (0 = off), or `10ms` / `1s` for at most one record
-    /// per flow per interval (for servers with many flows).
-    #[arg(long, value_parser = parse_every)]
-    pub every: Option<Every>,
-    /// Stop after N records.
-    #[arg(long)]
-    pub count: Option<u64>,
-    /// Stop after this many seconds (a finite number > 0).
-    #[arg(long, value_parser = parse_seconds)]
-    pub duration: Option<Duration>,
-    /// Describe every telemetry field with its unit, and exit (no root needed).
-    #[arg(long)]
-    pub help_fields: bool,
-    /// Table: every field, raw (the default is a compact view in human units).
-    #[arg(long, conflicts_with = "columns")]
-    pub wide: bool,
-    /// Table: these fields, raw, by the names of `--help-fields` or the
-    /// record header (cwnd, srtt_us, round, ...), comma-separated.
-    #[arg(long)]
-    pub columns: Option<String>,
-    /// The daemon's telemetry socket, read when `ccload serve` owns the ring
-    /// buffers (its config's `[serve] socket`).
-    #[arg(long, default_value = crate::config::DEFAULT_SOCKET)]
-    pub socket: std::path::PathBuf,
 }

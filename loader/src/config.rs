@@ -34,9 +34,6 @@
 //! max_connections = 64              # metrics connections served at once
 //! request_timeout_ms = 10000        # whole HTTP exchange, read + write
 //! ```
-//!
-//! Size: over 400 lines because parsing, validation, the plan (diff) and its
-//! execution are one reconciliation; its tests are a third of it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -47,6 +44,7 @@ use toml::Spanned;
 
 use crate::algos::{Algo, Params};
 use crate::cgroup_rules::{self, CgroupRule};
+use crate::pods::{self, PodInfo};
 use crate::{bpf, cgroup, intf, sysctl};
 
 #[derive(Debug, Deserialize)]
@@ -462,10 +460,9 @@ pub fn parse(file: &Path, text: &str) -> Result<Desired> {
         }
         let dur = |v: &Option<Spanned<String>>, def: &str| -> Result<std::time::Duration> {
             match v {
-                Some(v) => {
-                    crate::cli::parse_duration(v.get_ref()).map_err(|e| at(file, text, v.span(), e))
-                }
-                None => Ok(crate::cli::parse_duration(def).expect("default duration")),
+                Some(v) => crate::units::parse_duration(v.get_ref())
+                    .map_err(|e| at(file, text, v.span(), e)),
+                None => Ok(crate::units::parse_duration(def).expect("default duration")),
             }
         };
         cgroup::CgroupDir::open(r.control.get_ref())
@@ -790,14 +787,17 @@ pub fn execute(changes: &[Change], verbose: bool) -> Result<()> {
     for c in v {
         match c {
             Change::Attach(a) => {
-                bpf::attach(&bpf::AttachOpts {
-                    algo: *a,
-                    sets: vec![],
-                    make_default: false,
-                    replace: false,
-                    allow: false,
-                    verbose,
-                })?;
+                bpf::attach(
+                    &bpf::AttachOpts {
+                        algo: *a,
+                        sets: vec![],
+                        make_default: false,
+                        replace: false,
+                        allow: false,
+                        verbose,
+                    },
+                    &crate::leftovers::sweep,
+                )?;
             }
             Change::Tune {
                 algo,
@@ -810,7 +810,7 @@ pub fn execute(changes: &[Change], verbose: bool) -> Result<()> {
                 algo,
                 profile,
             } => {
-                cgroup::set(path, algo, *profile)?;
+                cgroup::set(path, algo, *profile, &crate::leftovers::sweep)?;
             }
             Change::DefaultCc { to, .. } => sysctl::set_default_cc(to)?,
             // By id: the directory may be gone (the binding then only
@@ -820,6 +820,45 @@ pub fn execute(changes: &[Change], verbose: bool) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `d` with the cgroups of the pods its `[[pods]]` entries select, after
+/// its own `[[cgroups]]`.  Without a pod list (before `serve`'s first one,
+/// or `ccload apply`, which does not watch the API) the bindings already
+/// under the kubelet's tree stand in for them: neither a restart of the
+/// daemon nor an apply unbinds the pods `serve` bound.
+pub fn with_pods(d: &Desired, pods: Option<&[PodInfo]>) -> Desired {
+    let mut e = d.clone();
+    if d.pods.is_empty() {
+        return e;
+    }
+    let root = &d.serve.cgroup_root;
+    match pods {
+        Some(list) => {
+            let driver = d
+                .serve
+                .cgroup_driver
+                .or_else(|| pods::detect_driver(root))
+                .unwrap_or(pods::Driver::Systemd);
+            e.cgroups
+                .extend(pods::rules_for(list, &d.pods, root, driver));
+        }
+        None => {
+            let trees = [root.join("kubepods.slice"), root.join("kubepods")];
+            for b in crate::cgroup::list().unwrap_or_default() {
+                if let Some(p) = &b.cgroup {
+                    if !b.algo.is_empty() && trees.iter().any(|t| p.starts_with(t)) {
+                        e.cgroups.push(CgroupRule {
+                            pattern: p.clone(),
+                            cc: b.algo.clone(),
+                            profile: b.profile,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    e
 }
 
 #[cfg(test)]
@@ -840,17 +879,6 @@ mod tests {
         (doc, blocks)
     }
 
-    /// The first cgroup v2 mount, for examples written for /sys/fs/cgroup.
-    fn cgroup2_mount() -> Option<String> {
-        std::fs::read_to_string("/proc/mounts")
-            .ok()?
-            .lines()
-            .find_map(|l| {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                (f.get(2) == Some(&"cgroup2")).then(|| f[1].to_string())
-            })
-    }
-
     /// docs/config.md: every example parses (the schema always; the whole
     /// validation where the cgroups it names can be checked here), every
     /// key the parser accepts is in its table, and its tunables tables are
@@ -859,7 +887,7 @@ mod tests {
     fn the_config_reference_examples_parse() {
         let (doc, blocks) = reference();
         assert!(blocks.len() >= 5, "{} examples", blocks.len());
-        let v2 = cgroup2_mount();
+        let v2 = crate::system::cgroup2_mount().map(|p| p.display().to_string());
         for b in &blocks {
             toml::from_str::<Config>(b).unwrap_or_else(|e| panic!("{e}\n{b}"));
             // A rollout's cgroups must exist: the schema only.
@@ -1027,7 +1055,7 @@ mod tests {
 
     #[test]
     fn rollouts_are_validated_and_resolved() {
-        let Some(root) = crate::cgroup::cgroup2_mount() else {
+        let Some(root) = crate::system::cgroup2_mount() else {
             eprintln!("skipped: no cgroup2 mount to name in the config");
             return;
         };

@@ -5,6 +5,8 @@ use std::path::Path;
 
 use libbpf_rs::MapType;
 
+use crate::system::{bpffs_mounted, kernel_version};
+
 /// Result of one check.
 #[derive(Debug, serde::Serialize)]
 pub struct Check {
@@ -12,37 +14,6 @@ pub struct Check {
     pub ok: bool,
     pub detail: String,
     pub fix: Option<String>,
-}
-
-const BPF_FS_MAGIC: i64 = 0xcafe4a11;
-
-fn statfs_magic(path: &str) -> Option<i64> {
-    let c = std::ffi::CString::new(path).ok()?;
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: valid C string and out-pointer.
-    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
-        return None;
-    }
-    Some(st.f_type as i64)
-}
-
-pub fn bpffs_mounted() -> bool {
-    statfs_magic("/sys/fs/bpf") == Some(BPF_FS_MAGIC)
-}
-
-/// (major, minor) of the running kernel.
-pub fn kernel_version() -> Option<(u32, u32)> {
-    let rel = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
-    let mut it = rel.trim().split(|c: char| !c.is_ascii_digit());
-    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
-}
-
-fn cgroup2_mount() -> Option<String> {
-    let m = std::fs::read_to_string("/proc/mounts").ok()?;
-    m.lines()
-        .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .find(|f| f.len() > 2 && f[2] == "cgroup2")
-        .map(|f| f[1].to_string())
 }
 
 /// Number of parameters of tcp_congestion_ops.cong_control in kernel BTF.
@@ -140,7 +111,7 @@ pub fn checks() -> Vec<Check> {
         },
         Some("run as root (sudo ccload ...) with CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN"),
     );
-    let cg = cgroup2_mount();
+    let cg = crate::system::cgroup2_mount().map(|p| p.display().to_string());
     add(
         "cgroup2",
         cg.is_some(),
@@ -172,12 +143,6 @@ pub fn checks() -> Vec<Check> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn kernel_version_parses() {
-        let (maj, _) = kernel_version().expect("osrelease readable");
-        assert!(maj >= 3);
-    }
 
     #[test]
     fn checks_have_fixes_when_failing() {

@@ -88,10 +88,16 @@ pub fn find() -> Vec<Leftover> {
     out
 }
 
+/// Remove every removable leftover (`remove`) before pinning: the
+/// `bpf::Sweep` that `bpf::attach` and the cgroup bindings take.
+pub fn sweep() -> anyhow::Result<bpf::Swept> {
+    remove().map(|(s, _)| s)
+}
+
 /// Remove every removable leftover; returns what was removed.  Call with the
 /// state lock held.  A removed `tmp-*` directory may have held a link: wait
 /// (up to 5 s) until the kernel has released the names it registered.
-pub fn remove() -> anyhow::Result<Vec<Leftover>> {
+pub fn remove() -> anyhow::Result<(bpf::Swept, Vec<Leftover>)> {
     let found: Vec<Leftover> = find().into_iter().filter(|l| l.removable).collect();
     let mut had_link = false;
     for l in &found {
@@ -110,5 +116,5 @@ pub fn remove() -> anyhow::Result<Vec<Leftover>> {
             .collect();
         bpf::wait_unregistered(&free);
     }
-    Ok(found)
+    Ok((bpf::Swept::after_sweep(), found))
 }

@@ -30,8 +30,10 @@ pub(crate) mod serve;
 pub(crate) mod stats;
 pub(crate) mod stream;
 pub(crate) mod sysctl;
+pub mod system;
 pub(crate) mod telemetry;
 pub(crate) mod top;
+pub(crate) mod units;
 pub(crate) mod watch;
 
 #[cfg(test)]

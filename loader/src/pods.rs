@@ -288,44 +288,6 @@ pub fn rules_for(
         .collect()
 }
 
-/// `d` with the cgroups of the pods its `[[pods]]` entries select, after
-/// its own `[[cgroups]]`.  Without a pod list (before `serve`'s first one,
-/// or `ccload apply`, which does not watch the API) the bindings already
-/// under the kubelet's tree stand in for them: neither a restart of the
-/// daemon nor an apply unbinds the pods `serve` bound.
-pub fn with_pods(d: &crate::config::Desired, pods: Option<&[PodInfo]>) -> crate::config::Desired {
-    let mut e = d.clone();
-    if d.pods.is_empty() {
-        return e;
-    }
-    let root = &d.serve.cgroup_root;
-    match pods {
-        Some(list) => {
-            let driver = d
-                .serve
-                .cgroup_driver
-                .or_else(|| detect_driver(root))
-                .unwrap_or(Driver::Systemd);
-            e.cgroups.extend(rules_for(list, &d.pods, root, driver));
-        }
-        None => {
-            let trees = [root.join("kubepods.slice"), root.join("kubepods")];
-            for b in crate::cgroup::list().unwrap_or_default() {
-                if let Some(p) = &b.cgroup {
-                    if !b.algo.is_empty() && trees.iter().any(|t| p.starts_with(t)) {
-                        e.cgroups.push(CgroupRule {
-                            pattern: p.clone(),
-                            cc: b.algo.clone(),
-                            profile: b.profile,
-                        });
-                    }
-                }
-            }
-        }
-    }
-    e
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -391,7 +391,7 @@ fn act_here(st: &State, verb: Verb) -> Result<End> {
 fn promote(st: &State) -> Result<()> {
     {
         let _lock = crate::lock::state()?;
-        cgroup::set(&st.control, &st.algo, st.profile)
+        cgroup::set(&st.control, &st.algo, st.profile, &crate::leftovers::sweep)
             .with_context(|| format!("promoting: binding {}", st.control.display()))?;
     }
     forget(st.canary_id);
@@ -438,10 +438,10 @@ pub fn rollback(st: &State) -> Result<()> {
     } else {
         match &st.prev {
             Some((a, _)) if a.is_empty() => {
-                cgroup::watch(&st.canary)?;
+                cgroup::watch(&st.canary, &crate::leftovers::sweep)?;
             }
             Some((a, p)) => {
-                cgroup::set(&st.canary, a, *p)?;
+                cgroup::set(&st.canary, a, *p, &crate::leftovers::sweep)?;
             }
             None => {
                 cgroup::unset(&st.canary)?;
@@ -566,11 +566,11 @@ pub fn start(o: &Opts) -> Result<State> {
     // Recorded first: a kill from here on leaves something `abort` undoes.
     save(&st)?;
     let setup = (|| -> Result<()> {
-        let b = cgroup::set(&can.path, &o.algo, o.profile)?;
+        let b = cgroup::set(&can.path, &o.algo, o.profile, &crate::leftovers::sweep)?;
         st.attached = b.auto_attached;
         save(&st)?;
         if st.control_watch_added {
-            cgroup::watch(&ctl.path)?;
+            cgroup::watch(&ctl.path, &crate::leftovers::sweep)?;
         }
         Ok(())
     })();

@@ -16,6 +16,7 @@ use crate::bpf;
 use crate::intf;
 use crate::stream::{daemon_socket, lock_consumer, Deframer, FdWrap};
 use crate::telemetry::{write_fast, Event, FastFormat};
+use crate::units::{parse_every, parse_seconds, Every};
 
 /// The fast path's output: records formatted in the ring callback.
 #[derive(Default)]
@@ -65,10 +66,52 @@ pub enum Format {
     Csv,
 }
 
+/// `ccload watch` options, passed whole to the watch loop.
+#[derive(clap::Args, Debug, Clone)]
+pub struct WatchArgs {
+    /// Only this algorithm (default: every attached one).
+    #[arg(long, value_enum)]
+    pub algo: Option<Algo>,
+    /// Only the flow with this local or remote ADDR:PORT (0.0.0.0:PORT = any address).
+    #[arg(long)]
+    pub flow: Option<std::net::SocketAddr>,
+    /// Only the socket with this cookie.
+    #[arg(long)]
+    pub cookie: Option<u64>,
+    /// Output format (default: table on a terminal, JSON lines otherwise).
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+    /// Per-flow sampling, set in the kernel for the watch's duration: N
+    /// rounds per record (0 = off), or `10ms` / `1s` for at most one record
+    /// per flow per interval (for servers with many flows).
+    #[arg(long, value_parser = parse_every)]
+    pub every: Option<Every>,
+    /// Stop after N records.
+    #[arg(long)]
+    pub count: Option<u64>,
+    /// Stop after this many seconds (a finite number > 0).
+    #[arg(long, value_parser = parse_seconds)]
+    pub duration: Option<Duration>,
+    /// Describe every telemetry field with its unit, and exit (no root needed).
+    #[arg(long)]
+    pub help_fields: bool,
+    /// Table: every field, raw (the default is a compact view in human units).
+    #[arg(long, conflicts_with = "columns")]
+    pub wide: bool,
+    /// Table: these fields, raw, by the names of `--help-fields` or the
+    /// record header (cwnd, srtt_us, round, ...), comma-separated.
+    #[arg(long)]
+    pub columns: Option<String>,
+    /// The daemon's telemetry socket, read when `ccload serve` owns the ring
+    /// buffers (its config's `[serve] socket`).
+    #[arg(long, default_value = crate::config::DEFAULT_SOCKET)]
+    pub socket: std::path::PathBuf,
+}
+
 pub struct WatchOpts {
     /// Resolved from `args.algo`: the attached algorithms to read.
     pub algos: Vec<Algo>,
-    pub args: crate::cli::WatchArgs,
+    pub args: WatchArgs,
 }
 
 impl WatchOpts {
@@ -121,10 +164,10 @@ fn set_tracing(algo: Algo, to: &[(&str, u32)]) -> Result<Vec<(String, u32)>> {
 
 /// What `--every` sets: N rounds per record, or at most one record per
 /// flow per N ms (every round otherwise).
-pub(crate) fn every_fields(e: crate::cli::Every) -> Vec<(&'static str, u32)> {
+pub(crate) fn every_fields(e: Every) -> Vec<(&'static str, u32)> {
     match e {
-        crate::cli::Every::Rounds(n) => vec![("trace_every", n), ("trace_ms", 0)],
-        crate::cli::Every::Ms(ms) => vec![("trace_every", 1), ("trace_ms", ms)],
+        Every::Rounds(n) => vec![("trace_every", n), ("trace_ms", 0)],
+        Every::Ms(ms) => vec![("trace_every", 1), ("trace_ms", ms)],
     }
 }
 
@@ -719,14 +762,21 @@ mod tests {
     use super::*;
     use crate::telemetry::tests::sample_record;
 
+    /// `ccload watch`'s arguments alone.
+    #[derive(clap::Parser)]
+    struct Argv {
+        #[command(flatten)]
+        args: WatchArgs,
+    }
+
     fn opts(algos: Vec<Algo>, extra: &[&str]) -> WatchOpts {
         use clap::Parser;
-        let mut argv = vec!["ccload", "watch"];
+        let mut argv = vec!["watch"];
         argv.extend_from_slice(extra);
-        let crate::cli::Cmd::Watch(args) = crate::cli::Cli::parse_from(argv).cmd else {
-            unreachable!()
-        };
-        WatchOpts { algos, args }
+        WatchOpts {
+            algos,
+            args: Argv::parse_from(argv).args,
+        }
     }
 
     #[test]
@@ -754,13 +804,6 @@ mod tests {
         assert_eq!(c[0], ("cwnd".to_string(), "20".to_string()));
         assert_eq!(c[1], ("srtt_us".to_string(), "10000".to_string()));
         assert_eq!(c[2].0, "w_q10");
-        assert!(crate::cli::Cli::try_parse_from([
-            "ccload",
-            "watch",
-            "--wide",
-            "--columns",
-            "cwnd"
-        ])
-        .is_err());
+        assert!(Argv::try_parse_from(["watch", "--wide", "--columns", "cwnd"]).is_err());
     }
 }

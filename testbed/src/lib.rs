@@ -33,7 +33,7 @@ pub fn privileged_skip_reason() -> Option<String> {
     if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
         return Some("kernel has no BTF".into());
     }
-    if !ccload::doctor::bpffs_mounted() {
+    if !ccload::system::bpffs_mounted() {
         return Some("bpffs not mounted at /sys/fs/bpf".into());
     }
     None

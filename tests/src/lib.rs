@@ -229,7 +229,7 @@ pub struct TestCgroup(pub PathBuf);
 
 impl TestCgroup {
     pub fn new(tag: &str) -> TestCgroup {
-        let root = ccload::cgroup::cgroup2_mount().expect("cgroup2 mounted");
+        let root = ccload::system::cgroup2_mount().expect("cgroup2 mounted");
         let p = root.join(format!("ccl-t{}-{tag}", std::process::id()));
         std::fs::create_dir(&p).unwrap();
         TestCgroup(p)

@@ -975,7 +975,7 @@ fn cc_of_a_connection(link: &Bottleneck, cg: &std::path::Path) -> String {
 fn cgroups_that_appear_or_are_made_again_are_bound() {
     let _s = privileged!();
     let (dir, _c) = scratch("cg");
-    let root = ccload::cgroup::cgroup2_mount().expect("cgroup2 mounted");
+    let root = ccload::system::cgroup2_mount().expect("cgroup2 mounted");
     let name = |s: &str| root.join(format!("ccl-t{}-{s}", std::process::id()));
     let (late, never) = (name("late"), name("never"));
     let pods: Vec<_> = (1..=3).map(|i| name(&format!("pod{i}"))).collect();
@@ -1269,7 +1269,7 @@ fn pods_chosen_by_label_get_their_cc() {
     let pods = fixtures["items"].as_array().unwrap().clone();
     let api = MockApi::start(pods.clone());
     // The kubelet's tree under a test cgroup.
-    let root = ccload::cgroup::cgroup2_mount()
+    let root = ccload::system::cgroup2_mount()
         .expect("cgroup2 mounted")
         .join(format!("ccl-t{}-kube", std::process::id()));
     let pod_cg = |uid: &str, qos: ccload::pods::Qos| {

@@ -14,7 +14,7 @@ pub(super) fn run(file: &Path, dry_run: bool, verbose: bool, out: Out) -> Result
     }
     let ids = profiles::stabilise(&mut d)?;
     // `[[pods]]` are `serve`'s (it watches the API): their bindings stay.
-    let plan = config::plan(&crate::pods::with_pods(&d, None))?;
+    let plan = config::plan(&crate::config::with_pods(&d, None))?;
     // Entries that name no cgroup yet: valid, bound by `serve` on arrival.
     let waiting: Vec<String> = crate::cgroup_rules::resolve(&d.cgroups)
         .missing

@@ -25,7 +25,7 @@ pub(super) fn attach(
         allow,
         verbose,
     };
-    let outcome = bpf::attach(&opts)?;
+    let outcome = bpf::attach(&opts, &crate::leftovers::sweep)?;
     if out.json {
         out.emit(&json!({
             "algo": algo.name(),
@@ -84,7 +84,7 @@ pub(super) fn detach(algo: Option<Algo>, all: bool, out: Out) -> Result<i32> {
     }
     bpf::require_root()?;
     let mut removed = Vec::new();
-    for l in crate::leftovers::remove()? {
+    for l in crate::leftovers::remove()?.1 {
         say(format!("removed leftover {}: {}", l.path.display(), l.what));
         removed.push(json!({ "path": l.path, "what": l.what }));
     }

@@ -15,7 +15,7 @@ pub(super) fn run(cmd: CgroupCmd, out: Out) -> Result<i32> {
             profile,
         } => {
             let profile = crate::profiles::resolve(&algo, &profile)?;
-            let b = cgroup::set(&path, &algo, profile)?;
+            let b = cgroup::set(&path, &algo, profile, &crate::leftovers::sweep)?;
             if out.json {
                 out.emit(&json!({
                     "cgroup": path,
@@ -39,7 +39,7 @@ pub(super) fn run(cmd: CgroupCmd, out: Out) -> Result<i32> {
             Ok(0)
         }
         CgroupCmd::Watch { path } => {
-            let b = cgroup::watch(&path)?;
+            let b = cgroup::watch(&path, &crate::leftovers::sweep)?;
             if out.json {
                 out.emit(&json!({ "cgroup": path, "cgroup_id": b.cgroup_id, "watch": true }))?;
                 return Ok(0);

@@ -183,7 +183,7 @@ impl State {
 
     /// The config with its `[[pods]]` as cgroup entries now.
     fn effective(&self) -> Desired {
-        crate::pods::with_pods(&self.desired.borrow(), self.pods.borrow().as_deref())
+        crate::config::with_pods(&self.desired.borrow(), self.pods.borrow().as_deref())
     }
 
     async fn scrape(&self) -> String {
@@ -277,7 +277,7 @@ fn apply(mut d: Desired, pods: Option<&[crate::pods::PodInfo]>, verbose: bool) -
         }
     };
     let ids = crate::profiles::stabilise(&mut d)?;
-    let plan = config::plan(&crate::pods::with_pods(&d, pods))?;
+    let plan = config::plan(&crate::config::with_pods(&d, pods))?;
     if plan.is_empty() {
         log(6, "config: kernel already matches");
     }

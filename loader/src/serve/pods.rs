@@ -5,7 +5,7 @@
 //! account, elsewhere from `$KUBECONFIG` or `~/.kube/config`.  Each change
 //! of a pod's labels, namespace or QoS class sends the node's whole list to
 //! the main loop, which binds the cgroups the entries select now
-//! (`crate::pods::with_pods`).
+//! (`crate::config::with_pods`).
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
