@@ -18,15 +18,16 @@ trap 'rm -rf "$log" "$accdir"' EXIT
 set +e
 # --no-fail-fast: every test binary runs and every failure is reported.
 # The property tests ("fuzzing", loader/src/fuzz_tests.rs and
-# serve/tests.rs) run a bounded number of cases here; README has the long run.
+# serve/tests.rs) run a bounded number of cases here; docs/testing.md has
+# the long run.
 export PROPTEST_CASES=${PROPTEST_CASES:-1000}
 cargo test --locked --workspace --no-fail-fast --lib --bins --tests -- --test-threads=2 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
-# The controllers' acceptance cells through the emulated link (ALGORITHMS 6:
-# goodput, retransmissions, RTT inflation, time in Recovery against the
-# kernel's CCs in the same run), then coexist's (ALGORITHMS 7.1, flows that
-# share the link: two ccpd flows, ccpd against cubic), which acceptance
-# names in `also`; about 6.5 minutes.  Skipped with a reason where the
+# The controllers' acceptance cells through the emulated link (goodput,
+# retransmissions, RTT inflation, time in Recovery against the kernel's CCs
+# in the same run), then those of the scenarios acceptance names in `also`
+# (flows that share the link, ccpd under heavy random loss, ccpd on LAN
+# paths); docs/lab.md.  Skipped with a reason where the
 # privileged tests are skipped.
 if [ "$(id -u)" = 0 ] && [ -e /sys/kernel/btf/vmlinux ]; then
     cargo xtask lab check acceptance --quick --out "$accdir/acceptance" 2>&1 | tee -a "$log"
@@ -38,7 +39,7 @@ if [ "$(id -u)" = 0 ] && [ -e /sys/kernel/btf/vmlinux ]; then
         echo "acceptance: PASSED" | tee -a "$log"
     fi
     # A minute of flows, concurrent and killed commands, daemon reloads
-    # and kills (issue 13); the 30-minute run is in the README.
+    # and kills; the 30-minute run is in docs/testing.md.
     cargo xtask soak --minutes 1 --out "$accdir/soak" 2>&1 | tee -a "$log"
     src=${PIPESTATUS[0]}
     if [ "$src" -ne 0 ]; then

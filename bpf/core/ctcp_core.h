@@ -465,7 +465,7 @@ CCL_CORE void ctcp_rtt_max_update(u32 *rtt_max_us, u32 *rate_max, u32 win, u32 r
  * higher one (an undo) goes to the loss window.  Both cong_avoid and
  * ssthresh call it: ssthresh on a stale split halved a loss window of
  * 1,896,535,746 segments while the kernel's window was 11 (a run on the
- * 2-packet buffer, docs/results.md 3r), and the kernel then set the window
+ * 2-packet buffer, docs/notebook/results-history.md 3r), and the kernel then set the window
  * to that ssthresh at the end of Recovery.
  */
 CCL_CORE void ctcp_resync(u32 cwnd, u32 *cwnd_l, u32 *dwnd_q10)

@@ -1,5 +1,5 @@
 //! `cargo xtask bench`: what telemetry and the controllers cost, measured
-//! on this machine, as a table the README quotes.
+//! on this machine, as a table docs/usage.md quotes.
 //!
 //! (a) Consumer: records/s `ccload watch` sustains with 0 drops.  A
 //!     synthetic producer (bpf/bench.bpf.c) writes ccpd records into the

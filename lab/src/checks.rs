@@ -42,7 +42,7 @@ pub struct CheckOutcome {
 /// start left (126-243 segments) or a later host-made loss: the kernel's
 /// reno against itself under a second label read 0.870x over six paired
 /// repetitions (46-72 Mbit/s against 51-72), which the mean would fail
-/// and this test passes (margin -5.3, bound +2.3; docs/results.md 3q).
+/// and this test passes (margin -5.3, bound +2.3; docs/notebook/results-history.md 3q).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Paired {
     /// Repetitions with a run of both CCs.

@@ -18,6 +18,7 @@
 pub mod bench;
 pub mod checks;
 pub mod demo;
+pub mod digest;
 pub mod plot;
 pub mod report;
 pub mod run;

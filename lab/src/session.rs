@@ -961,7 +961,7 @@ fn suspect_cells(
 ) -> Vec<crate::scenario::Cell> {
     let mut cells: Vec<crate::scenario::Cell> = Vec::new();
     // A wild window means the controller's guard against skipped hooks
-    // failed (README, Known issues), whatever the host did: never measured
+    // failed (docs/known-issues.md), whatever the host did: never measured
     // away.
     for o in outcomes
         .iter()

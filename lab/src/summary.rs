@@ -41,7 +41,7 @@ pub struct FlowSample {
     /// The kernel's loss accounting, TCP_INFO's snd_ssthresh, unacked
     /// (packets_out), sacked, lost and retrans (retrans_out): with cwnd
     /// they are what the kernel's PRR computes the window from.  Recorded
-    /// to find where a wild window comes from (docs/results.md 3r); 0 in
+    /// to find where a wild window comes from (docs/notebook/results-history.md 3r); 0 in
     /// samples stored before they were.
     pub ssthresh: u32,
     pub unacked: u32,
@@ -447,7 +447,7 @@ pub(crate) fn summarise(
 /// keeps about two BDPs; a window beyond the bound sends into drops
 /// whatever the law says.  Measured: ctcp_plus on the 2-packet buffer (20
 /// Mbit/s, 10 ms: storage 19) showed 1,896,535,746 segments in one run
-/// (docs/results.md 3r) and retransmitted 0.37 segments per delivered one.
+/// (docs/notebook/results-history.md 3r) and retransmitted 0.37 segments per delivered one.
 pub fn window_bound(storage_pkts: f64) -> u32 {
     (WINDOW_BOUND_X * storage_pkts)
         .max(WINDOW_BOUND_MIN as f64)

@@ -1774,7 +1774,7 @@ fn ctcp_rtt_max_counts_only_rounds_at_the_best_rate() {
 
 /// The rate of a round is the data outstanding at its start over its RTT.
 /// Replay of the grid's ctcp_plus run at 20 Mbit/s (1,667 segments/s), 190
-/// ms, 1 BDP, 1e-5 (docs/results.md 3l): slow start's last rounds and the
+/// ms, 1 BDP, 1e-5 (docs/notebook/results-history.md 3l): slow start's last rounds and the
 /// overshoot, then a random loss with 5.5 ms of queue at window 323.  With
 /// the window at each round's end (the old input) the best rate read 2,750
 /// segments/s, the overshoot round missed the filter, RTTmax stayed 42.5 ms

@@ -589,8 +589,8 @@ fn the_daemon_runs_with_exactly_the_units_capabilities() {
 /// deploy/Containerfile builds the image the DaemonSet names: every path it
 /// copies exists, the binary lands where the DaemonSet runs it, the build
 /// uses the `static` feature the loader declares, and the config it ships
-/// is valid.  (Building the image needs a container daemon; the README says
-/// how.)
+/// is valid.  (Building the image needs a container daemon; docs/install.md
+/// says how.)
 #[test]
 fn containerfile_builds_what_the_daemonset_runs() {
     let cf = std::fs::read_to_string(root().join("deploy/Containerfile")).unwrap();

@@ -76,7 +76,7 @@ enum Task {
     /// What telemetry and the controllers cost here: records/s the
     /// `watch` consumer sustains with 0 drops, loopback throughput of each
     /// controller and of tracing vs cubic, the cost of cgroup aggregates.
-    /// Writes bench.md (the README quotes it).
+    /// Writes bench.md (docs/usage.md quotes it).
     Bench {
         /// Seconds per consumer rate.
         #[arg(long, default_value_t = 2.0)]
@@ -179,6 +179,12 @@ enum LabCmd {
         /// One JSON document.
         #[arg(short = 'j', long)]
         json: bool,
+    },
+    /// The verdict of a stored check as one table per controller (what
+    /// docs/results.md holds for the committed grid).
+    Digest {
+        /// The results directory of `lab check`.
+        dir: PathBuf,
     },
     /// Run a scenario and enforce its [[checks]] thresholds; exit 1 on a failure.
     Check {
@@ -377,6 +383,9 @@ fn real_main() -> Result<()> {
         Task::Lab {
             cmd: LabCmd::Compare { a, b, json },
         } => print!("{}", ccload_lab::stored::compare(&a, &b, json)?),
+        Task::Lab {
+            cmd: LabCmd::Digest { dir },
+        } => print!("{}", ccload_lab::digest::digest(&dir)?),
         Task::Lab {
             cmd: LabCmd::Demo { algo, secs },
         } => {

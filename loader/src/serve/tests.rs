@@ -1,7 +1,7 @@
 //! The daemon's HTTP request path, fuzzed through in-memory pipes: any
 //! bytes a client sends end in an answer or a closed connection within the
 //! deadline, never a panic or a hang. Cases: `PROPTEST_CASES` (scripts/test.sh
-//! runs a bounded number; README "Fuzzing" has the long run).
+//! runs a bounded number; docs/testing.md has the long run).
 
 use std::rc::Rc;
 use std::time::Duration;
