@@ -32,6 +32,25 @@ impl Algo {
         })
     }
 
+    /// The tunables as the Markdown table of docs/<algo>.md: name, default,
+    /// range, unit and meaning, from the descriptor table of
+    /// bpf/ccload_intf.h (a test holds the page to it).
+    pub fn tunables_markdown(self) -> String {
+        let mut t =
+            String::from("| tunable | default | range | unit | meaning |\n|---|---|---|---|---|\n");
+        for pd in self.params() {
+            let unit = if pd.unit.is_empty() { "-" } else { pd.unit };
+            t += &format!(
+                "| `{}` | {} | {} | {unit} | {} |\n",
+                pd.name,
+                pd.display(pd.def),
+                pd.range(),
+                pd.help.replace('|', "\\|")
+            );
+        }
+        t
+    }
+
     /// Default tunables.
     pub fn defaults(self) -> Params {
         Params {
@@ -272,6 +291,34 @@ impl clap::ValueEnum for Algo {
 
 #[cfg(test)]
 mod tests {
+
+    /// docs/<algo>.md shows the tunables table of bpf/ccload_intf.h between
+    /// its markers, row for row.
+    #[test]
+    fn each_controllers_page_shows_its_tunables_table() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .unwrap();
+        let begin = "<!-- tunables: generated from bpf/ccload_intf.h -->\n";
+        let end = "<!-- end of tunables -->";
+        for a in Algo::ALL {
+            let path = root.join(format!("docs/{}.md", a.name()));
+            let page = std::fs::read_to_string(&path).unwrap();
+            let want = a.tunables_markdown();
+            let at = page
+                .find(begin)
+                .unwrap_or_else(|| panic!("{}: no `{}`", path.display(), begin.trim()))
+                + begin.len();
+            let stop = page[at..].find(end).expect("the closing marker") + at;
+            assert_eq!(
+                page[at..stop].trim(),
+                want.trim(),
+                "{}: the tunables table differs from ccload_intf.h; it should read:\n{want}",
+                path.display()
+            );
+        }
+    }
+
     use super::*;
 
     #[test]
