@@ -120,6 +120,8 @@ enum ccl_phase {
 /* One aligned row per tunable (clang-format would split the rows). */
 /* clang-format off */
 /* CCPD (docs/ccpd.md, "Tunables") */
+/* What ccpd is for, one line (`ccload algos`). */
+#define CCL_CCPD_PURPOSE "delay-based window control (PD, Smith predictor): the link's rate at a small queue, random loss held"
 #define CCL_CCPD_PARAMS(X)                                                                      \
 	X(mode, "mode", 1, 1, 0, 1, "", "0 = literal Eq. 3 (L0, per ACK), 1 = L1 full-utilising law") \
 	X(kp_q10, "kp", CCL_Q10, 2 * CCL_Q10, CCL_Q10 / 4, 16 * CCL_Q10, "", "Kp, window segments per segment of free storage") \
@@ -145,6 +147,8 @@ enum ccl_phase {
 	X(trace_ms, "trace_ms", 1, 1, 0, 60000, "ms", "at most one record per flow per N ms (a LAN's rounds last tens of us); 0 = no time limit")
 
 /* HE-TCP (docs/hetcp.md, "Tunables") */
+/* What hetcp is for, one line (`ccload algos`). */
+#define CCL_HETCP_PURPOSE "Reno whose backoff follows a bandwidth estimate (GTSW): long paths with random loss"
 #define CCL_HETCP_PARAMS(X)                                                                     \
 	X(count_mode, "count_mode", 1, 1, 0, 1, "", "0 = count ACK events, 1 = acked segments") \
 	X(rtt_src, "rtt_src", 1, 0, 0, 1, "", "RTT in T_ratio: 0 = BaseRTT (Fig. 2), 1 = srtt (Eq. 2)") \
@@ -160,6 +164,8 @@ enum ccl_phase {
 	X(trace_ms, "trace_ms", 1, 0, 0, 60000, "ms", "at most one record per flow per N ms; 0 = no time limit")
 
 /* Compound TCP+ (docs/ctcp_plus.md, "Tunables") */
+/* What ctcp_plus is for, one line (`ccload algos`). */
+#define CCL_CTCP_PLUS_PURPOSE "Compound TCP with the CTCP+ early reduction: long fat paths with small buffers, fair to Reno"
 #define CCL_CTCP_PLUS_PARAMS(X)                                                                 \
 	X(alpha_q10, "alpha", CCL_Q10, CCL_Q10 / 8, 0, CCL_Q10, "", "dwnd growth alpha*swnd^(3/4) - 1") \
 	X(beta_q10, "beta", CCL_Q10, CCL_Q10 / 2, 0, CCL_Q10, "", "multiplicative decrease of swnd on loss") \
@@ -186,6 +192,8 @@ enum ccl_phase {
 	X(trace_ms, "trace_ms", 1, 0, 0, 60000, "ms", "at most one record per flow per N ms; 0 = no time limit")
 
 /* Hyun & Jang under-buffered-link Reno (docs/ub_reno.md, "Tunables") */
+/* What ub_reno is for, one line (`ccload algos`). */
+#define CCL_UB_RENO_PURPOSE "Reno plus an extra window for buffers far below the BDP"
 #define CCL_UB_RENO_PARAMS(X)                                                                   \
 	X(alpha_q16, "alpha", CCL_Q16, CCL_FIX(CCL_Q16, 102, 100), CCL_Q16, 2 * CCL_Q16, "", "congestion when C(t) > alpha") \
 	X(beta_q16, "beta", CCL_Q16, CCL_FIX(CCL_Q16, 97, 100), CCL_Q16 / 2, CCL_Q16, "", "W_full = cwnd_p(t*) * beta") \

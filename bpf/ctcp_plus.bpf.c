@@ -18,7 +18,7 @@
  * CTCP+ seed (Hisamatsu/Noborio group, IPSJ 2012).  How it works and why it
  * deviates: docs/ctcp_plus.md.
  *
- * Deviations (spec 3.1 [S], 3.2 [I], register 14-15):
+ * Deviations from the paper (docs/ctcp_plus.md, "How ccload reads it"):
  *  1. Round RTT = minimum sample of the round, >= min_samples samples, delay
  *     component active above low_wnd only (Linux compound patch).
  *  2. The CTCP+ trigger and rules (2)-(4) are reconstructed from the seed's
@@ -50,7 +50,7 @@
  *     (CUBIC's plateau, on dwnd only, in time rather than rounds); and
  *     rand_keep: a loss seen with a queue under 1/4 of the largest the flow
  *     has seen keeps the pipe swnd baseRTT/RTT instead of halving (CCPD's
- *     loss classification, ALGORITHMS 6.1.1).  At 100 Mbit/s, 10 ms, a
+ *     loss classification).  At 100 Mbit/s, 10 ms, a
  *     10-packet buffer: 0.82x reno before, 0.98-1.02x now; with 1e-4 random
  *     loss at 190 ms, 1 BDP: 89 Mbit/s against reno's 12 (same run).  A
  *     round's RTT counts towards that largest queue only at >= 3/4 of the

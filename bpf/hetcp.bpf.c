@@ -16,7 +16,7 @@
  * bandwidth-delay product networks", ICCS 2007.  How it works and why it
  * deviates: docs/hetcp.md.
  *
- * Deviations (spec 2.2, interpretation register 10-13):
+ * Deviations from the paper (docs/hetcp.md, "How ccload reads it"):
  *  1. PacketCnt counts acknowledged segments (Linux receivers delay ACKs);
  *     count_mode = 0 counts ACK events as ns-2 did.
  *  2. "ssthresh = 0 after loss": Linux must still halve through PRR, so
@@ -35,13 +35,13 @@
  *     low_wnd (default 0) as Fig. 2.
  *  5. After a loss the estimate is kept (loss_bw = 1, default) and RI
  *     regrows toward Eq. 3 with the estimate from before the loss, where Fig. 2
- *     restarts it from 0 (loss_bw = 0, spec 2.5 as written).  The paper's
+ *     restarts it from 0 (loss_bw = 0, Fig. 2 as written).  The paper's
  *     sender had no PRR: after halving it was quiet while the ACKs of the old
  *     window still came at the link rate, and that is what its restarted
  *     estimator measured.  On Linux PRR sends through recovery and cong_avoid
  *     is not called there, so a restarted estimate measures the halved window
- *     and RI is Reno: no gain under random loss (spec 6.2's "goodput >=
- *     reno's" failed at 20M/10ms/BDP2/1e-4, 0.9994x).  The kept estimate is
+ *     and RI is Reno: no gain under random loss (the acceptance check's
+ *     "goodput >= reno's" failed at 20M/10ms/BDP2/1e-4, 0.9994x).  The kept estimate is
  *     at most the rate ACKs return, so after a congestive loss the target is
  *     the BDP; two flows still converge (docs/hetcp.md, "Random loss").
  *  6. Congestion avoidance above a base RTT of ai_rtt_ms (default 25) grows

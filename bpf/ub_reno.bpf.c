@@ -19,7 +19,7 @@
  * Hyun & Jang: "A simple TCP modification for under-buffered links" (the
  * letter).  How it works and why it deviates: docs/ub_reno.md.
  *
- * Deviations (spec 4.2, interpretation register 16-17):
+ * Deviations from the paper (docs/ub_reno.md, "How ccload reads it"):
  *  1. Ramp: cwnd_p(t+1) = min(a cwnd_p(t), W_full^{i-1}) (the printed
  *     "extra = a cwnd" would double the window), applied as +(a - 1) per
  *     acknowledged segment rather than one jump per round: Linux without fq
@@ -65,7 +65,7 @@ char _license[] SEC("license") = "GPL";
 #define CCL_PARAMS_TABLE CCL_UB_RENO_PARAMS
 #include "ccload_maps.bpf.h"
 
-/* Per-flow state (104 bytes of icsk_ca_priv; spec 4.4). */
+/* Per-flow state (104 bytes of icsk_ca_priv). */
 struct ub_reno {
 	struct ubl_ls ls; /* LSRTT estimator */
 	struct ubl_win w; /* Reno window, extra window, W_full, phase */

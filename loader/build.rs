@@ -91,7 +91,16 @@ fn algos_rs(rows: &[Row]) -> String {
     o += "        }\n    }\n\n    /// `enum ccl_algo` value carried in telemetry records.\n";
     o += "    pub fn id(self) -> u32 {\n        match self {\n";
     o += &arms(&|r| format!("intf::CCL_ALGO_{}", r.upper));
-    o += "        }\n    }\n\n    /// Size in bytes of this algorithm's params struct.\n";
+    o += "        }\n    }\n\n    /// What it is for, one line (`CCL_<NAME>_PURPOSE`).\n";
+    o += "    pub fn purpose(self) -> &'static str {\n        // SAFETY: NUL-terminated C arrays (host_core.c).\n        let p = unsafe {\n            match self {\n";
+    for r in rows {
+        o += &format!(
+            "                Algo::{} => intf::ccl_{}_purpose.as_ptr(),\n",
+            camel(&r.name),
+            r.name
+        );
+    }
+    o += "            }\n        };\n        cstr(p)\n    }\n\n    /// Size in bytes of this algorithm's params struct.\n";
     o += "    pub fn params_size(self) -> usize {\n        match self {\n";
     o += &arms(&|r| format!("std::mem::size_of::<intf::ccl_{}_params>()", r.name));
     o += "        }\n    }\n\n    /// The tunable descriptors host_core.c emits for this algorithm.\n";

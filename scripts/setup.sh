@@ -28,7 +28,7 @@ if [ ${#need[@]} -gt 0 ]; then
     apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-# tests/kubernetes.rs renders deploy/kubernetes with kubectl's kustomize or
+# tests/tests/kubernetes.rs renders deploy/kubernetes with kubectl's kustomize or
 # the kustomize CLI. Debian 12 packages neither: build the CLI from its Go
 # module (about 30 s once) where Go is installed.
 gobin=$(command -v go || echo /usr/local/go/bin/go)

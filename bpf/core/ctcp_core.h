@@ -63,7 +63,7 @@ struct ctcp_round {
  *   Diff = (swnd/baseRTT - swnd/RTT) * baseRTT = swnd (RTT - baseRTT) / RTT
  *   dwnd += max(alpha swnd^(3/4) - 1, 0)       if Diff <  gamma
  *   dwnd  = max(dwnd - zeta Diff, 0)           if Diff >= gamma
- * CTCP+ [I, spec 3.2]: Diff >= gamma with dwnd already 0 (at the start of
+ * CTCP+ (an interpretation of the paper): Diff >= gamma with dwnd already 0 (at the start of
  * the round) anticipates a loss:
  *   (2) first round of the episode: cwnd = floor(cwnd * 2/3)
  *   (3) later rounds:               cwnd = cwnd - 1/2
@@ -399,7 +399,7 @@ CCL_CORE u32 ctcp_spread_ack(u32 dwnd_q10, u32 grow_q10, u32 acked, u32 swnd)
  * was under a quarter of the largest seen, qmax = RTTmax - baseRTT, and
  * qmax shows a buffer of at least a quarter of the base RTT:
  *   random  <=>  4 q < qmax  and  4 qmax >= baseRTT
- * (the rule CCPD uses, ALGORITHMS 6.1.1, with the round RTT for the smoothed
+ * (the rule CCPD uses, with the round RTT for the smoothed
  * one).  A random loss keeps the pipe, swnd baseRTT/RTT: what the flow had
  * queued goes, the pipe stays.  A buffer below baseRTT/4 never qualifies:
  * there RTT noise is as large as the queue and a loss is the buffer's.

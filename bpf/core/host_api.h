@@ -9,12 +9,14 @@
 #include "ubl_core.h"
 #include "agg_core.h"
 
-/* Per CCL_ALGOS row: the tunable and telemetry descriptor tables. */
+/* Per CCL_ALGOS row: the tunable and telemetry descriptor tables, and the
+ * one-line purpose. */
 #define CCL_HOST_DECLS(name, NAME, tel)                               \
 	extern const struct ccl_param_desc ccl_##name##_param_desc[]; \
 	extern const u32 ccl_##name##_param_count;                    \
 	extern const struct ccl_tel_desc ccl_##name##_tel_desc[];     \
-	extern const u32 ccl_##name##_tel_count;
+	extern const u32 ccl_##name##_tel_count;                      \
+	extern const char ccl_##name##_purpose[];
 CCL_ALGOS(CCL_HOST_DECLS)
 
 /* The aggregate descriptor tables, CCL_AGG_NR_COUNTERS and CCL_AGG_NR_HISTS

@@ -22,6 +22,9 @@
 #define CCL_HOST_PARAM_TABLE(name, NAME, tel) CCL_DESC_TABLE(name, CCL_##NAME##_PARAMS)
 CCL_ALGOS(CCL_HOST_PARAM_TABLE)
 
+#define CCL_HOST_PURPOSE(name, NAME, tel) const char ccl_##name##_purpose[] = CCL_##NAME##_PURPOSE;
+CCL_ALGOS(CCL_HOST_PURPOSE)
+
 #include <stddef.h>
 
 #define CCL_TEL_DESC(member, type, field, unit, help)               \

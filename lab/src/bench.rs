@@ -297,7 +297,7 @@ pub struct CpuRow {
 /// (e)'s rate, bit/s, and seconds per transfer.
 const CPU_RATE_BIT_S: f64 = 1e9;
 const CPU_SECS: f64 = 5.0;
-/// ALGORITHMS / issue 42: every controller within this of cubic's CPU per byte.
+/// Every controller within this of cubic's CPU per byte.
 pub const CPU_RATIO_MAX: f64 = 1.15;
 
 /// (e): `reps` paced transfers of each CC over a fresh veth pair, in

@@ -14,7 +14,7 @@ pub const KERNEL_CCS: [&str; 3] = ["reno", "cubic", "bbr"];
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
     pub title: String,
-    /// ALGORITHMS.md section the experiment reproduces.
+    /// The paper (and figure or table) the experiment reproduces.
     pub paper: String,
     pub description: String,
     /// How the paper's setting was scaled to what the emulator sustains.
@@ -185,7 +185,7 @@ pub struct Check {
     /// that include the failing one do not separate noise from harm.
     #[serde(default)]
     pub confirm_reps_in: Vec<ConfirmIn>,
-    /// What the threshold stands for (ALGORITHMS 6.x "what must hold").
+    /// What the threshold stands for, printed with its verdict.
     pub why: String,
 }
 

@@ -844,7 +844,7 @@ fn ccpd_closed_loop_random_drop_in_slow_start_does_not_end_it() {
     assert!(util(&old) < 0.6, "ss_exit 0: utilisation {:.3}", util(&old));
 }
 
-/// ALGORITHMS 6.1.4, the one-flow law (`share=0`): a compressed pair 7.5x
+/// The one-flow law (`share=0`): a compressed pair 7.5x
 /// the link (measured in the kernel at an idle start) is capped at 1.25x the
 /// delivery rate, and a pair sample that is not refreshed expires after 4
 /// epochs.
@@ -878,7 +878,7 @@ fn ccpd_capacity_is_capped_by_the_delivery_rate_and_expires() {
     assert_eq!(ca.cap_sps, 8_000);
 }
 
-/// ALGORITHMS 6.1.5/6.1.6: an RTO in Recovery (no ssthresh(), no
+/// An RTO in Recovery (no ssthresh(), no
 /// CA_EVENT_LOSS) must not leave a window of 0; undo restores prior_cwnd.
 #[test]
 fn ccpd_rto_in_recovery_never_gives_a_zero_window() {
@@ -1228,7 +1228,7 @@ fn ccpd_closed_loop_one_stall_on_a_short_path_keeps_b() {
     }
 }
 
-/// ALGORITHMS 7.1, measured: a second ccpd flow's pairs read the link
+/// Sharing, measured: a second ccpd flow's pairs read the link
 /// (9,146 and 9,058 segments/s on an 8,333 link) while its capacity, capped
 /// at 1.25x its own delivery rate, fell with its window (1,837, 913, 97).
 /// With `share=1` the capacity is the pairs' running median, which outliers

@@ -318,7 +318,7 @@ fn ccpd_estimates_match_eq5_eq6() {
 
 #[test]
 fn ccpd_gains() {
-    // gamma = 1/(1+2Kp) (ALGORITHMS 6.1.3): 0.20 at Kp=2, 0.11 at Kp=4 (Q10 truncation <= 1/1024).
+    // gamma = 1/(1+2Kp): 0.20 at Kp=2, 0.11 at Kp=4 (Q10 truncation <= 1/1024).
     for kp in [256u32, 1024, 2048, 4096, 16384] {
         let got = unsafe { intf::ccpd_gamma_auto_q10(kp) } as f64 / 1024.0;
         let want = 1.0 / (1.0 + 2.0 * kp as f64 / 1024.0);
@@ -1825,10 +1825,10 @@ fn ctcp_rand_keep_counts_slow_start_overshoot() {
 }
 
 // ---------------------------------------------------------------------------
-// ub_reno (ALGORITHMS.md 4): LSRTT, C(t), Eq. 4, and the closed loop.
+// ub_reno (Hyun & Jang): LSRTT, C(t), Eq. 4, and the closed loop.
 
 fn ls_cfg() -> intf::ccl_ub_reno_params {
-    // The LSRTT defaults are those of spec 4.5 (shift 4, nu_shift 6, nu_min
+    // The LSRTT defaults (shift 4, nu_shift 6, nu_min
     // 20 us, h_mult 4, dev_min 50 us, warm-up 8 samples).
     Algo::UbReno.params_struct(&[])
 }
@@ -2131,7 +2131,7 @@ fn eq4_ramp_hold_zero_and_the_cycle_rule() {
         w.cwnd_r
     );
     assert_eq!(w.cwnd_r + w.extra, 970);
-    // v2 (ALGORITHMS 6.3): congestion in HOLD lowers W_full by beta and
+    // Congestion in HOLD lowers W_full by beta and
     // keeps holding; each further round with C > alpha lowers it again; the
     // extra window never drops by more than 3 % of cwnd_p in one round.
     // One round over alpha is not yet congestion (c_rounds = 2): an

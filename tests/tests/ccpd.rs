@@ -145,7 +145,7 @@ fn bytes_at(t: &Transfer, at: f64) -> u64 {
         .map_or(0, |&(_, b)| b)
 }
 
-/// ALGORITHMS 7.1: two ccpd flows started together through one drop-tail
+/// Sharing a link: two ccpd flows started together through one drop-tail
 /// bottleneck (100 Mbit/s, 40 ms, 1 BDP) share it.  With the one-flow law
 /// (`share=0`) the first flow holds the queue at its own target and the
 /// second starves: 94.7 and 1.4 Mbit/s.  Each flow's goodput is read over

@@ -472,14 +472,14 @@ fn rollout(
     (code, lines, t0.elapsed().as_secs_f64())
 }
 
-/// The canary rollout (issue 15): a canary on a harmful ccpd profile (a
+/// The canary rollout: a canary on a harmful ccpd profile (a
 /// buffer-estimate floor far above the 40-packet buffer, so the law keeps
 /// overflowing it) against a control on cubic is rolled back after 2
 /// failing intervals, the canary's binding restored exactly (unbound) and
 /// the control untouched; the same rollout with ccpd's defaults runs its
 /// course and `--promote` binds the control too; `rollout status`,
 /// `promote` and `abort` act on a rollout in progress, and `abort
-/// --interrupted` on one that was killed (issue 40).
+/// --interrupted` on one that was killed.
 #[test]
 fn a_harmful_canary_is_rolled_back_and_a_good_one_promoted() {
     let _s = privileged!();
@@ -662,7 +662,7 @@ fn a_harmful_canary_is_rolled_back_and_a_good_one_promoted() {
     ccload_ok(&["tune", "--algo", "ccpd", "--profile", "5", "--reset"]);
 }
 
-/// Stable profile ids (issue 40): flows bound by `apply` to profiles `web`
+/// Stable profile ids: flows bound by `apply` to profiles `web`
 /// and `zz` keep their tunables across an apply that adds `api` (which
 /// sorts first: numbered in name order it would take web's id) and removes
 /// `zz` and its cgroup: web keeps its id, zz's id is retired while its flow

@@ -74,7 +74,7 @@ fn every_built_controller_runs_a_bottleneck_transfer() {
             frac * 100.0,
             cubic_frac * 100.0
         );
-        // The ccpd of issue 12 resent about every segment once its window
+        // An early ccpd resent about every segment once its window
         // passed the path storage (586,255 retransmits for 1.1 M segments):
         // a controller may resend at most 5 % of what it sends (cubic's
         // share is far below that here), whatever its goodput.

@@ -1,5 +1,5 @@
 //! Compound TCP+ against plain Compound (plus=0) with four flows sharing a
-//! shallow drop-tail bottleneck (ALGORITHMS.md 3.8): the early reduction
+//! shallow drop-tail bottleneck: the early reduction
 //! must anticipate losses, so CTCP+ sees fewer loss events at equal or
 //! better aggregate goodput, in the same run.
 

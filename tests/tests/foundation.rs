@@ -352,6 +352,9 @@ fn algos_lists_tunables_offline_as_json() {
         .collect();
     assert_eq!(names, ["ccpd", "hetcp", "ctcp_plus", "ub_reno"]);
     for a in v.as_array().unwrap() {
+        // one line saying what it is for (CCL_<NAME>_PURPOSE)
+        let purpose = a["purpose"].as_str().unwrap();
+        assert!(purpose.len() > 20 && !purpose.contains('\n'), "{a}");
         let t = a["tunables"].as_array().unwrap();
         assert!(
             t.iter().any(|d| d["name"] == "trace_every"),

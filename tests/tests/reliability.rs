@@ -1,4 +1,4 @@
-//! Concurrency and crashes (issue 13): the state lock and crash-consistent
+//! Concurrency and crashes: the state lock and crash-consistent
 //! pins.  Each test failed before the fix it guards.
 
 use std::os::fd::AsRawFd;

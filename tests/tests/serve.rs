@@ -818,7 +818,7 @@ fn the_daemon_runs_a_rollout_from_its_config_across_a_reload() {
 }
 
 /// `ccload rollout status` and `promote` reach a rollout the daemon runs
-/// (issue 40): listed as running by `serve`, promoted early (the control
+/// listed as running by `serve`, promoted early (the control
 /// bound, `/metrics` says `promoted`), and not started again by a reload of
 /// the same config.
 #[test]
@@ -876,7 +876,7 @@ fn the_daemons_rollouts_answer_the_rollout_verbs() {
     assert!(d.stop().success());
 }
 
-/// The daemon applies a changed config file without a signal (issue 40): a
+/// The daemon applies a changed config file without a signal: a
 /// ConfigMap-style update (the kubelet renames a new `..data` symlink into
 /// the mounted directory; the file is a symlink through it) retunes ccpd;
 /// an invalid new file is reported, counted and the running state kept; the
@@ -965,7 +965,7 @@ fn cc_of_a_connection(link: &Bottleneck, cg: &std::path::Path) -> String {
         .to_string()
 }
 
-/// Cgroups that come and go (issue 40): `[[cgroups]]` entries may name
+/// Cgroups that come and go: `[[cgroups]]` entries may name
 /// cgroups that do not exist yet and may be globs.  The daemon binds a
 /// cgroup within 1 s of its mkdir, binds it again after an rmdir + mkdir
 /// (a service restart), and binds each of three cgroups a glob matches;
@@ -1250,7 +1250,7 @@ impl MockApi {
     }
 }
 
-/// Pods by label (issue 40): `[[pods]]` entries select this node's pods
+/// Pods by label: `[[pods]]` entries select this node's pods
 /// through the Kubernetes API (a mock serving recorded pod objects) and
 /// the daemon binds each selected pod's cgroup (a kubelet-style tree, the
 /// systemd driver, under a test cgroup): at start, a pod added later once

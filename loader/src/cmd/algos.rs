@@ -15,6 +15,7 @@ pub(super) fn run(out: Out) -> Result<i32> {
             .map(|a| {
                 json!({
                     "algo": a.name(),
+                    "purpose": a.purpose(),
                     "tunables": a.params().iter().map(|d| json!({
                         "name": d.name,
                         "unit": d.unit,
@@ -34,7 +35,8 @@ pub(super) fn run(out: Out) -> Result<i32> {
     }
     for a in Algo::ALL {
         println!(
-            "{a}  ({} tunables, {} telemetry fields)",
+            "{a}: {}  ({} tunables, {} telemetry fields)",
+            a.purpose(),
             a.params().len(),
             crate::telemetry::fields(a).len()
         );

@@ -1,0 +1,155 @@
+//! What the repository's code and documents point at is in the
+//! repository: every path written as `docs/...`, `bpf/...`, `loader/...`
+//! (and the other top-level directories) exists, every relative Markdown
+//! link resolves, and nothing cites a document the repository does not
+//! hold (the project's issue tracker, its specification).  The dated record
+//! (`docs/notebook/`) and the stored lab results (`docs/grid/`) are history
+//! and are not read.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// Paths that stand for something else: libbpf's headers (`#include
+/// <bpf/bpf_helpers.h>`), the fifth-controller recipe's files, which the
+/// reader creates, and a placeholder.
+const NOT_FILES: &[&str] = &[
+    "bpf/bpf_core_read.h",
+    "bpf/bpf_endian.h",
+    "bpf/bpf_helpers.h",
+    "bpf/bpf_tracing.h",
+    "bpf/core/demo_core.h",
+    "bpf/demo.bpf.c",
+    "docs/demo.md",
+    "bpf/vmlinux/ARCH",
+];
+
+const DIRS: &[&str] = &[
+    "docs", "bpf", "loader", "lab", "testbed", "tests", "xtask", "configs", "scripts", "deploy",
+    ".ci",
+];
+
+fn tracked() -> Vec<PathBuf> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(root())
+        .args(["ls-files", "-co", "--exclude-standard"])
+        .output()
+        .expect("git ls-files");
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|f| !f.starts_with("docs/grid/") && !f.starts_with("docs/notebook/"))
+        .filter(|f| {
+            [
+                ".rs", ".c", ".h", ".md", ".toml", ".sh", ".yaml", ".service", "run",
+            ]
+            .iter()
+            .any(|e| f.ends_with(e))
+        })
+        .filter(|f| !f.contains("vmlinux") && *f != "Cargo.lock")
+        .map(PathBuf::from)
+        .collect()
+}
+
+fn is_path_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "_./-".contains(c)
+}
+
+/// The repository paths a text names (`docs/lab.md`, `loader/src/bpf.rs`).
+fn repo_paths(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for d in DIRS {
+        let needle = format!("{d}/");
+        let mut from = 0;
+        while let Some(k) = text[from..].find(&needle) {
+            let at = from + k;
+            from = at + needle.len();
+            let before = text[..at].chars().next_back();
+            if before.is_some_and(|c| is_path_char(c) || c == '<') {
+                continue; // a longer path (/usr/share/doc/...), or <bpf/...>
+            }
+            let end = text[at..]
+                .find(|c: char| !is_path_char(c))
+                .map_or(text.len(), |e| at + e);
+            let p = text[at..end].trim_end_matches(['.', '-', '/']);
+            if p.len() > needle.len() && !text[end..].starts_with(['*', '<', '{']) {
+                out.push(p.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// The relative targets of a Markdown file's links, `[text](target)`.
+fn md_links(text: &str) -> Vec<String> {
+    text.split("](")
+        .skip(1)
+        .filter_map(|s| s.split(')').next())
+        .map(|t| t.split('#').next().unwrap_or("").to_string())
+        .filter(|t| !t.is_empty() && !t.contains("://") && !t.starts_with("mailto:"))
+        .collect()
+}
+
+#[test]
+fn the_checker_reads_paths_and_links() {
+    let t = "see docs/lab.md, loader/src/bpf.rs. /usr/share/doc/ccload and \
+             <bpf/bpf_helpers.h>; bpf/core/*_core.h; [a](choosing.md#x) [b](https://x)";
+    assert_eq!(repo_paths(t), ["docs/lab.md", "loader/src/bpf.rs"]);
+    assert_eq!(md_links(t), ["choosing.md"]);
+}
+
+#[test]
+fn what_the_repository_points_at_is_in_it() {
+    let root = root();
+    let mut missing = Vec::new();
+    for f in tracked() {
+        let Ok(text) = std::fs::read_to_string(root.join(&f)) else {
+            continue;
+        };
+        for p in repo_paths(&text) {
+            if !NOT_FILES.contains(&p.as_str()) && !root.join(&p).exists() {
+                missing.push(format!("{}: {p}", f.display()));
+            }
+        }
+        if f.extension().is_some_and(|e| e == "md") {
+            let dir = root.join(&f).parent().unwrap().to_path_buf();
+            for l in md_links(&text) {
+                if !dir.join(&l).exists() && !NOT_FILES.contains(&l.as_str()) {
+                    missing.push(format!("{}: link {l}", f.display()));
+                }
+            }
+        }
+        // (built here, so that this file does not cite them itself)
+        let cites = [
+            ["ALGORITHMS", ".md"],
+            ["ALGORITHMS", " "],
+            ["issue", " #"],
+            ["interpretation", " register"],
+        ];
+        for cite in cites.map(|c| c.concat()) {
+            if text.contains(&cite) {
+                missing.push(format!("{}: cites `{}`", f.display(), cite.trim()));
+            }
+        }
+        // an issue by its number: the tracker is not in the repository
+        let issue = ["issue", " "].concat();
+        if text
+            .match_indices(&issue)
+            .any(|(i, m)| text[i + m.len()..].starts_with(|c: char| c.is_ascii_digit()))
+        {
+            missing.push(format!("{}: cites an issue by number", f.display()));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "points outside the repository:\n  {}",
+        missing.join("\n  ")
+    );
+}
