@@ -19,92 +19,36 @@
  *
  * Cavendish, Ishida, Kumazoe, Tsuru, Oie, Gerla: "CCPD: a capacity and
  * congestion probing TCP with proportional plus derivative control",
- * INTERNET 2011.  How the law works, each deviation and the measurement
- * behind it: docs/ccpd.md.  The arithmetic and every hook's logic live in
+ * INTERNET 2011.  The arithmetic and every hook's logic live in
  * core/ccpd_core.h (host-tested, including a closed-loop packet model); this
- * file only copies kernel fields in and the window out.
+ * file copies kernel fields in and the window out.
  *
- * Deviations from the paper:
- *  1. w_k is the whole congestion window; L1 is the default law.
+ * Deviations from the paper, each explained with its measurement in
+ * docs/ccpd.md, "How ccload reads it" unless named otherwise:
+ *  1. w_k is the whole congestion window; L1 is the default law ("The window
+ *     is the whole congestion window", "Default law").
  *  2. Kd is in ms, k counts rounds, Kd/dt is clamped to g_max.
- *  3. rtt_max is the max of the own smoothed RTT; B >= b_min.
- *  4. Capacity: tagged back-to-back pair of 2-segment units (delayed ACKs),
- *     ns ACK dispersion, CapProbe minimum RTT-sum filter per epoch, never
- *     below the delivery rate and never above 1.25x it; a pair sample not
- *     refreshed for 4 epochs expires.  Uncapped, a pair released by a token
- *     bucket at an idle start read 62,972 seg/s on an 8,333 seg/s link.
- *  5. Gain gamma = 1/(1+2Kp), not 1.5/(1+2Kp): the RTT at a round start
- *     measures the previous round's window, and with that delay 1.5/(1+2Kp)
- *     swings the queue between empty and full.
- *  6. Clamp P + B - max(2, B/8): below the path storage, not at it.
- *  7. Loss: the kernel retransmits.  Over a nearly empty queue (smoothed
- *     RTT under clamp(m/16, rtt_floor, 16 ms) above m) a loss is random.
- *     Otherwise it is congestive when the smoothed RTT shows a nearly full
- *     buffer (s >= m + 3/4 (rtt_max - m)), Recovery is re-entered within an
- *     RTT of leaving it, the window is at the clamp, or (in slow start, in
- *     place of these, which there measure the slow start itself) the RTT
- *     shows the slow-start exit's queue; or (checked in pkts_acked) the
- *     Recovery has seen a burst of 3 losses with a queue, or W/8 without:
- *     the window is then held at the L1 equilibrium window (pipe share +
- *     Kp B/(1+2Kp)), and at most P_fb + Kp (W - P_fb)/(1+2Kp) with P_fb the
- *     pipe at the delivery rate (C may read 25 % above the link, more than
- *     a BDP/8 buffer).  Otherwise (random loss) it is held as the paper
- *     says, and the law (or slow start, up to one doubling) goes on through
- *     the Recovery, fed by its RTT samples (docs/ccpd.md, "Heavy random
- *     loss").  Holding every loss locked the flow in Recovery once cwnd
- *     passed the path storage: the kernel re-enters Recovery on the ACK that
- *     ends it and ssthresh() held the same window again.  A congestive loss
- *     in CA also sets rtt_max to the smoothed RTT (bmax_on_loss = 1,
- *     default), so B follows the buffer.
- *  8. RTO: slow start back to the last law window, handled in
- *     set_state(TCP_CA_Loss), because an RTO in Recovery skips ssthresh()
- *     and CA_EVENT_LOSS (a target of 0 there gave cwnd 0).  undo_cwnd
- *     returns max(cwnd, prior_cwnd).
- *  9. Slow start and Reno AI (before C is known) grow only while the flow is
- *     cwnd-limited, as every Linux CC does (RFC 7661).  Slow start also ends
- *     on HyStart's ACK-train and delay signals (ss_exit = 1, checked in
- *     pkts_acked): waiting for the first loss retransmitted the overshoot.
- *     Paced, it also ends when every RTT sample for m/16 shows a queue of
- *     clamp(m/32, 1 ms, 4 ms): HyStart's signals, read at a round's start,
- *     come a doubling late when the round is paced (docs/ccpd.md).
- * 10. RTT noise only adds delay, and read as queue it held the window at a
- *     third of a 10-ms path with a 10-packet buffer.  The law's x and d come
- *     from the smoothed RTT less its excess over the round's smallest sample,
- *     up to q_noise (default 0.5 ms; 0 = the paper's smoothed RTT);
- *     q_rtt = 1 (the round's minimum alone) retransmits more on deeper
- *     buffers (docs/ccpd.md).
- * 11. An RTT sample is clamped to m + n / C, n = packets delivered while its
- *     packet was out (ack_sample->in_flight / mss): no queue explains more.
- *     rtt_max only grows, and one 20-ms stall of the path read as queue
- *     lifted B from 166 to 375 packets and overflowed the buffer every few
- *     rounds for the rest of the flow (4,457 retransmissions in 20 s).
- *     rtt_max also stays within Little's law for a busy path, 17/16 n / fb
- *     (fb the delivery-rate max): at 10 ms a 20-ms stall passes m + n / C
- *     and lifted B from 36 to 90 packets (standing queue 14 -> 40).
- * 12. Sharing (share = 1, default; docs/ccpd.md, "Sharing a bottleneck"):
- *     C is the pairs' running median, not capped by the flow's own rate;
- *     each flow's L1 gain is scaled by its part of the link, r / C, and
- *     half the queue of the other flows, x - d, counts again in E, so N
- *     flows keep one stable queue below the buffer; the buffer's delay
- *     rtt_max - m, the base RTT m and C (taken under half the path's, else
- *     approached by an eighth a round) are shared by the flows to one
- *     destination (ccpd_paths, below); synchronised drains every drain_ms; competitive AIMD while a
- *     drain leaves another sender's queue, until a drain finds it empty while the path's ccpd
- *     flows carried >= 3/4 C (their rates summed in ccpd_paths); competing, it grows fast
- *     while no queue shows (the competitor left).
- * 13. m is at least rtt_floor (250 us; 0 = the paper's smallest sample): on a
- *     veth pair the smallest sample, 4 us, made every packet past the first two
- *     a queue (windows of 2-13 segments, half cubic's rate, 1.1-1.9x its CPU
- *     at 1 Gbit/s).  Paths of a millisecond and more keep their own m.
- *     Under a millisecond of m, fb is the delivery rate over windows of at
- *     least 1 ms, not per ACK: with TSO/GSO and GRO one RTT holds one to
- *     three 64-KiB bursts (ccpd_rate_window).
- * 14. Paced (pace = 1): 1.2x W mss / srtt, 2x in slow start, the kernel's
- *     ratios, with SK_PACING_NEEDED (no fq needed); the ACK arming a packet
- *     pair sends its quota unpaced, and so does a flow whose srtt is under
- *     rtt_floor (ccpd_pacing_rate).  The paper's sender is unpaced, and its
- *     bursts overflowed a 10-packet buffer below the path storage
- *     (docs/ccpd.md, "Pacing").
+ *  3. gamma = 1/(1+2Kp), not 1.5/(1+2Kp) ("Gain").
+ *  4. The law's RTT is the smoothed RTT less its noise, up to q_noise
+ *     ("Which RTT measures the queue").
+ *  5. Capacity from tagged pairs of 2-segment units with a CapProbe filter,
+ *     within [fb, 1.25 fb] ("Capacity", "Buffers of a few packets").
+ *  6. The window is clamped to P + B - max(2, B/8) ("Clamp").
+ *  7. RTT samples are bounded by m + n / C and by Little's law ("RTT samples
+ *     bounded by what was in flight").
+ *  8. A loss is random or congestive by the RTT; a random one is held, a
+ *     congestive one goes to the law's equilibrium ("Loss", "Heavy random
+ *     loss").
+ *  9. RTO: slow start back to the last law window, from set_state(Loss)
+ *     ("Timeout").
+ * 10. Slow start grows only while cwnd-limited and ends on HyStart-style
+ *     signals (ss_exit) ("Slow start").
+ * 11. Paced at the kernel's ratios, except a pair's quota and under
+ *     rtt_floor ("Pacing").
+ * 12. Flows to one destination share C, m and the buffer's delay, drain in
+ *     step and compete with loss-based senders ("Sharing a bottleneck").
+ * 13. m >= rtt_floor, and under 1 ms of m the delivery rate is read over
+ *     1-ms windows ("Paths of microseconds").
  *
  *   state diagram (phase):
  *

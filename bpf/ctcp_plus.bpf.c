@@ -18,67 +18,6 @@
  * CTCP+ seed (Hisamatsu/Noborio group, IPSJ 2012).  How it works and why it
  * deviates: docs/ctcp_plus.md.
  *
- * Deviations from the paper (docs/ctcp_plus.md, "How ccload reads it"):
- *  1. Round RTT = minimum sample of the round, >= min_samples samples, delay
- *     component active above low_wnd only (Linux compound patch).
- *  2. The CTCP+ trigger and rules (2)-(4) are reconstructed from the seed's
- *     surviving formulas (the text is garbled).
- *  3. swnd^(3/4) = sqrt(w sqrt(w)) with integer square roots.
- *  4. Defaults for shallow buffers: TUBE on (gamma tuned from 30 at each
- *     loss, 5..30; one per path, 8), round RTT = mean of the round's
- *     samples, zeta 2.
- *     With Compound's gamma 30 above a 21-packet buffer Diff never reached
- *     gamma, dwnd regrew after each loss in ~15 rounds and the flow lost 3x
- *     as often as reno: 0.87-0.93x reno's goodput with 4-9x its
- *     retransmissions per segment (50M/40ms and 100M/20ms, BDP/8).  A fixed
- *     gamma of 5 braked too late (the round minimum lags a queue that swings
- *     within the round) and cost 20 % at 100M/80ms/BDP8.  The new defaults:
- *     1.04-1.12x reno with 0.7-1.1x its retransmissions per segment there,
- *     and 1.6x reno with half its retransmissions at 100M/80ms/BDP8.
- *  5. keep_pipe (default): the delay brake and rule (2) stop at the pipe
- *     swnd baseRTT/RTT; rule (2) fires only if dwnd was 0 at the round's
- *     start; rules (2)/(3) set ssthresh to the new window.  The seed's 2/3
- *     cut (meant for shallow buffers) and zeta 2 went below the pipe above
- *     BDP/8, and ssthresh from slow start let the kernel regrow the cut in
- *     one round: 0.94x reno at 20M/190ms/BDP2, now 0.99-1.27x
- *     (docs/ctcp_plus.md, "The early cut and the pipe").
- *  6. Buffers of about 10 packets and random loss (docs/ctcp_plus.md,
- *     "Buffers of about 10 packets" and "Random loss with a short queue"):
- *     low_wnd 0 (the delay component at any window, as the Linux compound
- *     patch); plateau 0.875 with plateau_ms 1000: below the window of the
- *     last loss dwnd grows to 7/8 of it, then crosses the last 1/8 in 1 s
- *     (CUBIC's plateau, on dwnd only, in time rather than rounds); and
- *     rand_keep: a loss seen with a queue under 1/4 of the largest the flow
- *     has seen keeps the pipe swnd baseRTT/RTT instead of halving (CCPD's
- *     loss classification).  At 100 Mbit/s, 10 ms, a
- *     10-packet buffer: 0.82x reno before, 0.98-1.02x now; with 1e-4 random
- *     loss at 190 ms, 1 BDP: 89 Mbit/s against reno's 12 (same run).  A
- *     round's RTT counts towards that largest queue only at >= 3/4 of the
- *     best rate win/RTT, win the data outstanding at the round's start (a
- *     stall of the path is not a buffer; the window at the round's end
- *     read slow start at 1.65x the link and hid its overshoot), and a random
- *     loss does not move TUBE's gamma or the plateau's w_loss.  spread (a
- *     round's growth added over the next round's ACKs) stays off.
- *
- *  7. Sharing (docs/ctcp_plus.md, "Sharing a link"): the seed's episodes
- *     share well among ctcp_plus flows but keep 0.09 of the link against
- *     one cubic, where reno keeps 0.33-0.55.  probe_ms (default 2000):
- *     every slot of the host clock all ctcp_plus flows hold their pipe for
- *     4 rounds; a queue that stays (over qmax/8) is another sender's and the
- *     flow competes (its window from before the probe back, with a segment
- *     per round held) until a probe, from the third after a loss, sees it
- *     gone (qmax/16).  A loss in a probe halves the window from before it.
- *     Competing:
- *     ep_per_loss (1): one episode between two losses, started only once
- *     dwnd has grown since the loss and the brake took it back to 0; and
- *     ep_rounds (4): an episode whose queue is another sender's yields (the
- *     cut is undone, Reno growth until the next loss): the queue outlasts
- *     the cut and 3 rounds of decrease, or the episode ends (Diff < gamma)
- *     with the queueing delay still at half or more of what it was at the
- *     cut.  probe_ms=0 applies them always; ep_per_loss=0 ep_rounds=0 is
- *     the seed's episode (tests/tests/ctcp_plus.rs compares it with plain
- *     Compound).
- *
  *   states:  CTCP --Diff >= gamma && dwnd == 0 (competing: once per loss,
  *            after dwnd grew)--> EP (rule 2, then 3 per RTT,
  *            no per-ACK growth) --Diff < gamma_exit or loss--> CTCP
@@ -88,12 +27,24 @@
  *            any --new probe_ms slot--> PROBE (hold the pipe 4 rounds; judge
  *            the queue: competing or not) --> CTCP
  *
- *  8. gamma_tune 2 (default): one TUBE gamma per path (destination
- *     address and network namespace, ctcp_paths), moved by every flow's
- *     congestive loss and read by every flow each round.  A gamma of each
- *     flow's own is proportional to its window (its backlog at the loss),
- *     so the early cut kept any split (eight flows on BDP/2, Jain
- *     0.90-0.965; one gamma: 0.980-0.990).  gamma_tune 1 is the paper's.
+ * Deviations from the paper, each explained with its measurement in
+ * docs/ctcp_plus.md, "How ccload reads it" unless named otherwise:
+ *  1. The round's RTT is its minimum sample, from min_samples samples, and
+ *     the delay component runs above low_wnd (the Linux compound patch).
+ *  2. The CTCP+ trigger and rules (2)-(4) are reconstructed from the seed's
+ *     surviving formulas.
+ *  3. swnd^(3/4) = sqrt(w sqrt(w)) with integer square roots.
+ *  4. TUBE on, the round's mean RTT and zeta 2 by default ("Shallow
+ *     buffers: why the defaults differ from Compound's").
+ *  5. keep_pipe: the brake and rule (2) stop at the pipe ("The early cut and
+ *     the pipe").
+ *  6. low_wnd 0, a plateau crossed in time, and a random loss that keeps the
+ *     pipe ("Buffers of about 10 packets at 100 Mbit/s", "Random loss with
+ *     a short queue").
+ *  7. Synchronised probes, one episode per loss, and episodes that yield to
+ *     another sender's queue ("Sharing a link").
+ *  8. One TUBE gamma per path (gamma_tune 2; 1 = the paper's) ("Sharing a
+ *     link").
  */
 #include "ccload.bpf.h"
 #include "core/ctcp_core.h"

@@ -16,41 +16,19 @@
  * bandwidth-delay product networks", ICCS 2007.  How it works and why it
  * deviates: docs/hetcp.md.
  *
- * Deviations from the paper (docs/hetcp.md, "How ccload reads it"):
- *  1. PacketCnt counts acknowledged segments (Linux receivers delay ACKs);
- *     count_mode = 0 counts ACK events as ns-2 did.
- *  2. "ssthresh = 0 after loss": Linux must still halve through PRR, so
- *     ssthresh() returns cwnd/2 and the first cong_avoid after recovery writes
- *     ssthresh = ssth_floor (CA until the next estimate).
- *  3. RTO (not in the paper): kernel RTO behaviour with the estimator kept
- *     (rto_reset = 0), so the window regrows by RI to the last BDP estimate.
- *  4. Initial slow start (ss_mode 0, default): before the first loss a GTSW
- *     sample ends slow start only when a queue stands (every RTT sample for
- *     q of arrival time >= BaseRTT + q, q = max(2 ms, BaseRTT/8): a host's
- *     pause lifts a burst of samples, not a run) and the estimator has 2
- *     samples; ssthresh is then min(cwnd, max(GTSW, burst estimate)).  Read literally (ss_mode 2),
- *     Fig. 2 writes ssthresh from the first sample, which measures the flow's
- *     own slow-start rate: measured at 100 Mbit/s, 80 ms, ssthresh 2 at round
- *     0 and 11.6 Mbit/s over 10 s.  ss_mode 1 keeps max(GTSW, burst).
- *     low_wnd (default 0) as Fig. 2.
- *  5. After a loss the estimate is kept (loss_bw = 1, default) and RI
- *     regrows toward Eq. 3 with the estimate from before the loss, where Fig. 2
- *     restarts it from 0 (loss_bw = 0, Fig. 2 as written).  The paper's
- *     sender had no PRR: after halving it was quiet while the ACKs of the old
- *     window still came at the link rate, and that is what its restarted
- *     estimator measured.  On Linux PRR sends through recovery and cong_avoid
- *     is not called there, so a restarted estimate measures the halved window
- *     and RI is Reno: no gain under random loss (the acceptance check's
- *     "goodput >= reno's" failed at 20M/10ms/BDP2/1e-4, 0.9994x).  The kept estimate is
- *     at most the rate ACKs return, so after a congestive loss the target is
- *     the BDP; two flows still converge (docs/hetcp.md, "Random loss").
- *  6. Congestion avoidance above a base RTT of ai_rtt_ms (default 25) grows
- *     BaseRTT/ai_rtt_ms segments a round (H-TCP's RTT scaling), where the
- *     paper's is Reno's one: with the estimate kept through a loss (5.) a
- *     flow's rate survives it, so of two flows with different RTTs the
- *     shorter one's faster growth is never given back, and an 80-ms flow
- *     beside a 20-ms one kept less than cubic's 80-ms flow keeps
- *     (docs/hetcp.md, "Sharing a link").  ai_rtt_ms = 0 is the paper's.
+ * Deviations from the paper, each explained with its measurement in
+ * docs/hetcp.md, "How ccload reads it" unless named otherwise:
+ *  1. PacketCnt counts acknowledged segments (count_mode = 0: ACK events,
+ *     as ns-2 did).
+ *  2. "ssthresh = 0 after loss": the kernel halves through PRR, and the
+ *     first cong_avoid after recovery writes ssthresh = ssth_floor.
+ *  3. RTO keeps the estimator (rto_reset = 0): RI regrows to the last BDP.
+ *  4. The first slow start ends only once a queue stands and two samples
+ *     are in (ss_mode 0; 2 = Fig. 2 literally).
+ *  5. A loss keeps the estimate (loss_bw = 1; 0 = Fig. 2's restart) ("Random
+ *     loss: keeping the estimate").
+ *  6. Above a base RTT of ai_rtt_ms, congestion avoidance grows in time,
+ *     not per round ("Sharing a link").
  *
  *   phases:   SS --loss--> (PRR halving) --> CA <--> RI
  *             RI: cwnd < ssthresh after a loss (+1 per segment toward the BDP)

@@ -19,39 +19,20 @@
  * Hyun & Jang: "A simple TCP modification for under-buffered links" (the
  * letter).  How it works and why it deviates: docs/ub_reno.md.
  *
- * Deviations from the paper (docs/ub_reno.md, "How ccload reads it"):
- *  1. Ramp: cwnd_p(t+1) = min(a cwnd_p(t), W_full^{i-1}) (the printed
- *     "extra = a cwnd" would double the window), applied as +(a - 1) per
- *     acknowledged segment rather than one jump per round: Linux without fq
- *     does not pace, and a jump of 10 % of the window leaves as one burst
- *     whose queueing raised C(t) above alpha and ended the ramp at once.
- *  2. Zero branch only when cwnd_r >= W_full^{i-1}; phases are monotone
- *     within a cycle (RAMP -> HOLD -> ZERO).  C > alpha in RAMP/HOLD lowers
- *     W_full by beta (3 %) and keeps holding, again each round it persists
- *     (docs/ub_reno.md).  The literal "zero when C > alpha" (zero_on_c = 1)
- *     cut 35 % of the window without a loss whenever ACK-clock noise lifted
- *     C a hair over alpha (C = 1.021-1.034 measured, 50 Mbit/s, BDP/8), and
- *     the flow ran 72-88 rounds as plain Reno.
- *  3. A loss halves Reno's own window (md_base = 1: cwnd_p); W_full carries to
- *     the next cycle only if a t* was found; RTO: extra = 0 for the cycle.
- *  4. LSRTT (Ngwenya & Hancke, not found) is a slow EWMA with a two-sided Page
- *     CUSUM level-shift detector (bpf/core/ubl_core.h).
- *  5. When the kernel changes the window (end of recovery, RTO, undo), the
- *     round restarts and that first round is not judged: its RTT samples are
- *     of packets sent during recovery behind the queue that caused the loss
- *     (C ~ 1.1 measured), which zeroed the extra window of every cycle.  The
- *     first C(t) of a cycle comes from packets sent after recovery.
- *     ssthresh() resyncs too: Recovery that ends on an ACK which detects a
- *     new loss re-enters with PRR's window and no cong_avoid() between, and
- *     halving the window from before the first loss gave twice Reno's
- *     ssthresh (measured on a 2-packet buffer: 0.89-0.95x reno, more
- *     retransmissions, with the extra window 0 in every round).
- *  6. "C > alpha" means c_rounds (2) judged rounds in a row over alpha, for
- *     t* and for the re-estimate: on the lab's 1000-packet BDP single rounds
- *     read C just over alpha (an ACK-clock burst at the round's end) and each
- *     one set t* low or cut W_full by 3 %; the held window sat at 0.90-0.95
- *     BDP.  The host loop with 5 % spiking rounds: 0.980 utilisation with
- *     the filter, 0.834 (Reno's level) without.  c_rounds = 1 is the paper.
+ * Deviations from the paper, each explained with its measurement in
+ * docs/ub_reno.md, "How ccload reads it":
+ *  1. The ramp is min(a cwnd_p, W_full) (the printed "extra = a cwnd" would
+ *     double the window), spread over the round's ACKs.
+ *  2. Zero only once cwnd reaches W_full; C > alpha while ramping or
+ *     holding lowers W_full by beta and keeps holding (zero_on_c = 1: the
+ *     paper's).
+ *  3. A loss halves Reno's own window; W_full carries over only from a cycle
+ *     that found t*; RTO zeroes the extra window for the cycle.
+ *  4. LSRTT is a slow EWMA with a two-sided Page CUSUM level-shift detector.
+ *  5. The round after the kernel changed the window is not judged, and
+ *     ssthresh() resyncs to the kernel's window.
+ *  6. "C > alpha" means c_rounds (2) judged rounds in a row (1 = the
+ *     paper's).
  *
  *   phases:  SS (cycle 0) --loss--> ZERO (cycle 1: no W_full yet) --loss-->
  *            RAMP -> HOLD -> ZERO --loss--> RAMP ...
