@@ -410,7 +410,7 @@ CCL_CORE u32 ccpd_fb(const struct ccpd *ca)
 }
 
 /*
- * The capacity estimate, with the v2 cap: C = cap ? max(cap, fb) : fb, and C <= 1.25 fb.  A
+ * The capacity estimate, with its cap: C = cap ? max(cap, fb) : fb, and C <= 1.25 fb.  A
  * capacity below a measured delivery rate is impossible; one far above it is
  * a compressed pair (token-bucket burst at an idle start, ACK batching), and
  * an overestimate lifts the clamp above the path storage.
@@ -436,7 +436,7 @@ CCL_CORE u32 ccpd_capacity(const struct ccpd *ca)
 }
 
 /*
- * Clamp (v2): cwnd_max = min(snd_cwnd_clamp, P + B - margin), margin =
+ * Clamp: cwnd_max = min(snd_cwnd_clamp, P + B - margin), margin =
  * max(2, B/8): below the path storage, so the law's own window never
  * overflows the buffer.  Never below cwnd_min.  The law's clamp takes P and
  * B from C, which may run 25 % ahead of the delivery rate: that headroom is
@@ -947,7 +947,7 @@ CCL_CORE void ccpd_ss_end(struct ccpd *ca, u32 w)
 	ca->w_q10 = (u32)ccl_min64((u64)w << 10, CCL_U32_MAX);
 }
 
-/* gamma auto (v2): 1 / (1 + 2 Kp), inside the one-round-delay stability bound. */
+/* gamma auto: 1 / (1 + 2 Kp), inside the one-round-delay stability bound. */
 CCL_CORE u32 ccpd_gamma_of(const struct ccl_ccpd_params *p)
 {
 	return p->gamma_q10 ? p->gamma_q10 : ccpd_gamma_auto_q10(p->kp_q10);
@@ -1542,7 +1542,7 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 /*
  * ssthresh (Recovery/CWR entry, RTO from Open): the window to hold.
  *
- * v2 loss classification.  A loss is congestive when
+ * Loss classification.  A loss is congestive when
  *   - the smoothed RTT shows a nearly full buffer: s >= m + 3/4 (rtt_max - m), or
  *   - Recovery is re-entered within one RTT of leaving it, or
  *   - the window is at the clamp: W >= cwnd_max - margin, or
@@ -1552,9 +1552,10 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
  *   - the Recovery it opened has seen CCPD_BURST_LOSSES losses;
  * then the hold is ccpd_cong_hold (below the path storage), and a slow start
  * ends.  Otherwise it is random and W is held [P]; in slow start, slow start
- * goes on.  A random drop there used to end it at whatever window it hit
- * (82 segments on a 1,583-segment path) with B at its floor and C at 1.25x
- * the flow's own delivery rate, and the law took ~40 s to fill the path.
+ * goes on: ended by a random drop, slow start stops at whatever window the
+ * drop hit (82 segments on a 1,583-segment path) with B at its floor and C
+ * at 1.25x the flow's own delivery rate, and the law took ~40 s to fill the
+ * path.
  * Returns the hold (>= 2); the class is left in ca->last_loss.
  */
 CCL_CORE u32 ccpd_on_ssthresh(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 snd_cwnd,

@@ -62,7 +62,7 @@ CCL_CORE void hetcp_gtsw(struct hetcp_sample *s)
 
 /* Slow-start modes (tunable ss_mode). */
 enum hetcp_ss_mode {
-	HETCP_SS_QUEUE = 0,   /* v2 default: a sample ends slow start once it sees a queue */
+	HETCP_SS_QUEUE = 0,   /* default: a sample ends slow start once it sees a queue */
 	HETCP_SS_BURST = 1,   /* until the first loss ssthresh = max(GTSW, burst estimate) */
 	HETCP_SS_LITERAL = 2, /* Fig. 2 literally: every sample writes ssthresh */
 };

@@ -172,8 +172,8 @@ CCL_CORE void ubl_ack(struct ubl_win *w, u32 acked, u32 ssthresh,
  * Phases only move RAMP -> HOLD -> ZERO within a cycle.  Returns whether a t*
  * was found in this round.
  *
- * v2 (docs/ub_reno.md, default): in RAMP/HOLD, C > alpha does not zero the
- * extra window; it re-estimates the target lower,
+ * By default (zero_on_c = 0; docs/ub_reno.md) in RAMP/HOLD, C > alpha does
+ * not zero the extra window; it re-estimates the target lower,
  *   W_full := beta * cwnd_p(t),  extra = max(0, W_full - cwnd_r),  HOLD,
  * and again on every further round with C > alpha, so a real standing queue
  * is backed off geometrically (3 % a round) while ACK-clock noise that
@@ -234,7 +234,7 @@ CCL_CORE u32 ubl_round(struct ubl_win *w, u32 c_q16, u32 ssthresh,
 	}
 	if (!p->extra_enable || !w->wfull_prev || over || w->phase == CCL_PHASE_ZERO ||
 	    w->cwnd_r >= w->wfull_prev || w->cwnd_r < ssthresh) {
-		/* v2: Reno caught up with a re-estimated W_full; let its own
+		/* Reno caught up with a re-estimated W_full; let its own
 		 * crossing of alpha measure t* afresh, or W_full could only
 		 * ever fall from cycle to cycle. */
 		if (!p->zero_on_c && (w->phase == CCL_PHASE_RAMP || w->phase == CCL_PHASE_HOLD) &&

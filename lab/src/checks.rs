@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::scenario::{applies, in_filter, parse_cc, Scenario};
+use crate::scenario::{applies, in_filter, parse_cc, Case, Check, Scenario};
 use crate::summary::RunSummary;
 
 /// One evaluated threshold of one case.
@@ -98,289 +98,335 @@ impl Scenario {
     /// comparison on one run of `cc` is judged on the means; on two or more
     /// repetitions of both CCs, by the paired test ([`Paired`]).
     pub fn evaluate(&self, runs: &[RunSummary]) -> Vec<CheckOutcome> {
-        let of = |case: &str, cc: &str| -> Vec<&RunSummary> {
-            runs.iter()
-                .filter(|r| r.case == case && r.cc == cc)
-                .collect()
-        };
-        let mean = |v: &[&RunSummary], f: &dyn Fn(&RunSummary) -> f64| -> Option<f64> {
-            (!v.is_empty()).then(|| v.iter().map(|r| f(r)).sum::<f64>() / v.len() as f64)
-        };
         let mut out = Vec::new();
         for case in self.cases() {
-            let here = |rate: &[f64], rtt: &[f64], bdp: &[f64], loss: &[f64]| {
-                in_filter(&case, rate, rtt, bdp, loss)
-            };
-            for c in &self.checks {
-                if !applies(&case, c) {
-                    continue;
-                }
-                let confirm_reps = c
-                    .confirm_reps_in
-                    .iter()
-                    .find(|w| here(&w.rate_mbit, &w.rtt_ms, &w.buffer_bdp, &w.loss))
-                    .map_or(c.confirm_reps, |w| w.confirm_reps);
-                let mine = of(&case.label, &c.cc);
-                let theirs = c
-                    .against
-                    .as_ref()
-                    .map(|a| of(&case.label, a))
-                    .unwrap_or_default();
-                let me = |f: &dyn Fn(&RunSummary) -> f64| mean(&mine, f);
-                let other = |f: &dyn Fn(&RunSummary) -> f64| mean(&theirs, f);
-                let against = c.against.clone().unwrap_or_default();
-                let n_runs = mine.len();
-                // What a miss is confirmed on: a comparison's confirm_reps;
-                // an absolute floor's only in a check without `against`
-                // (set below around the floors), judged on the mean of all
-                // the runs.
-                let confirm =
-                    std::cell::Cell::new(if c.against.is_some() { confirm_reps } else { 0 });
-                // A comparison's verdict: on one run of `cc`, the means
-                // against the bound; on repetitions of both, the paired test
-                // on `margin(a, b)` (>= 0: within) per shared repetition.
-                // `b` is the reference's mean, `other(f)`, which the caller
-                // has in hand.
-                let compare = |f: &dyn Fn(&RunSummary) -> f64,
-                               b: f64,
-                               margin: &dyn Fn(f64, f64) -> f64|
-                 -> (Option<f64>, Option<Paired>, bool) {
-                    let Some(a) = me(f) else {
-                        return (None, None, false);
-                    };
-                    let margins: Vec<f64> = mine
-                        .iter()
-                        .filter_map(|x| {
-                            let y = theirs.iter().find(|y| y.rep == x.rep)?;
-                            Some(margin(f(x), f(y)))
-                        })
-                        .collect();
-                    // one run of `cc` pairs at most once: Paired::of is None
-                    let paired = Paired::of(&margins);
-                    let pass = paired.map_or(margin(a, b) >= 0.0, |p| p.pass());
-                    (Some(a), paired, pass)
-                };
-                let mut push = |metric,
-                                value: Option<f64>,
-                                reference: f64,
-                                bound: String,
-                                paired: Option<Paired>,
-                                pass: bool| {
-                    if let Some(v) = value {
-                        out.push(CheckOutcome {
-                            case: case.label.clone(),
-                            cc: c.cc.clone(),
-                            against: against.clone(),
-                            metric,
-                            value: v,
-                            reference,
-                            bound,
-                            pass,
-                            why: c.why.clone(),
-                            runs: n_runs,
-                            confirm_reps: confirm.get(),
-                            paired,
-                        });
-                    }
-                };
-                let good = |r: &RunSummary| r.goodput_mbit;
-                // after the warm-up: a run without the count fails (NaN)
-                let warm = c.retrans_after_warmup;
-                let retx = |r: &RunSummary| {
-                    if warm {
-                        r.retrans_warm.map_or(f64::NAN, f64::from)
-                    } else {
-                        r.retransmits as f64
-                    }
-                };
-                let (retx_name, per_seg_name) = if warm {
-                    ("retransmits_after_warmup", "retrans_per_seg_after_warmup")
-                } else {
-                    ("retransmits", "retrans_per_seg")
-                };
-                let infl = |r: &RunSummary| (r.rtt_p95_ms - r.rtt_base_ms).max(0.0);
-                if let (Some(x), Some(o)) = (c.goodput_ratio_min, other(&good)) {
-                    let (v, p, pass) = compare(&good, o, &|a, b| a - x * b);
-                    push("goodput_mbit", v, o, format!(">= {x} x {o:.2}"), p, pass);
-                }
-                if let (Some(x), Some(o)) = (c.retrans_ratio_max, other(&retx)) {
-                    let s = c.retrans_slack;
-                    let (v, p, pass) = compare(&retx, o, &|a, b| x * b + s - a);
-                    push(retx_name, v, o, format!("<= {x} x {o:.0} + {s}"), p, pass);
-                }
-                let per_seg = |r: &RunSummary| {
-                    if warm {
-                        r.retrans_per_seg_warm.unwrap_or(f64::NAN)
-                    } else {
-                        r.retrans_per_seg
-                    }
-                };
-                if let (Some(x), Some(o)) = (c.retrans_per_seg_ratio_max, other(&per_seg)) {
-                    let s = c.retrans_per_seg_slack;
-                    let (v, p, pass) = compare(&per_seg, o, &|a, b| x * b + s - a);
-                    push(
-                        per_seg_name,
-                        v,
-                        o,
-                        format!("<= {x} x {o:.5} + {s}"),
-                        p,
-                        pass,
-                    );
-                }
-                if let (Some(x), Some(o)) = (c.rtt_inflation_ratio_max, other(&infl)) {
-                    // a reference that adds no delay leaves 1 ms of room
-                    let (v, p, pass) = compare(&infl, o, &|a, b| (x * b).max(1.0) - a);
-                    push(
-                        "rtt_p95_inflation_ms",
-                        v,
-                        o,
-                        format!("<= max({x} x {o:.1}, 1)"),
-                        p,
-                        pass,
-                    );
-                }
-                // absolute floors on one of the run's own values
-                let compared = confirm.replace(if c.against.is_some() { 0 } else { confirm_reps });
-                let share = |r: &RunSummary| r.share_of(&parse_cc(&r.cc).0);
-                let floors: [(&'static str, Option<f64>, &Metric); 4] = [
-                    ("utilisation", c.utilisation_min, &|r| r.utilisation),
-                    ("jain", c.jain_min, &|r| r.jain),
-                    ("jain_bins", c.jain_bins_min, &|r| r.jain_bins),
-                    ("share", c.share_min, &share),
-                ];
-                for (metric, min, f) in floors {
-                    if let Some(x) = min {
-                        let v = me(f);
-                        push(
-                            metric,
-                            v,
-                            0.0,
-                            format!(">= {x}"),
-                            None,
-                            v.is_some_and(|v| v >= x),
-                        );
-                    }
-                }
-                // a late flow that never gets its share: infinitely slow
-                let late = |r: &RunSummary| r.late_fair_s.unwrap_or(f64::INFINITY);
-                if let Some(x) = c.late_fair_max_s {
-                    let v = me(&late);
-                    push(
-                        "late_fair_s",
-                        v,
-                        0.0,
-                        format!("<= {x}"),
-                        None,
-                        v.is_some_and(|v| v <= x),
-                    );
-                }
-                if let Some(x) = c.peer_retrans_ratio_max {
-                    let s = c.retrans_slack;
-                    let split = |r: &RunSummary| {
-                        let name = parse_cc(&r.cc).0;
-                        r.flows.iter().fold((0.0, 0.0), |(m, o), f| {
-                            if f.cc == name {
-                                (m + f.retransmits as f64, o)
-                            } else {
-                                (m, o + f.retransmits as f64)
-                            }
-                        })
-                    };
-                    let v = me(&|r| split(r).0);
-                    let o = me(&|r| split(r).1).unwrap_or(0.0);
-                    push(
-                        "retransmits_vs_peers",
-                        v,
-                        o,
-                        format!("<= {x} x {o:.0} + {s}"),
-                        None,
-                        v.is_some_and(|v| v <= x * o + s),
-                    );
-                }
-                confirm.set(compared);
-                if let (Some(x), Some(o)) = (c.share_ratio_min, other(&share)) {
-                    let (v, p, pass) = compare(&share, o, &|a, b| a - x * b);
-                    push("share", v, o, format!(">= {x} x {o:.3}"), p, pass);
-                }
-                if let (Some(x), Some(o)) = (c.late_fair_ratio_max, other(&late)) {
-                    let s = c.late_fair_slack_s;
-                    let (v, p, pass) = compare(&late, o, &|a, b| x * b + s - a);
-                    push(
-                        "late_fair_s",
-                        v,
-                        o,
-                        format!("<= {x} x {o:.1} + {s}"),
-                        p,
-                        pass,
-                    );
-                }
-                let long = |r: &RunSummary| r.long_rtt_share().unwrap_or(f64::NAN);
-                if let (Some(x), Some(o)) = (c.long_rtt_share_ratio_min, other(&long)) {
-                    let (v, p, pass) = compare(&long, o, &|a, b| a - x * b);
-                    push("long_rtt_share", v, o, format!(">= {x} x {o:.3}"), p, pass);
-                }
-                if let Some(x) = c.recovery_share_max {
-                    let v = me(&|r| r.recovery_share);
-                    push(
-                        "recovery_share",
-                        v,
-                        0.0,
-                        format!("<= {x}"),
-                        None,
-                        v.is_some_and(|v| v <= x),
-                    );
-                }
-                if let Some(x) = c.retrans_per_seg_loss_max {
-                    let v = me(&|r| r.retrans_per_seg);
-                    let loss = case.link.loss;
-                    push(
-                        "retrans_per_seg",
-                        v,
-                        loss,
-                        format!("<= {x} x loss {loss:e}"),
-                        None,
-                        v.is_some_and(|v| v <= x * loss),
-                    );
-                }
+            for c in self.checks.iter().filter(|c| applies(&case, c)) {
+                Judging::new(&case, c, runs, &mut out).judge();
             }
-            // Every checked controller, in every case a check reads it: no
-            // run's window beyond what any law could want (summary::
-            // window_bound).  The largest of its runs, not the mean: one
-            // wild window is a fault however the other runs went.
-            use crate::summary::{window_bound, WINDOW_BOUND_MIN, WINDOW_BOUND_X, WINDOW_METRIC};
-            let storage = case.link.bdp_pkts() + case.link.buffer_pkts as f64;
-            let bound = window_bound(storage);
-            let mut seen: Vec<&str> = Vec::new();
-            for c in &self.checks {
-                if seen.contains(&c.cc.as_str()) || !applies(&case, c) {
-                    continue;
-                }
-                seen.push(&c.cc);
-                let mine = of(&case.label, &c.cc);
-                let Some(w) = mine.iter().filter_map(|r| r.cwnd_max).max() else {
-                    continue;
-                };
-                out.push(CheckOutcome {
-                    case: case.label.clone(),
-                    cc: c.cc.clone(),
-                    against: String::new(),
-                    metric: WINDOW_METRIC,
-                    value: w as f64,
-                    reference: 0.0,
-                    bound: format!(
-                        "<= {bound} ({WINDOW_BOUND_X} x {storage:.0} stored, >= {WINDOW_BOUND_MIN})"
-                    ),
-                    pass: w <= bound,
-                    why: format!(
-                        "a sane window: no run beyond {WINDOW_BOUND_X} times what the path stores"
-                    ),
-                    runs: mine.len(),
-                    confirm_reps: 0,
-                    paired: None,
-                });
-            }
+            window_bounds(self, &case, runs, &mut out);
         }
         out
+    }
+}
+
+/// The runs of `cc` in `case`.
+fn runs_of<'a>(runs: &'a [RunSummary], case: &str, cc: &str) -> Vec<&'a RunSummary> {
+    runs.iter()
+        .filter(|r| r.case == case && r.cc == cc)
+        .collect()
+}
+
+fn mean(v: &[&RunSummary], f: &Metric) -> Option<f64> {
+    (!v.is_empty()).then(|| v.iter().map(|r| f(r)).sum::<f64>() / v.len() as f64)
+}
+
+/// One check judged in one case: the runs of its controller and of its
+/// reference there, and where the outcomes go.
+struct Judging<'a> {
+    case: &'a Case,
+    check: &'a Check,
+    mine: Vec<&'a RunSummary>,
+    theirs: Vec<&'a RunSummary>,
+    /// The check's confirm_reps in this case (`confirm_reps_in`).
+    confirm_reps: u32,
+    /// What a miss of the outcomes pushed now is confirmed on.
+    confirm: u32,
+    out: &'a mut Vec<CheckOutcome>,
+}
+
+impl<'a> Judging<'a> {
+    fn new(
+        case: &'a Case,
+        check: &'a Check,
+        runs: &'a [RunSummary],
+        out: &'a mut Vec<CheckOutcome>,
+    ) -> Judging<'a> {
+        let confirm_reps = check
+            .confirm_reps_in
+            .iter()
+            .find(|w| in_filter(case, &w.rate_mbit, &w.rtt_ms, &w.buffer_bdp, &w.loss))
+            .map_or(check.confirm_reps, |w| w.confirm_reps);
+        Judging {
+            case,
+            check,
+            mine: runs_of(runs, &case.label, &check.cc),
+            theirs: check
+                .against
+                .as_ref()
+                .map(|a| runs_of(runs, &case.label, a))
+                .unwrap_or_default(),
+            confirm_reps,
+            confirm: 0,
+            out,
+        }
+    }
+
+    fn me(&self, f: &Metric) -> Option<f64> {
+        mean(&self.mine, f)
+    }
+
+    fn push(
+        &mut self,
+        metric: &'static str,
+        value: Option<f64>,
+        reference: f64,
+        bound: String,
+        paired: Option<Paired>,
+        pass: bool,
+    ) {
+        let Some(value) = value else { return };
+        self.out.push(CheckOutcome {
+            case: self.case.label.clone(),
+            cc: self.check.cc.clone(),
+            against: self.check.against.clone().unwrap_or_default(),
+            metric,
+            value,
+            reference,
+            bound,
+            pass,
+            why: self.check.why.clone(),
+            runs: self.mine.len(),
+            confirm_reps: self.confirm,
+            paired,
+        });
+    }
+
+    /// A comparison with the reference: on one run of `cc`, the means
+    /// against the bound; on repetitions of both, the paired test on
+    /// `margin(a, b)` (>= 0: within) per shared repetition.  Skipped where
+    /// the reference has no run.
+    fn compare(
+        &mut self,
+        metric: &'static str,
+        f: &Metric,
+        bound: &dyn Fn(f64) -> String,
+        margin: &dyn Fn(f64, f64) -> f64,
+    ) {
+        let Some(b) = mean(&self.theirs, f) else {
+            return;
+        };
+        let Some(a) = self.me(f) else {
+            return;
+        };
+        let margins: Vec<f64> = self
+            .mine
+            .iter()
+            .filter_map(|x| {
+                let y = self.theirs.iter().find(|y| y.rep == x.rep)?;
+                Some(margin(f(x), f(y)))
+            })
+            .collect();
+        // one run of `cc` pairs at most once: Paired::of is None
+        let paired = Paired::of(&margins);
+        let pass = paired.map_or(margin(a, b) >= 0.0, |p| p.pass());
+        self.push(metric, Some(a), b, bound(b), paired, pass);
+    }
+
+    /// A bound on one of the run's own values (the mean of `cc`'s runs).
+    fn own(
+        &mut self,
+        metric: &'static str,
+        f: &Metric,
+        reference: f64,
+        bound: String,
+        ok: &dyn Fn(f64) -> bool,
+    ) {
+        let v = self.me(f);
+        let pass = v.is_some_and(ok);
+        self.push(metric, v, reference, bound, None, pass);
+    }
+
+    fn judge(mut self) {
+        let c = self.check;
+        // What a miss is confirmed on: a comparison's confirm_reps; an
+        // absolute floor's only in a check without `against`, judged on the
+        // mean of all the runs.
+        let (compared, floors) = if c.against.is_some() {
+            (self.confirm_reps, 0)
+        } else {
+            (0, self.confirm_reps)
+        };
+        self.confirm = compared;
+        let good = |r: &RunSummary| r.goodput_mbit;
+        // after the warm-up: a run without the count fails (NaN)
+        let warm = c.retrans_after_warmup;
+        let retx = |r: &RunSummary| {
+            if warm {
+                r.retrans_warm.map_or(f64::NAN, f64::from)
+            } else {
+                r.retransmits as f64
+            }
+        };
+        let per_seg = |r: &RunSummary| {
+            if warm {
+                r.retrans_per_seg_warm.unwrap_or(f64::NAN)
+            } else {
+                r.retrans_per_seg
+            }
+        };
+        let (retx_name, per_seg_name) = if warm {
+            ("retransmits_after_warmup", "retrans_per_seg_after_warmup")
+        } else {
+            ("retransmits", "retrans_per_seg")
+        };
+        let infl = |r: &RunSummary| (r.rtt_p95_ms - r.rtt_base_ms).max(0.0);
+        if let Some(x) = c.goodput_ratio_min {
+            self.compare(
+                "goodput_mbit",
+                &good,
+                &|o| format!(">= {x} x {o:.2}"),
+                &|a, b| a - x * b,
+            );
+        }
+        if let Some(x) = c.retrans_ratio_max {
+            let s = c.retrans_slack;
+            self.compare(
+                retx_name,
+                &retx,
+                &|o| format!("<= {x} x {o:.0} + {s}"),
+                &|a, b| x * b + s - a,
+            );
+        }
+        if let Some(x) = c.retrans_per_seg_ratio_max {
+            let s = c.retrans_per_seg_slack;
+            self.compare(
+                per_seg_name,
+                &per_seg,
+                &|o| format!("<= {x} x {o:.5} + {s}"),
+                &|a, b| x * b + s - a,
+            );
+        }
+        if let Some(x) = c.rtt_inflation_ratio_max {
+            // a reference that adds no delay leaves 1 ms of room
+            self.compare(
+                "rtt_p95_inflation_ms",
+                &infl,
+                &|o| format!("<= max({x} x {o:.1}, 1)"),
+                &|a, b| (x * b).max(1.0) - a,
+            );
+        }
+        // absolute floors on one of the run's own values
+        self.confirm = floors;
+        let share = |r: &RunSummary| r.share_of(&parse_cc(&r.cc).0);
+        let mins: [(&'static str, Option<f64>, &Metric); 4] = [
+            ("utilisation", c.utilisation_min, &|r| r.utilisation),
+            ("jain", c.jain_min, &|r| r.jain),
+            ("jain_bins", c.jain_bins_min, &|r| r.jain_bins),
+            ("share", c.share_min, &share),
+        ];
+        for (metric, min, f) in mins {
+            if let Some(x) = min {
+                self.own(metric, f, 0.0, format!(">= {x}"), &|v| v >= x);
+            }
+        }
+        // a late flow that never gets its share: infinitely slow
+        let late = |r: &RunSummary| r.late_fair_s.unwrap_or(f64::INFINITY);
+        if let Some(x) = c.late_fair_max_s {
+            self.own("late_fair_s", &late, 0.0, format!("<= {x}"), &|v| v <= x);
+        }
+        if let Some(x) = c.peer_retrans_ratio_max {
+            let s = c.retrans_slack;
+            let split = |r: &RunSummary| {
+                let name = parse_cc(&r.cc).0;
+                r.flows.iter().fold((0.0, 0.0), |(m, o), f| {
+                    if f.cc == name {
+                        (m + f.retransmits as f64, o)
+                    } else {
+                        (m, o + f.retransmits as f64)
+                    }
+                })
+            };
+            let o = self.me(&|r| split(r).1).unwrap_or(0.0);
+            self.own(
+                "retransmits_vs_peers",
+                &|r| split(r).0,
+                o,
+                format!("<= {x} x {o:.0} + {s}"),
+                &|v| v <= x * o + s,
+            );
+        }
+        self.confirm = compared;
+        if let Some(x) = c.share_ratio_min {
+            self.compare("share", &share, &|o| format!(">= {x} x {o:.3}"), &|a, b| {
+                a - x * b
+            });
+        }
+        if let Some(x) = c.late_fair_ratio_max {
+            let s = c.late_fair_slack_s;
+            self.compare(
+                "late_fair_s",
+                &late,
+                &|o| format!("<= {x} x {o:.1} + {s}"),
+                &|a, b| x * b + s - a,
+            );
+        }
+        let long = |r: &RunSummary| r.long_rtt_share().unwrap_or(f64::NAN);
+        if let Some(x) = c.long_rtt_share_ratio_min {
+            self.compare(
+                "long_rtt_share",
+                &long,
+                &|o| format!(">= {x} x {o:.3}"),
+                &|a, b| a - x * b,
+            );
+        }
+        if let Some(x) = c.recovery_share_max {
+            self.own(
+                "recovery_share",
+                &|r| r.recovery_share,
+                0.0,
+                format!("<= {x}"),
+                &|v| v <= x,
+            );
+        }
+        if let Some(x) = c.retrans_per_seg_loss_max {
+            let loss = self.case.link.loss;
+            self.own(
+                "retrans_per_seg",
+                &|r| r.retrans_per_seg,
+                loss,
+                format!("<= {x} x loss {loss:e}"),
+                &|v| v <= x * loss,
+            );
+        }
+    }
+}
+
+/// Every checked controller, in every case a check reads it: no run's
+/// window beyond what any law could want (summary::window_bound).  The
+/// largest of its runs, not the mean: one wild window is a fault however
+/// the other runs went.
+fn window_bounds(sc: &Scenario, case: &Case, runs: &[RunSummary], out: &mut Vec<CheckOutcome>) {
+    use crate::summary::{window_bound, WINDOW_BOUND_MIN, WINDOW_BOUND_X, WINDOW_METRIC};
+    let storage = case.link.bdp_pkts() + case.link.buffer_pkts as f64;
+    let bound = window_bound(storage);
+    let mut seen: Vec<&str> = Vec::new();
+    for c in &sc.checks {
+        if seen.contains(&c.cc.as_str()) || !applies(case, c) {
+            continue;
+        }
+        seen.push(&c.cc);
+        let mine = runs_of(runs, &case.label, &c.cc);
+        let Some(w) = mine.iter().filter_map(|r| r.cwnd_max).max() else {
+            continue;
+        };
+        out.push(CheckOutcome {
+            case: case.label.clone(),
+            cc: c.cc.clone(),
+            against: String::new(),
+            metric: WINDOW_METRIC,
+            value: w as f64,
+            reference: 0.0,
+            bound: format!(
+                "<= {bound} ({WINDOW_BOUND_X} x {storage:.0} stored, >= {WINDOW_BOUND_MIN})"
+            ),
+            pass: w <= bound,
+            why: format!(
+                "a sane window: no run beyond {WINDOW_BOUND_X} times what the path stores"
+            ),
+            runs: mine.len(),
+            confirm_reps: 0,
+            paired: None,
+        });
     }
 }
 

@@ -1088,7 +1088,7 @@ fn ccpd_rtt_sample_is_bounded_by_what_was_in_flight() {
     );
 }
 
-/// A 40-ms stall every few seconds used to ratchet B upward (each stall's
+/// A 40-ms stall every few seconds must not ratchet B upward (each stall's
 /// samples lifted rtt_max a little more); at a BDP/2 buffer the L1 target
 /// `min(w m/s, P) + Kp B/(1+2Kp)` then sat above the path storage.  Measured
 /// here in 30 s at BDP/2 before rtt_max took the steady-state bound
