@@ -3,7 +3,7 @@
  * ccpd_core.h - CCPD arithmetic core and hook logic (docs/ccpd.md).
  *
  * Pure functions on integers, shared by bpf/ccpd.bpf.c and the host unit tests
- * (loader/src/core_tests.rs), which compare them with an f64 model of the
+ * (bpf/core-tests/src/core_tests.rs), which compare them with an f64 model of the
  * paper's Eq. 3-6.  Units: windows and buffer quantities in segments x 1024
  * (Q10), rates in segments/s, times in us (RTT) or ms (Kd).
  */
@@ -206,7 +206,7 @@ CCL_CORE void ccpd_law_l0(struct ccpd_law *l, u32 round_start)
 /* ---------------------------------------------------------------------------
  * The hooks, as pure functions on the per-flow state below.  bpf/ccpd.bpf.c
  * copies kernel fields into a `struct ccpd_ack` and writes back what these
- * return; the host closed-loop model (loader/src/ccpd_loop_tests.rs) drives
+ * return; the host closed-loop model (bpf/core-tests/src/ccpd_loop_tests.rs) drives
  * the same functions in the kernel's hook order.
  * ------------------------------------------------------------------------- */
 

@@ -3,7 +3,7 @@
  * hetcp_core.h - HE-TCP arithmetic core (docs/hetcp.md: the GTSW estimator and the window it sets).
  *
  * Pure integer functions shared by bpf/hetcp.bpf.c and the host unit tests
- * (loader/src/core_tests.rs: f64 model of Eq. 1-3 and of Fig. 2).
+ * (bpf/core-tests/src/core_tests.rs: f64 model of Eq. 1-3 and of Fig. 2).
  * Rates are segments/s x 256 (Q8), times us, windows segments.
  */
 #ifndef __HETCP_CORE_H

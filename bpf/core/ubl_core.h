@@ -4,7 +4,7 @@
  * (docs/ub_reno.md): the LSRTT estimator, C(t), the per-round
  * extra-window law (Eq. 4), Reno's own window and the loss rule.
  * Pure integer functions shared by bpf/ub_reno.bpf.c and the host unit tests
- * (loader/src/core_tests.rs).  Windows in segments, RTTs in us, ratios Q16.
+ * (bpf/core-tests/src/core_tests.rs).  Windows in segments, RTTs in us, ratios Q16.
  */
 #ifndef __UBL_CORE_H
 #define __UBL_CORE_H

@@ -60,9 +60,10 @@ impl Algo {
     }
 
     /// The C params struct `T` (`intf::ccl_<algo>_params`) with the defaults
-    /// and `sets` applied, for the host tests of the arithmetic cores.
-    #[cfg(test)]
-    pub(crate) fn params_struct<T: Default>(self, sets: &[(&str, &str)]) -> T {
+    /// and `sets` applied, for the host tests of the arithmetic cores
+    /// (bpf/core-tests).
+    #[doc(hidden)]
+    pub fn params_struct<T: Default>(self, sets: &[(&str, &str)]) -> T {
         let mut p = self.defaults();
         let sets: Vec<(String, String)> = sets
             .iter()

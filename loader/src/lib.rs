@@ -39,14 +39,12 @@ pub(crate) mod watch;
 #[cfg(test)]
 mod agg_tests;
 #[cfg(test)]
-mod ccpd_loop_tests;
-#[cfg(test)]
-mod core_tests;
-#[cfg(test)]
 mod fuzz_tests;
 
-/// The layouts of bpf/ccload_intf.h and the arithmetic cores (bindgen).
-pub(crate) mod intf {
+/// The layouts of bpf/ccload_intf.h and the arithmetic cores (bindgen);
+/// public for their host tests (bpf/core-tests).
+#[doc(hidden)]
+pub mod intf {
     #![allow(
         non_camel_case_types,
         non_upper_case_globals,

@@ -13,7 +13,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Crates whose module graphs are checked, relative to the workspace root.
-const CRATES: &[&str] = &["loader/src", "lab/src", "testbed/src", "xtask/src"];
+const CRATES: &[&str] = &[
+    "loader/src",
+    "bpf/core-tests/src",
+    "lab/src",
+    "testbed/src",
+    "xtask/src",
+];
 
 type Graph = BTreeMap<String, BTreeSet<String>>;
 

@@ -4,8 +4,8 @@
 //!
 //! Size: one section of tests per controller core.
 
-use crate::algos::Algo;
-use crate::intf;
+use ccload::algos::Algo;
+use ccload::intf;
 
 /// Deterministic xorshift so the grids are reproducible without a rand crate.
 pub(crate) struct Rng(pub(crate) u64);

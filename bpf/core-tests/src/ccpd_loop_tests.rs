@@ -29,9 +29,9 @@
 
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 
-use crate::algos::Algo;
 use crate::core_tests::Rng;
-use crate::intf;
+use ccload::algos::Algo;
+use ccload::intf;
 
 #[derive(Clone, Copy)]
 pub(crate) struct Link {

@@ -1,0 +1,13 @@
+//! Host tests of the controllers' arithmetic cores: the same C headers the
+//! BPF objects inline (`bpf/core/*_core.h`), compiled for the host by the
+//! `ccload` crate's build script and reached through its bindgen layouts
+//! (`ccload::intf`), checked against f64 models of the papers' equations.
+//!
+//! - `core_tests`: each core's functions, one section per controller.
+//! - `ccpd_loop_tests`: ccpd's hooks in a closed loop with a packet-level
+//!   model of a drop-tail bottleneck (queue, SACK, RTO, hook order).
+
+#[cfg(test)]
+mod ccpd_loop_tests;
+#[cfg(test)]
+mod core_tests;
