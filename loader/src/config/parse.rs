@@ -1,0 +1,449 @@
+//! `ccload apply`'s parser: the TOML text to a validated [`Desired`],
+//! every error at its `file:line:col`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Result};
+use toml::Spanned;
+
+use super::{Config, Desired, OnExit, ServeCfgResolved};
+use crate::algos::{Algo, Params};
+use crate::cgroup_rules::{self, CgroupRule};
+use crate::{bpf, cgroup, intf};
+
+fn at(
+    file: &Path,
+    text: &str,
+    span: std::ops::Range<usize>,
+    msg: impl std::fmt::Display,
+) -> anyhow::Error {
+    let off = span.start.min(text.len());
+    let before = &text[..off];
+    let line = before.matches('\n').count() + 1;
+    let col = off - before.rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
+    anyhow::anyhow!("{}:{line}:{col}: {msg}", file.display())
+}
+
+fn value_text(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn params_from(
+    file: &Path,
+    text: &str,
+    algo: Algo,
+    set: &BTreeMap<Spanned<String>, Spanned<toml::Value>>,
+) -> Result<Params> {
+    let mut p = algo.defaults();
+    for (k, v) in set {
+        let one = [(k.get_ref().clone(), value_text(v.get_ref()))];
+        p.apply(&one).map_err(|e| {
+            let span = if algo.params().iter().any(|d| d.name == k.get_ref()) {
+                v.span()
+            } else {
+                k.span()
+            };
+            at(file, text, span, e)
+        })?;
+    }
+    Ok(p)
+}
+
+/// Parse and validate `file` (nothing in the kernel is touched).
+pub fn load(file: &Path) -> Result<Desired> {
+    parse(file, &read(file)?)
+}
+
+/// The text of the config file `file`.
+pub fn read(file: &Path) -> Result<String> {
+    std::fs::read_to_string(file).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))
+}
+
+/// Parse and validate the text of `file` (nothing in the kernel is
+/// touched): errors carry `file:line:col`.
+pub fn parse(file: &Path, text: &str) -> Result<Desired> {
+    let cfg: Config = toml::from_str(text).map_err(|e| match e.span() {
+        Some(s) => at(file, text, s, e.message()),
+        None => anyhow::anyhow!("{}: {}", file.display(), e.message()),
+    })?;
+    let d = Desired {
+        default_cc: cfg.default_cc.as_ref().map(|s| s.get_ref().clone()),
+        algos: BTreeMap::new(),
+        profile_names: BTreeMap::new(),
+        cgroups: Vec::new(),
+        rollouts: Vec::new(),
+        pods: Vec::new(),
+        serve: ServeCfgResolved {
+            metrics: cfg.serve.metrics.clone(),
+            remove_on_exit: cfg.serve.on_exit == OnExit::Remove,
+            socket: cfg.serve.socket.clone(),
+            max_connections: *cfg.serve.max_connections.get_ref() as usize,
+            request_timeout: std::time::Duration::from_millis(
+                *cfg.serve.request_timeout_ms.get_ref() as u64,
+            ),
+            node_name: cfg
+                .serve
+                .node_name
+                .clone()
+                .or_else(|| std::env::var("NODE_NAME").ok())
+                .filter(|n| !n.is_empty()),
+            cgroup_root: cfg.serve.cgroup_root.clone(),
+            cgroup_driver: cfg.serve.cgroup_driver,
+        },
+    };
+    let mut p = Parser {
+        file,
+        text,
+        d,
+        by_name: BTreeMap::new(),
+    };
+    p.serve(&cfg)?;
+    p.algos(&cfg)?;
+    p.profiles(&cfg)?;
+    p.cgroups(&cfg)?;
+    p.pods(&cfg)?;
+    p.rollouts(&cfg)?;
+    p.default_cc(&cfg)?;
+    Ok(p.d)
+}
+
+/// The file being parsed and what it asks for so far.
+struct Parser<'a> {
+    file: &'a Path,
+    text: &'a str,
+    d: Desired,
+    /// Named profiles: name -> (algorithm, id).
+    by_name: BTreeMap<String, (Algo, u32)>,
+}
+
+impl Parser<'_> {
+    /// `[serve]`: its ranges and its metrics address.
+    fn serve(&mut self, cfg: &Config) -> Result<()> {
+        for (key, v, range) in [
+            ("max_connections", &cfg.serve.max_connections, 1..=65536),
+            (
+                "request_timeout_ms",
+                &cfg.serve.request_timeout_ms,
+                100..=600_000,
+            ),
+        ] {
+            if !range.contains(v.get_ref()) {
+                let (lo, hi) = range.into_inner();
+                return Err(at(
+                    self.file,
+                    self.text,
+                    v.span(),
+                    format!("serve.{key} {} is outside {lo}..={hi}", v.get_ref()),
+                ));
+            }
+        }
+        if let Err(e) = self.d.serve.metrics.parse::<std::net::SocketAddr>() {
+            bail!(
+                "{}: serve.metrics `{}`: {e}",
+                self.file.display(),
+                self.d.serve.metrics
+            );
+        }
+        Ok(())
+    }
+
+    /// `[algos]`: profile 0 of each controller.
+    fn algos(&mut self, cfg: &Config) -> Result<()> {
+        for (name, a) in &cfg.algos {
+            let algo: Algo = name
+                .get_ref()
+                .parse()
+                .map_err(|e| at(self.file, self.text, name.span(), e))?;
+            let p = params_from(self.file, self.text, algo, &a.set)?;
+            self.d.algos.entry(algo).or_default().insert(0, p);
+        }
+        Ok(())
+    }
+
+    /// `[profiles]`: named profiles, ids 1.. per algorithm in name order;
+    /// `apply` and `serve` renumber them to their stable ids (profiles.rs).
+    fn profiles(&mut self, cfg: &Config) -> Result<()> {
+        let mut next: BTreeMap<Algo, u32> = BTreeMap::new();
+        for (name, pc) in &cfg.profiles {
+            let algo: Algo = pc
+                .algo
+                .get_ref()
+                .parse()
+                .map_err(|e| at(self.file, self.text, pc.algo.span(), e))?;
+            let Some(m) = self.d.algos.get_mut(&algo) else {
+                return Err(at(
+                    self.file,
+                    self.text,
+                    pc.algo.span(),
+                    format!(
+                        "profile `{}` uses {algo}, which is not in [algos]",
+                        name.get_ref()
+                    ),
+                ));
+            };
+            let id = next.entry(algo).or_insert(1);
+            if *id >= intf::CCL_NR_PROFILES {
+                return Err(at(
+                    self.file,
+                    self.text,
+                    name.span(),
+                    format!(
+                        "more than {} profiles for {algo}",
+                        intf::CCL_NR_PROFILES - 1
+                    ),
+                ));
+            }
+            m.insert(*id, params_from(self.file, self.text, algo, &pc.set)?);
+            self.d
+                .profile_names
+                .insert((algo, *id), name.get_ref().clone());
+            self.by_name.insert(name.get_ref().clone(), (algo, *id));
+            *id += 1;
+        }
+        Ok(())
+    }
+
+    /// `[[cgroups]]`: one rule per entry, each cgroup once.
+    fn cgroups(&mut self, cfg: &Config) -> Result<()> {
+        // Two spellings of one existing cgroup (a relative path, a second
+        // mount) are one cgroup: keyed by id.  An entry may also name a cgroup
+        // that does not exist yet, or many with wildcards (cgroup_rules.rs).
+        let mut ids: BTreeMap<u64, PathBuf> = BTreeMap::new();
+        let mut patterns: Vec<PathBuf> = Vec::new();
+        for c in &cfg.cgroups {
+            let given = c.path.get_ref();
+            let pattern = if cgroup_rules::has_glob(given) || !given.exists() {
+                cgroup_rules::check_pattern(given)
+                    .map_err(|e| at(self.file, self.text, c.path.span(), e))?;
+                cgroup::check_in_cgroup2(given)
+                    .map_err(|e| at(self.file, self.text, c.path.span(), format!("{e:#}")))?;
+                given.clone()
+            } else {
+                let cg = cgroup::CgroupDir::open(given)
+                    .map_err(|e| at(self.file, self.text, c.path.span(), format!("{e:#}")))?;
+                if let Some(first) = ids.insert(cg.id, cg.path.clone()) {
+                    return Err(at(
+                        self.file,
+                        self.text,
+                        c.path.span(),
+                        format!(
+                            "cgroup listed twice: {} is {} (cgroup id {})",
+                            given.display(),
+                            first.display(),
+                            cg.id
+                        ),
+                    ));
+                }
+                cg.path
+            };
+            if patterns.contains(&pattern) {
+                return Err(at(
+                    self.file,
+                    self.text,
+                    c.path.span(),
+                    format!("cgroup listed twice: {}", pattern.display()),
+                ));
+            }
+            patterns.push(pattern.clone());
+            let name = c.algo.get_ref();
+            let profile = cc_and_profile(
+                self.file,
+                self.text,
+                &self.d,
+                &self.by_name,
+                &c.algo,
+                c.profile.as_ref(),
+            )?;
+            self.d.cgroups.push(CgroupRule {
+                pattern,
+                cc: name.clone(),
+                profile,
+            });
+        }
+        Ok(())
+    }
+
+    /// `[[pods]]`: label selectors, which need the node's name.
+    fn pods(&mut self, cfg: &Config) -> Result<()> {
+        for pc in &cfg.pods {
+            let selector: crate::pods::Selector = pc
+                .selector
+                .get_ref()
+                .parse()
+                .map_err(|e| at(self.file, self.text, pc.selector.span(), e))?;
+            let profile = cc_and_profile(
+                self.file,
+                self.text,
+                &self.d,
+                &self.by_name,
+                &pc.algo,
+                pc.profile.as_ref(),
+            )?;
+            self.d.pods.push(crate::pods::PodRule {
+                selector,
+                namespace: pc.namespace.as_ref().map(|n| n.get_ref().clone()),
+                cc: pc.algo.get_ref().clone(),
+                profile,
+            });
+        }
+        if let Some(first) = cfg.pods.first() {
+            if self.d.serve.node_name.is_none() {
+                return Err(at(
+                    self.file,
+                    self.text,
+                    first.selector.span(),
+                    "[[pods]] needs this node's name: [serve] node_name, or $NODE_NAME \
+                     (the DaemonSet sets it from spec.nodeName)",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `[[rollouts]]`: guards, durations, cgroups that exist.
+    fn rollouts(&mut self, cfg: &Config) -> Result<()> {
+        for r in &cfg.rollouts {
+            let profile = cc_and_profile(
+                self.file,
+                self.text,
+                &self.d,
+                &self.by_name,
+                &r.algo,
+                r.profile.as_ref(),
+            )?;
+            let mut guards = Vec::new();
+            for g in &r.guards {
+                guards.push(
+                    g.get_ref()
+                        .parse::<crate::rollout::Guard>()
+                        .map_err(|e| at(self.file, self.text, g.span(), e))?,
+                );
+            }
+            if guards.is_empty() {
+                guards = crate::rollout::default_guards();
+            }
+            let dur = |v: &Option<Spanned<String>>, def: &str| -> Result<std::time::Duration> {
+                match v {
+                    Some(v) => crate::units::parse_duration(v.get_ref())
+                        .map_err(|e| at(self.file, self.text, v.span(), e)),
+                    None => Ok(crate::units::parse_duration(def).expect("default duration")),
+                }
+            };
+            cgroup::CgroupDir::open(r.control.get_ref())
+                .map_err(|e| at(self.file, self.text, r.control.span(), format!("{e:#}")))?;
+            let cg = cgroup::CgroupDir::open(r.canary.get_ref())
+                .map_err(|e| at(self.file, self.text, r.canary.span(), format!("{e:#}")))?;
+            if self.d.cgroups.iter().any(|r| r.matches(&cg.path)) {
+                return Err(at(
+                    self.file,
+                    self.text,
+                    r.canary.span(),
+                    "a rollout's canary cannot also be in [[cgroups]] (the rollout binds it)",
+                ));
+            }
+            self.d.rollouts.push(crate::rollout::Opts {
+                algo: r.algo.get_ref().clone(),
+                profile,
+                canary: r.canary.get_ref().clone(),
+                control: r.control.get_ref().clone(),
+                guards,
+                interval: dur(&r.interval, "30s")?,
+                duration: dur(&r.duration, "10m")?,
+                fail_after: r.fail_after.unwrap_or(2),
+                min_segments: r.min_segments.unwrap_or(200),
+                promote: r.promote,
+                by: "serve",
+            });
+        }
+        Ok(())
+    }
+
+    /// `default_cc`: one of ours in `[algos]` or a kernel CC here.
+    fn default_cc(&mut self, cfg: &Config) -> Result<()> {
+        if let Some(dc) = &cfg.default_cc {
+            let n = dc.get_ref();
+            let ok = n
+                .parse::<Algo>()
+                .map(|a| self.d.algos.contains_key(&a))
+                .unwrap_or(false)
+                || kernel_cc_available(n);
+            if !ok {
+                return Err(at(
+                    self.file,
+                    self.text,
+                    dc.span(),
+                    format!("default_cc `{n}` is neither in [algos] nor a kernel CC here"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A `[[cgroups]]` or `[[pods]]` entry's CC and profile: one of ours in
+/// `[algos]` with one of its profiles, or a registered kernel CC without.
+fn cc_and_profile(
+    file: &Path,
+    text: &str,
+    d: &Desired,
+    by_name: &BTreeMap<String, (Algo, u32)>,
+    algo: &Spanned<String>,
+    profile: Option<&Spanned<String>>,
+) -> Result<u32> {
+    let name = algo.get_ref();
+    let ours = name.parse::<Algo>().ok();
+    let id = match (profile, ours) {
+        (None, _) => 0,
+        (Some(p), Some(a)) => match by_name.get(p.get_ref()) {
+            Some(&(pa, id)) if pa == a => id,
+            Some(&(pa, _)) => {
+                return Err(at(
+                    file,
+                    text,
+                    p.span(),
+                    format!("profile `{}` is for {pa}, not {a}", p.get_ref()),
+                ))
+            }
+            None => {
+                return Err(at(
+                    file,
+                    text,
+                    p.span(),
+                    format!("unknown profile `{}`", p.get_ref()),
+                ))
+            }
+        },
+        (Some(p), None) => {
+            return Err(at(
+                file,
+                text,
+                p.span(),
+                format!("`{name}` is a kernel CC: it has no profiles"),
+            ))
+        }
+    };
+    match ours {
+        Some(a) if !d.algos.contains_key(&a) => Err(at(
+            file,
+            text,
+            algo.span(),
+            format!("{a} is not in [algos]"),
+        )),
+        None if !kernel_cc_available(name) => Err(at(
+            file,
+            text,
+            algo.span(),
+            format!("unknown congestion control `{name}`"),
+        )),
+        _ => Ok(id),
+    }
+}
+
+/// A registered congestion control that is not one of ours.
+fn kernel_cc_available(name: &str) -> bool {
+    bpf::is_registered(name) && name.parse::<Algo>().is_err()
+}
