@@ -930,70 +930,12 @@ fn judge(
 ) -> Result<()> {
     let invalid: Vec<&RunSummary> = runs.iter().filter(|r| !r.valid).collect();
     let stalled = runs.iter().filter(|r| r.valid && r.stalled()).count();
-    let mut table = String::new();
-    let _ = writeln!(
-        table,
-        "| case | cc | against | metric | value | bound | |\n|---|---|---|---|---|---|---|"
-    );
-    for o in outcomes {
-        let _ = writeln!(
-            table,
-            "| {} | {} | {} | {} | {:.4}{} | {} | {} |",
-            o.case,
-            o.cc,
-            o.against,
-            o.metric,
-            o.value,
-            mean_of(o),
-            o.bound,
-            if o.pass { "ok" } else { "**FAIL**" }
-        );
-    }
+    let table = outcomes_table(outcomes);
     print!("{table}");
     let failed = outcomes.iter().filter(|o| !o.pass).count();
     let mut report = std::fs::read_to_string(dir.join("report.md")).unwrap_or_default();
     let _ = writeln!(report, "\n## Acceptance checks\n\n{table}");
-    if let Some(cmd) = interrupted {
-        let _ = writeln!(
-            report,
-            "\n**Incomplete:** {} of {planned} runs finished; the thresholds above \
-             judge only those, and the check does not pass until `{cmd}` finishes it.",
-            runs.len()
-        );
-    }
-    if dir.join("confirm").exists() {
-        let _ = writeln!(
-            report,
-            "\nComparisons that failed on one run of each CC were confirmed on more \
-             (confirm/): the value marked \"mean of N\" is the mean of all N runs, the \
-             first included.  Such a comparison is judged per repetition run by both \
-             CCs: the margin by which the controller keeps within the bound (goodput: \
-             a - x b, retransmissions: x b + slack - a), and it fails only when the \
-             one-sided 95 % upper confidence bound of the mean margin (Student's t) is \
-             below 0, that is when the runs show it beyond the bound."
-        );
-    }
-    if dir.join("again").exists() {
-        let _ = writeln!(
-            report,
-            "\nRuns behind failing thresholds whose delay line was invalid or whose \
-             path stalled (a hold-up over an eighth of the base RTT, at least 2 ms) \
-             were measured again (again/); of the two measurements of each, the valid, \
-             unstalled, less late one is judged."
-        );
-    }
-    if !invalid.is_empty() {
-        let _ = writeln!(
-            report,
-            "\n{} run(s) had delay-line lateness above the limit: {}",
-            invalid.len(),
-            invalid
-                .iter()
-                .map(|r| format!("{} {}", r.case, r.cc))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
+    report += &report_notes(dir, runs.len(), &invalid, planned, interrupted);
     std::fs::write(dir.join("report.md"), report)?;
     std::fs::write(
         dir.join("checks.json"),
@@ -1036,6 +978,84 @@ fn judge(
         bail!("{failed} acceptance threshold(s) failed");
     }
     Ok(())
+}
+
+/// Every threshold as a Markdown table, the failing ones marked.
+fn outcomes_table(outcomes: &[crate::checks::CheckOutcome]) -> String {
+    let mut table = String::new();
+    let _ = writeln!(
+        table,
+        "| case | cc | against | metric | value | bound | |\n|---|---|---|---|---|---|---|"
+    );
+    for o in outcomes {
+        let _ = writeln!(
+            table,
+            "| {} | {} | {} | {} | {:.4}{} | {} | {} |",
+            o.case,
+            o.cc,
+            o.against,
+            o.metric,
+            o.value,
+            mean_of(o),
+            o.bound,
+            if o.pass { "ok" } else { "**FAIL**" }
+        );
+    }
+    table
+}
+
+/// What report.md says under the table: an incomplete check, how
+/// confirmed comparisons and re-measured runs are judged, the runs whose
+/// delay line was late.
+fn report_notes(
+    dir: &Path,
+    finished: usize,
+    invalid: &[&RunSummary],
+    planned: usize,
+    interrupted: Option<&str>,
+) -> String {
+    let mut notes = String::new();
+    if let Some(cmd) = interrupted {
+        let _ = writeln!(
+            notes,
+            "\n**Incomplete:** {finished} of {planned} runs finished; the thresholds above \
+             judge only those, and the check does not pass until `{cmd}` finishes it."
+        );
+    }
+    if dir.join("confirm").exists() {
+        let _ = writeln!(
+            notes,
+            "\nComparisons that failed on one run of each CC were confirmed on more \
+             (confirm/): the value marked \"mean of N\" is the mean of all N runs, the \
+             first included.  Such a comparison is judged per repetition run by both \
+             CCs: the margin by which the controller keeps within the bound (goodput: \
+             a - x b, retransmissions: x b + slack - a), and it fails only when the \
+             one-sided 95 % upper confidence bound of the mean margin (Student's t) is \
+             below 0, that is when the runs show it beyond the bound."
+        );
+    }
+    if dir.join("again").exists() {
+        let _ = writeln!(
+            notes,
+            "\nRuns behind failing thresholds whose delay line was invalid or whose \
+             path stalled (a hold-up over an eighth of the base RTT, at least 2 ms) \
+             were measured again (again/); of the two measurements of each, the valid, \
+             unstalled, less late one is judged."
+        );
+    }
+    if !invalid.is_empty() {
+        let _ = writeln!(
+            notes,
+            "\n{} run(s) had delay-line lateness above the limit: {}",
+            invalid.len(),
+            invalid
+                .iter()
+                .map(|r| format!("{} {}", r.case, r.cc))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    notes
 }
 
 /// The cells (case, [cc, against]) whose failing comparison is to be
