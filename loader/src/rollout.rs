@@ -607,8 +607,8 @@ pub fn run(
     let ctl_id = CgroupDir::open(&o.control)?.id;
     // The intervals end on a fixed grid (start + n * interval), so `--for`
     // always yields floor(for / interval) of them: time spent reading the
-    // aggregates and reporting is not added to each interval, where it
-    // used to accumulate until a loaded machine lost the last interval.
+    // aggregates and reporting is not added to each interval (added, it
+    // accumulates until a loaded machine loses the last interval).
     let count = intervals_in(o.duration, o.interval);
     let start = Instant::now();
     let mut failing = 0u32;

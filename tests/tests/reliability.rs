@@ -101,7 +101,7 @@ fn a_command_refused_by_the_lock_names_the_holder_and_changes_nothing() {
     ccload_ok(&["attach", "--algo", "hetcp"]);
 }
 
-/// `tune` is read-modify-write: two at once each used to be able to undo
+/// `tune` is read-modify-write: without the lock two at once can each undo
 /// the other's field.  Under the lock both land, every round.
 #[test]
 fn simultaneous_tunes_of_different_fields_both_land() {
@@ -122,9 +122,9 @@ fn simultaneous_tunes_of_different_fields_both_land() {
     }
 }
 
-/// `watch --every N` used to restore the whole params struct on exit,
-/// undoing a `tune` made while it ran; now it restores trace_every only.
-/// And a SIGTERM (timeout(1), systemd) used to kill it without restoring.
+/// `watch --every N` restores only trace_every (and trace_ms) on exit, so
+/// a `tune` made while it ran stays; a SIGTERM (timeout(1), systemd) ends
+/// it with the restore done too.
 #[test]
 fn watch_every_restores_only_trace_every() {
     let _s = privileged!();

@@ -1,7 +1,7 @@
 //! An RTO while the flow is in fast recovery.  The kernel then skips
 //! `ssthresh()` and `CA_EVENT_LOSS` and calls only `set_state(TCP_CA_Loss)`
-//! (tcp_enter_loss); ccpd used to slow-start towards a target of 0 there and
-//! wrote a window of 0.  Every controller must keep a
+//! (tcp_enter_loss): a controller that computes its target only in
+//! `ssthresh()` slow-starts towards 0 there.  Every controller must keep a
 //! window above 0 in every telemetry record and finish its transfer.
 
 use std::time::{Duration, Instant};

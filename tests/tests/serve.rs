@@ -424,7 +424,7 @@ fn slow_clients_are_cut_at_the_deadline_and_the_cap_holds() {
 }
 
 /// With its fd limit reached, accept() fails with EMFILE; the daemon backs
-/// off and keeps serving once fds are free again (it used to exit).
+/// off and keeps serving once fds are free again: it never exits for it.
 #[test]
 fn accept_errors_back_off_and_never_end_the_daemon() {
     let _s = privileged!();
@@ -534,7 +534,7 @@ fn healthz_reports_drift_from_the_config() {
 }
 
 /// A `watch` that holds a ring buffer when the daemon starts (or grabs it
-/// during a reload) no longer stops the daemon: the ring is reported
+/// during a reload) does not stop the daemon: the ring is reported
 /// unread and taken over once the watch ends.
 #[test]
 fn a_ring_held_by_a_watch_is_retried_not_fatal() {
