@@ -38,6 +38,30 @@ macro_rules! privileged {
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
+/// The repository checkout (the workspace root).
+pub fn repo_root() -> PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace root")
+        .to_path_buf()
+}
+
+/// The repository's files as git sees them, relative to [`repo_root`]:
+/// tracked, and untracked but not ignored.
+pub fn repo_files() -> Vec<String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo_root())
+        .args(["ls-files", "-co", "--exclude-standard"])
+        .output()
+        .expect("git ls-files");
+    assert!(out.status.success(), "git ls-files failed");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
 /// Serialises privileged tests in this process and, via flock, across test
 /// binaries running at the same time.
 pub struct Serial {

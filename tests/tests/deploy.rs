@@ -8,10 +8,6 @@ use std::time::Duration;
 
 use ccload_itests::*;
 
-fn root() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-}
-
 /// Removes a scratch directory, even when the test fails.
 struct Rm(std::path::PathBuf);
 impl Drop for Rm {
@@ -22,7 +18,8 @@ impl Drop for Rm {
 
 #[test]
 fn systemd_unit_verifies_and_is_hardened() {
-    let unit = std::fs::read_to_string(root().join("deploy/ccload.service")).unwrap();
+    let unit =
+        std::fs::read_to_string(ccload_itests::repo_root().join("deploy/ccload.service")).unwrap();
     let keys: Vec<(&str, &str)> = unit
         .lines()
         .filter(|l| !l.starts_with('#'))
@@ -66,7 +63,7 @@ fn systemd_unit_verifies_and_is_hardened() {
         return;
     };
     assert!(o.status.success());
-    let bin = root().join("target/debug/ccload");
+    let bin = ccload_itests::repo_root().join("target/debug/ccload");
     let bin = if bin.exists() {
         bin
     } else {
@@ -359,8 +356,10 @@ fn dist_makes_a_tarball_a_deb_that_enables_the_unit_and_an_image() {
 
 #[test]
 fn daemonset_is_well_formed_and_least_privilege() {
-    let text =
-        std::fs::read_to_string(root().join("deploy/kubernetes/base/daemonset.yaml")).unwrap();
+    let text = std::fs::read_to_string(
+        ccload_itests::repo_root().join("deploy/kubernetes/base/daemonset.yaml"),
+    )
+    .unwrap();
     let docs: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(&text)
         .map(|d| serde::Deserialize::deserialize(d).expect("valid YAML"))
         .collect();
@@ -438,8 +437,10 @@ fn daemonset_is_well_formed_and_least_privilege() {
         .collect();
     assert_eq!(cmd[1..3], ["serve", "--config"]);
     // The config the ConfigMap is made from is a valid ccload config.
-    let d = ccload::config::load(&root().join("deploy/kubernetes/base/config.toml"))
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    let d = ccload::config::load(
+        &ccload_itests::repo_root().join("deploy/kubernetes/base/config.toml"),
+    )
+    .unwrap_or_else(|e| panic!("{e:#}"));
     assert!(
         d.serve.metrics.starts_with("127.0.0.1:"),
         "metrics on loopback by default: {}",
@@ -456,7 +457,8 @@ fn daemonset_is_well_formed_and_least_privilege() {
 
 /// The capabilities the unit grants, as setpriv's bounding-set argument.
 fn unit_caps() -> Vec<String> {
-    let unit = std::fs::read_to_string(root().join("deploy/ccload.service")).unwrap();
+    let unit =
+        std::fs::read_to_string(ccload_itests::repo_root().join("deploy/ccload.service")).unwrap();
     unit.lines()
         .find_map(|l| l.strip_prefix("CapabilityBoundingSet="))
         .expect("bounding set")
@@ -593,7 +595,8 @@ fn the_daemon_runs_with_exactly_the_units_capabilities() {
 /// says how.)
 #[test]
 fn containerfile_builds_what_the_daemonset_runs() {
-    let cf = std::fs::read_to_string(root().join("deploy/Containerfile")).unwrap();
+    let cf =
+        std::fs::read_to_string(ccload_itests::repo_root().join("deploy/Containerfile")).unwrap();
     let mut copies = 0;
     for l in cf
         .lines()
@@ -602,7 +605,7 @@ fn containerfile_builds_what_the_daemonset_runs() {
         let parts: Vec<&str> = l.split_whitespace().collect();
         for src in &parts[1..parts.len() - 1] {
             assert!(
-                root().join(src).exists(),
+                ccload_itests::repo_root().join(src).exists(),
                 "Containerfile copies missing {src}"
             );
             copies += 1;
@@ -610,13 +613,17 @@ fn containerfile_builds_what_the_daemonset_runs() {
     }
     assert!(copies >= 8, "{copies} sources copied");
     assert!(cf.contains("--features static"), "static build");
-    let cargo = std::fs::read_to_string(root().join("loader/Cargo.toml")).unwrap();
+    let cargo =
+        std::fs::read_to_string(ccload_itests::repo_root().join("loader/Cargo.toml")).unwrap();
     let t: toml::Value = toml::from_str(&cargo).unwrap();
     assert!(
         t["features"]["static"].as_array().is_some(),
         "loader has no `static` feature"
     );
-    let ds = std::fs::read_to_string(root().join("deploy/kubernetes/base/daemonset.yaml")).unwrap();
+    let ds = std::fs::read_to_string(
+        ccload_itests::repo_root().join("deploy/kubernetes/base/daemonset.yaml"),
+    )
+    .unwrap();
     assert!(ds.contains("Built from deploy/Containerfile"));
     let entry = cf
         .lines()
@@ -628,7 +635,8 @@ fn containerfile_builds_what_the_daemonset_runs() {
         "the DaemonSet runs {} serve",
         entry[0]
     );
-    ccload::config::load(&root().join("configs/default.toml")).expect("shipped config valid");
+    ccload::config::load(&ccload_itests::repo_root().join("configs/default.toml"))
+        .expect("shipped config valid");
 }
 
 /// `cargo xtask codegen --btf FILE --arch A --out DIR`: a vmlinux.h from a

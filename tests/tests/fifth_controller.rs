@@ -8,13 +8,6 @@ use std::process::Command;
 
 use ccload_itests::privileged;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
 /// The fenced block of `lang` that follows `after` in the doc.
 fn block(doc: &str, after: &str, lang: &str) -> String {
     let i = doc
@@ -52,19 +45,12 @@ impl Drop for Scratch {
 #[test]
 fn the_recipe_builds_and_registers_a_fifth_controller() {
     let _g = privileged!();
-    let src = root();
+    let src = ccload_itests::repo_root();
     let doc = std::fs::read_to_string(src.join("docs/architecture.md")).unwrap();
     let dir = std::env::temp_dir().join(format!("ccl-fifth-{}", std::process::id()));
     let _clean = Scratch(dir.clone());
-    let files = Command::new("git")
-        .arg("-C")
-        .arg(&src)
-        .args(["ls-files", "-co", "--exclude-standard"])
-        .output()
-        .expect("git ls-files");
-    assert!(files.status.success());
-    for f in String::from_utf8_lossy(&files.stdout).lines() {
-        let (from, to) = (src.join(f), dir.join(f));
+    for f in ccload_itests::repo_files() {
+        let (from, to) = (src.join(&f), dir.join(&f));
         if from.is_file() {
             std::fs::create_dir_all(to.parent().unwrap()).unwrap();
             std::fs::copy(&from, &to).unwrap();
@@ -103,7 +89,7 @@ fn the_recipe_builds_and_registers_a_fifth_controller() {
     // Step 4: build (own target dir: the suite's is locked by cargo test).
     let target = std::env::var_os("CCLOAD_FIFTH_TARGET")
         .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target/fifth-controller"));
+        .unwrap_or_else(|| ccload_itests::repo_root().join("target/fifth-controller"));
     let b = Command::new(env!("CARGO"))
         .current_dir(&dir)
         .env("CARGO_TARGET_DIR", &target)

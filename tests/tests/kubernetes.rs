@@ -12,12 +12,8 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
-fn root() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-}
-
 fn k8s() -> PathBuf {
-    root().join("deploy/kubernetes")
+    ccload_itests::repo_root().join("deploy/kubernetes")
 }
 
 /// `T` from one YAML document, failing on any field `T` does not know.
@@ -229,7 +225,7 @@ fn docs(text: &str) -> Vec<serde_yaml::Value> {
 
 /// The metric families docs/metrics.md lists.
 fn documented() -> Vec<String> {
-    std::fs::read_to_string(root().join("docs/metrics.md"))
+    std::fs::read_to_string(ccload_itests::repo_root().join("docs/metrics.md"))
         .unwrap()
         .lines()
         .filter_map(|l| l.strip_prefix("| `ccload_"))

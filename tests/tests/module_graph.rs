@@ -23,13 +23,6 @@ const CRATES: &[&str] = &[
 
 type Graph = BTreeMap<String, BTreeSet<String>>;
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf()
-}
-
 /// The code of a Rust file without its comments and string literals (a
 /// `crate::` in either is not a dependency).
 fn code_only(src: &str) -> String {
@@ -294,7 +287,7 @@ fn the_checker_finds_a_circle_and_reads_groups_and_inline_paths() {
 
 #[test]
 fn no_crate_has_an_import_circle() {
-    let root = workspace();
+    let root = ccload_itests::repo_root();
     let mut found = Vec::new();
     for dir in CRATES {
         let g = graph_of(&root.join(dir));

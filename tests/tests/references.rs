@@ -6,15 +6,9 @@
 //! (`docs/notebook/`) and the stored lab results (`docs/grid/`) are history
 //! and are not read.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+use ccload_itests::{repo_files, repo_root};
 
 /// Paths that stand for something else: libbpf's headers (`#include
 /// <bpf/bpf_helpers.h>`), the fifth-controller recipe's files, which the
@@ -36,15 +30,8 @@ const DIRS: &[&str] = &[
 ];
 
 fn tracked() -> Vec<PathBuf> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(root())
-        .args(["ls-files", "-co", "--exclude-standard"])
-        .output()
-        .expect("git ls-files");
-    assert!(out.status.success());
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
+    repo_files()
+        .into_iter()
         .filter(|f| !f.starts_with("docs/grid/") && !f.starts_with("docs/notebook/"))
         .filter(|f| {
             [
@@ -107,7 +94,7 @@ fn the_checker_reads_paths_and_links() {
 
 #[test]
 fn what_the_repository_points_at_is_in_it() {
-    let root = root();
+    let root = repo_root();
     let mut missing = Vec::new();
     for f in tracked() {
         let Ok(text) = std::fs::read_to_string(root.join(&f)) else {

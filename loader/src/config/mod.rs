@@ -308,22 +308,21 @@ mod tests {
                 );
             }
         }
-        // Tunables: name, default, range and unit as `ccload algos` shows them.
+        // Tunables: name, default, range, unit and meaning as `ccload algos`
+        // shows them, the rows of the controller's own page
+        // (Algo::tunables_markdown).
         for a in Algo::ALL {
             let sec = doc
                 .split(&format!("### `{}`\n", a.name()))
                 .nth(1)
                 .unwrap_or_else(|| panic!("docs/config.md: no tunables of {a}"));
             let sec = sec.split("\n### ").next().unwrap();
-            for pd in a.params() {
-                let unit = if pd.unit.is_empty() { "-" } else { pd.unit };
-                let row = format!(
-                    "| `{}` | {} | {} | {unit} |",
-                    pd.name,
-                    pd.display(pd.def),
-                    pd.range()
-                );
-                assert!(sec.contains(&row), "docs/config.md, {a}: want {row}");
+            for row in a
+                .tunables_markdown()
+                .lines()
+                .filter(|l| l.starts_with("| `"))
+            {
+                assert!(sec.contains(row), "docs/config.md, {a}: want {row}");
             }
             assert_eq!(
                 sec.lines().filter(|l| l.starts_with("| `")).count(),
