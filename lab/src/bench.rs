@@ -623,6 +623,15 @@ pub fn run(secs: f64, reps: usize, bytes: u64, out: &Path, only: Option<&str>) -
                 reps,
                 bytes,
             )?);
+            // The other three controllers' hooks, per run (the guard and the
+            // aggregates every hook calls are in these numbers too).
+            for (label, cc, prefix) in [
+                ("hetcp", "hetcp", "hetcp_"),
+                ("ctcp_plus", "ctcp_plus", "ctcp_plus_"),
+                ("ub_reno", "ub_reno", "ub_reno_"),
+            ] {
+                cost.push(cost_row(&ns, label, cc, &[prefix], None, reps, bytes)?);
+            }
             set_trace(1)?;
             let c = Consumer::start("json")?;
             let pid = c.pid();

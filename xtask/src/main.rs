@@ -93,6 +93,10 @@ enum Task {
         /// Only one part: consumer, datapath, aggregates, cost or cpu.
         #[arg(long, value_parser = ["consumer", "datapath", "aggregates", "cost", "cpu"])]
         only: Option<String>,
+        /// Measure this ccload binary (and the BPF objects it embeds)
+        /// instead of building one: compares two builds.
+        #[arg(long)]
+        bin: Option<PathBuf>,
     },
     /// Install the binary, systemd unit, completions, man pages, docs and
     /// example configs (release build unless --bin).
@@ -332,13 +336,28 @@ fn real_main() -> Result<()> {
             mib,
             out,
             only,
+            bin,
         } => {
             if !(secs > 0.0 && secs <= 60.0) || reps == 0 || mib == 0 {
                 bail!("--secs in (0, 60], --reps and --mib at least 1");
             }
-            // Measured as shipped: the release build.
-            run(cargo(&root).args(["build", "--locked", "-q", "--release", "-p", "ccload"]))?;
-            std::env::set_var("CCLOAD_BIN", root.join("target/release/ccload"));
+            let bin = match bin {
+                Some(b) if b.is_file() => b,
+                Some(b) => bail!("--bin {}: no such file", b.display()),
+                None => {
+                    // Measured as shipped: the release build.
+                    run(cargo(&root).args([
+                        "build",
+                        "--locked",
+                        "-q",
+                        "--release",
+                        "-p",
+                        "ccload",
+                    ]))?;
+                    root.join("target/release/ccload")
+                }
+            };
+            std::env::set_var("CCLOAD_BIN", bin);
             let out = out.unwrap_or_else(|| {
                 let t = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
