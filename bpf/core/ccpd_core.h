@@ -83,7 +83,7 @@ CCL_CORE u32 ccpd_gamma_auto_q10(u32 kp_q10)
  * flows still converge to equal rates.  A small flow (a late joiner) grows
  * in proportion to its window, and by at least a segment a round while
  * f < 1/4 (ccpd_law_l1).  A flow alone has r = C, f = 1.
- * A global subprogram (inlined, it took cong_control past the verifier's
+ * A global subprogram (inlined, it takes cong_control past the verifier's
  * 1M-instruction limit); share = 0 returns gamma.
  */
 CCL_CORE_GLOBAL u32 ccpd_share_gamma_q10(u32 gamma_q10, u32 share, u32 c_sps,
@@ -142,12 +142,11 @@ CCL_CORE u32 ccpd_clamp_w_q10(s64 w, u32 cwnd_min, u32 cwnd_max)
  *   w'     = w + f gamma (Kp E - d + D),
  *   w' - w >= min(1, gamma (Kp E - d + D))  for a rise, if f < 1/4
  * N flows alike then hold x = Kp B / (3 Kp / 2 + (1 + Kp / 2) / N): 0.4 B
- * alone, 0.5 B for two flows, 0.62 B for eight (0.84 B without the term; the
- * queue and RTT noise overflowed the buffer: 3,916 retransmissions in 40 s).
- * Counted whole, E = B - 2x no longer depends on the flow's own queue and a
- * small flow barely grows (two of eight flows stayed at 10 and 16 segments).
- * The one-segment floor is Reno's growth for a flow with a small part of
- * the link: one flow of eight sat at 2 segments, growing 0.3 a round.  A
+ * alone, 0.5 B for two flows, 0.62 B for eight (0.84 B without the term,
+ * where the queue and RTT noise overflow the buffer).  Counted whole,
+ * E = B - 2x no longer depends on the flow's own queue and a small flow
+ * barely grows.  The one-segment floor is Reno's growth for a flow with a
+ * small part of the link, whose scaled step is a fraction of a segment.  A
  * flow alone (x = d, f = 1) is unchanged.
  * A global subprogram: the verifier checks it once.
  */
@@ -386,10 +385,11 @@ CCL_CORE u32 ccpd_rtts(const struct ccpd *ca)
  * it.  With q_rtt 0 the law subtracts s - round_min, up to noise_us:
  *   s' = s - min(s - round_min, noise_us)
  * noise_us (q_noise, default 500) is the largest mean noise it takes for
- * noise: at 10 ms with a 10-packet (1.2-ms) buffer the lab's mean noise was
- * 0.35-0.55 ms and held the window at a third of the pipe; on deeper
- * buffers 0.5 ms is a small part of the queue the law targets, so a queue
- * that swings within a round (whose minimum then reads low) cannot hide.
+ * noise: a host's ACK path carries a mean noise of that order, as large as
+ * the queue of a 10-packet buffer at 100 Mbit/s, while on deeper buffers
+ * 0.5 ms is a small part of the queue the law targets, so a queue that
+ * swings within a round (whose minimum then reads low) cannot hide
+ * (docs/ccpd.md, "How ccload reads it").
  * round_min CCL_U32_MAX: no sample this round, s as it is.
  */
 CCL_CORE u32 ccpd_law_rtt(u32 s, u32 round_min, u32 q_rtt, u32 noise_us)
@@ -424,9 +424,9 @@ CCL_CORE u32 ccpd_capacity(const struct ccpd *ca)
 	 * Sharing: fb is the flow's own share of the link, not the link, and a
 	 * cap at 1.25 fb made every estimate (P, B, x, the clamp P + B - margin)
 	 * proportional to the flow's own rate.  The law then has no restoring
-	 * force between flows, and the clamp of a flow below 8 segments sits
-	 * under its own window: a second flow's clamp went 107, 53, 33, 13, 5
-	 * while its pairs read the link.  With share, C is the pairs' running
+	 * force between flows, and a flow's clamp shrinks with its own rate
+	 * round after round while its pairs read the link.  With share, C is
+	 * the pairs' running
 	 * median (taken in CA only, so no idle-start token-bucket burst), never
 	 * below fb.
 	 */
@@ -442,9 +442,9 @@ CCL_CORE u32 ccpd_capacity(const struct ccpd *ca)
  * B from C, which may run 25 % ahead of the delivery rate: that headroom is
  * how the window grows past what it delivers now.  From the delivery rate
  * (ccpd_storage_est) it would allow fb m + B - margin, about one packet a
- * round above the current rate, and the closed-loop model stuck at 20
- * packets on an 83-packet pipe after a stall; the congestive hold, which
- * must stay below the storage, takes it from the delivery rate.
+ * round above the current rate, and a window a stall had cut would stay
+ * near what it delivers; the congestive hold, which must stay below the
+ * storage, takes it from the delivery rate.
  */
 CCL_CORE u32 ccpd_cwnd_max(const struct ccpd_est *e, u32 cwnd_min, u32 cwnd_clamp)
 {
@@ -468,10 +468,8 @@ CCL_CORE void ccpd_estimate_of(const struct ccpd *ca, u32 c, u32 b_min, struct c
  * The path storage for the congestive hold: P and B from the delivery-rate
  * maximum fb (C when there is none yet), not from C.  C may sit 25 % above
  * fb (CCPD_CAP_OVER_FB_Q10: compressed pairs), and 25 % of the pipe is more
- * than a buffer of BDP/8: P = C m read 101-106 packets on a path that stores
- * 93 (100 Mbit/s, 10 ms, 10 packets), so the hold sat above the storage and
- * the flow locked in Recovery (66,459 segments retransmitted in 40 s).  A
- * delivery rate cannot exceed the link.
+ * than a buffer of BDP/8: a hold from C can sit above the storage and lock
+ * the flow in Recovery.  A delivery rate cannot exceed the link.
  */
 CCL_CORE void ccpd_storage_est(const struct ccpd *ca, u32 c, u32 b_min, struct ccpd_est *e)
 {
@@ -531,8 +529,7 @@ CCL_CORE u32 ccpd_hold_floor(const struct ccl_ccpd_params *p, u32 h)
  * B first comes down to the queueing delay seen now: the loss says the
  * storage is full at that delay.  Otherwise an overestimated B (RTT noise and
  * stalls lift the smoothed maximum, which only grows) keeps the law target,
- * and so the hold, above the storage, and every round overflows: 15,820
- * retransmissions in 20 s on a 10-packet buffer.
+ * and so the hold, above the storage, and every round overflows.
  */
 CCL_CORE u32 ccpd_cong_hold(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 c, u32 w,
 			    u32 cwnd_clamp)
@@ -546,8 +543,8 @@ CCL_CORE u32 ccpd_cong_hold(struct ccpd *ca, const struct ccl_ccpd_params *p, u3
 		ca->sh |= CCPD_SH_CLOSS;
 		return (u32)((u64)w * CCPD_COMP_BETA_Q10 >> 10);
 	}
-	/* (not from a drain's RTT: the drain took the queue away, and B fell
-	 * to b_min on a random loss at 190 ms, 1e-4, judged at the clamp) */
+	/* (not from a drain's RTT: the drain takes the queue away, and B would
+	 * fall to b_min on a random loss judged at the clamp) */
 	if (ca->phase == CCL_PHASE_CA && p->bmax_on_loss && !(ca->sh & CCPD_SH_DLOSS))
 		ccpd_relearn_bmax(ca, s, m);
 	ccpd_storage_est(ca, c, p->b_min, &st);
@@ -570,10 +567,10 @@ CCL_CORE u32 ccpd_cong_hold(struct ccpd *ca, const struct ccl_ccpd_params *p, u3
 	return w < target ? w : target;
 }
 
-/* Rtt_min, smoothed RTT (gain 1/8), rtt_max of the smoothed RTT.
- * (rtt_max from round minima, noise-free, was tried: after a slow-start exit
- * without a standing queue B then stays at b_min and the law's growth,
- * gamma Kp B per round, took 36 s to fill a 190-ms pipe.)
+/* Rtt_min, smoothed RTT (gain 1/8), rtt_max of the smoothed RTT.  (Not of
+ * round minima: those are free of noise, but after a slow-start exit
+ * without a standing queue B would stay at b_min, and the law's growth,
+ * gamma Kp B per round, would fill a long pipe in tens of seconds.)
  *
  * A sample's queueing part is bounded by what was in flight ahead of its
  * packet: the packets queued ahead of it were sent before it and delivered
@@ -583,10 +580,8 @@ CCL_CORE u32 ccpd_cong_hold(struct ccpd *ca, const struct ccl_ccpd_params *p, u3
  * A longer sample is a stall of the path or of a host, not a queue, and is
  * clamped to the bound before it reaches the smoothed RTT and rtt_max.
  * rtt_max only grows, so one unclamped stall would stand in B for the rest
- * of the flow: a 20-ms stall of the lab's delay line lifted rtt_max from 40
- * to 65 ms on a 20-ms path (B 375 packets for a 166-packet buffer), and the
- * law then filled the buffer every few rounds: 4,457 retransmissions in 20 s
- * and 61 % of the time in Recovery.  The bound is loose by the pipe P (a full
+ * of the flow, B would exceed the buffer, and the law would fill it every
+ * few rounds.  The bound is loose by the pipe P (a full
  * pipe holds P of the packets in flight), so it never clips a real queue at
  * buffers up to 4 BDP even with C overestimated by the 1.25 cap.
  *
@@ -596,9 +591,8 @@ CCL_CORE u32 ccpd_cong_hold(struct ccpd *ca, const struct ccl_ccpd_params *p, u3
  *   min(s, 17/16 n / fb, never below m)
  * (fb = the delivery-rate max <= C; 1/16 of slack for its noise).  A stall
  * that the loose bound lets through at short RTTs (a 20-ms stall is within
- * m + n / C when m = 10 ms) is stopped here: the lab's 100 Mbit/s, 10 ms,
- * 1 BDP run had rtt_max lifted from 14.5 to 20.8 ms by one, B from 36 to 90
- * packets, and the standing queue from 14 to 40 for the rest of the flow.
+ * m + n / C when m = 10 ms) is stopped here, where it would otherwise
+ * lift B, and the standing queue with it, for the rest of the flow.
  * It is no bound for the smoothed RTT the law reads: after a burst into an
  * empty pipe, or while fb still holds a rate the flow had before a
  * competitor came, it clips a real queue; B then learns it a little later.
@@ -654,13 +648,10 @@ CCL_CORE void ccpd_rtt_sample(struct ccpd *ca, s32 rtt, u32 delivered_out)
  * flow keeps a standing queue) the split pairs are no minority: between two
  * of a flow's packets the FIFO holds about (1 - x) / x of the competitor's
  * at the flow's share x, so the samples read nearer x than the link the
- * smaller x is.  Against one cubic (100 Mbit/s, 40 ms, 1 BDP) the samples'
- * median was 0.73-0.90 of the link over the first 15 s, and the running
- * median sat at 0.4-0.6 of it for seconds; their upper quartile read
- * 1.00-1.08 of the link then and 1.12-1.18 at equal shares (alone,
- * 1.12-1.31, where the median reads 0.97-1.03).  So competing, the estimate
- * moves down a third as fast as up: the upper quartile (ccpd_has_half
- * allows for its excess).  It starts from the first sample, within
+ * smaller x is: beside a cubic the median reads below the link, and the
+ * upper quartile reads it (docs/ccpd.md, "Sharing a bottleneck").  So
+ * competing, the estimate moves down a third as fast as up: the upper
+ * quartile (ccpd_has_half allows for its excess).  It starts from the first sample, within
  * [fb, 2 fb].
  */
 CCL_CORE u32 ccpd_median_step(u32 med, u32 c, u32 fb, bool upper)
@@ -748,10 +739,10 @@ CCL_CORE void ccpd_fb_epoch(struct ccpd *ca, u8 start)
  * delivery rate is measured over windows of at least CCPD_RATE_WIN_US, not
  * per ACK.  The kernel's rate sample spans one RTT, a few tens of us there,
  * and with TSO/GSO and GRO that is one to three 64-KiB bursts: its samples
- * ran from 0 to 4x the rate the flow carried (18M segments/s at 33 Gbit/s),
- * and the samples app-limited flows get are discarded, so for whole epochs
- * there was none.  fb then read 0 (P = C m = 0 and the window fell to the
- * floor, 538 segments to 6 in one round) or the burst's rate.  Over a
+ * range from 0 to several times the rate the flow carries, and the samples
+ * app-limited flows get are discarded, so for whole epochs there may be
+ * none.  fb would then read 0 (P = C m = 0, and the window falls to the
+ * floor in one round) or the burst's rate.  Over a
  * millisecond the bursts average out, and an app-limited window is a lower
  * bound of the rate like any other.  Epochs are then counted in windows
  * (10 ms), not rounds.  Paths of a millisecond and more keep the kernel's
@@ -853,17 +844,15 @@ CCL_CORE void ccpd_epochs(struct ccpd *ca, const struct ccl_ccpd_params *p)
  * ends slow start too: the ACKs of the round have arrived as a train for
  * rtt_min / 2, so the window has reached the pipe.  Growth stops there and
  * the law takes over; waiting for the first loss instead (the paper) doubles
- * the window past the path storage and retransmits the overshoot (330
- * segments against cubic's 31 at 100 Mbit/s, 20 ms, 1 BDP).
+ * the window past the path storage and retransmits the overshoot.
  *
  * The train's length is the time since the round started less the round's
  * ACK gaps over 2 ms, i.e. the sum of its inter-ACK intervals under 2 ms.
  * HyStart instead ends the train at its first gap, for the whole round: a
  * delay line or a host that pauses a few ms inside a 150-ms train then hides
- * it, and at 100 Mbit/s, 190 ms, 0.5 BDP the window doubled 1,282 -> 2,562
- * past the 2,374-packet storage (979 retransmissions against cubic's 43).
- * A round of W segments still counts only W / C of train time, whatever its
- * gaps, so the exit stays at W >= pipe / 2.
+ * it, and the window doubles once more, past the path storage.  A round of
+ * W segments still counts only W / C of train time, whatever its gaps, so
+ * the exit stays at W >= pipe / 2.
  */
 CCL_CORE bool ccpd_ss_queue_seen(u32 m, u32 s, u32 cwnd)
 {
@@ -884,19 +873,16 @@ CCL_CORE bool ccpd_ss_queue_seen(u32 m, u32 s, u32 cwnd)
  * late: a round's first samples are of packets sent at its start, before its
  * queue; and a paced round's ACKs never gap, so its "train" is the round
  * itself, which lasts m only once the round's RTT has risen, at about twice
- * the pipe, a 1-BDP buffer's storage.  At 100 Mbit/s, 20 ms, 1 BDP the
- * window left slow start at 318 of the 334-packet storage, and in three CI
- * runs past it (140 retransmissions against cubic's 25).  So, paced, slow
- * start also ends when the RTT samples have shown a queue of clamp(m / 32,
- * 1 ms, 4 ms) for m / 16 and at least CCPD_SSQ_SAMPLES samples in a row:
- * the window is then 1.3-1.5 pipes (packet model, 20-190 ms), under a BDP/2
- * buffer's storage.  Any sample under the threshold restarts the run, so RTT
- * noise, which only adds delay and comes in spikes, does not end slow start.
+ * the pipe, a 1-BDP buffer's storage, or past it.  So, paced, slow start
+ * also ends when the RTT samples have shown a queue of clamp(m / 32, 1 ms,
+ * 4 ms) for m / 16 and at least CCPD_SSQ_SAMPLES samples in a row: the
+ * window is then about 1.3-1.5 pipes, under a BDP/2 buffer's storage.  Any
+ * sample under the threshold restarts the run, so RTT noise, which only
+ * adds delay and comes in spikes, does not end slow start.
  * The queue is counted from the last round's smallest sample, as HyStart++
  * counts it, not from m: a flow that starts into another's standing queue
- * then leaves slow start when its own window adds to that queue.  From m,
- * a late ccpd flow left at about 20 segments and took 9-10 s to 0.8x its
- * fair share; from the last round, 8 s (one run at each buffer).  A queue
+ * then leaves slow start when its own window adds to that queue, not at
+ * once, a small fraction of its share.  A queue
  * that rises in the flow's first round (no last round yet), as a shorter
  * flow's slow start makes it, still ends it early (docs/ccpd.md, "Sharing
  * a bottleneck").  Alone, the last round's smallest sample is m until the
@@ -977,10 +963,10 @@ CCL_CORE bool ccpd_law_in_recovery(const struct ccpd *ca)
  * count too (the kernel takes none from retransmitted segments): the law
  * runs through a random Recovery (ccpd_law_in_recovery), and the loss tests
  * of the next Recovery read the queue of now.  Without them the smoothed RTT
- * of the last congestive loss stood through Recoveries entered again on
- * leaving the last, each judged congestive on that stale queue: at 1e-2
- * random loss (190 ms) the window decayed from 1,630 to 830 segments over
- * an empty queue.  A hook of its own so
+ * of the last congestive loss would stand through Recoveries entered again
+ * on leaving the last, each judged congestive on that stale queue, and
+ * under heavy random loss the window would decay over an empty queue.  A
+ * hook of its own so
  * that the verifier walks it apart from cong_control.
  */
 CCL_CORE void ccpd_on_rtt(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 ca_state,
@@ -995,13 +981,11 @@ CCL_CORE void ccpd_on_rtt(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 
 	/*
 	 * m >= rtt_floor (250 us): on a path of microseconds the RTT is the
 	 * hosts' (ACK and softirq batching, wakeups), and it grows with the
-	 * window while the rate grows too.  With m at its smallest sample
-	 * (4 us on a veth pair) every packet past the first two read as queue:
-	 * windows of 2-13 segments, 2.3-3.3 Gbit/s where cubic's 140-400 made
-	 * 6-9, and at a fixed 1 Gbit/s 1.1-1.9x cubic's CPU (one wakeup of
-	 * the receiver per packet).  With the floor: 5.8-6.4 Gbit/s against
-	 * cubic's 5.0-6.4, CPU 1.0x (docs/ccpd.md).  Paths of a millisecond
-	 * and more keep their own m.
+	 * window while the rate grows too.  With m at its smallest sample (a
+	 * few us on a veth pair) every packet past the first two reads as
+	 * queue: a window of a few segments, a fraction of cubic's rate, and
+	 * one wakeup of the receiver per packet (docs/ccpd.md, "Paths of
+	 * microseconds").  Paths of a millisecond and more keep their own m.
 	 */
 	if (ca->rtt_min_us < p->rtt_floor_us)
 		ca->rtt_min_us = p->rtt_floor_us;
@@ -1033,8 +1017,8 @@ CCL_CORE void ccpd_on_rtt(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 
 	elapsed = now_us - ca->round_start_us;
 	gap = (u32)ca->round_gap << CCPD_GAP_SHIFT;
 	/* paced at 2x, a round's ACKs come spread over srtt / 2 whatever the
-	 * window: the train must then last m, as cubic's HyStart does when
-	 * the socket paces (it ended slow start at 16 segments of 1,583) */
+	 * window: the train must then last m (half of it, as HyStart counts,
+	 * ends a paced slow start far below the pipe) */
 	train = m && ca->round_gap != CCPD_GAP_FULL && elapsed > gap &&
 		elapsed - gap >= (p->pace ? m : m / 2);
 	if (train || (round_min != CCL_U32_MAX && ccpd_ss_queue_seen(m, round_min, snd_cwnd)) ||
@@ -1048,9 +1032,8 @@ CCL_CORE void ccpd_on_rtt(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 
  * it a loss finds the bottleneck nearly empty, so it is random whatever the
  * other tests say: after a congestive hold relearns rtt_max to the RTT of the
  * moment (bmax_on_loss), rtt_max - m is noise, and "s >= m + 3/4 (rtt_max -
- * m)" held for every loss.  At 1e-2 random loss (100 Mbit/s, 80 ms, 1 BDP)
- * every Recovery was judged congestive, by that and by the re-entry rule, and
- * the window stayed at 80 of the 667-segment pipe.  m / 16 is below the
+ * m)" holds for every loss, and under heavy random loss every Recovery would
+ * be judged congestive, the window a fraction of the pipe.  m / 16 is below the
  * queue of a BDP/8 buffer on every path and above the burst that leaving a
  * Recovery sends into an empty queue.
  */
@@ -1074,13 +1057,13 @@ CCL_CORE bool ccpd_loss_queue_seen(const struct ccpd *ca, const struct ccl_ccpd_
  * window without one (a buffer too small for the queue test: random loss
  * that heavy would be 12 %).  RTT noise and stalls lift rtt_max, so the
  * delay test of ccpd_on_ssthresh can miss a full buffer; without this a
- * window above the storage was held for every Recovery, each entered on
- * leaving the last.  The queue test is the loss tests' (ccpd_loss_queue_seen)
+ * window above the storage would be held for every Recovery, each entered
+ * on leaving the last.  The queue test is the loss tests' (ccpd_loss_queue_seen)
  * in congestion avoidance, and the slow-start exit's on the round's smallest
- * RTT in slow start, whose own bursts queue W / 2 packets for a moment (12 ms
- * at 300 segments, 100 Mbit/s): random losses of 1e-2 ended it there.
+ * RTT in slow start, whose own bursts queue W / 2 packets for a moment, a
+ * queue the smoothed RTT would take for congestion.
  * cong_control counts the losses; the check runs here, one ACK later, because
- * in cong_control it took the verifier past its 1M-instruction limit.
+ * in cong_control it takes the verifier past its 1M-instruction limit.
  */
 CCL_CORE void ccpd_on_recovery_ack(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 cwnd_clamp)
 {
@@ -1129,8 +1112,8 @@ CCL_CORE void ccpd_share_sync(struct ccpd *ca, const struct ccl_ccpd_params *p)
  * Competing: the window w_q10 carries at least half the link over the
  * smoothed RTT s_us, the fair window of two flows: below it the flow grows
  * its full step, from it one segment a round.  Competing, c_sps is the pair
- * samples' upper quartile (ccpd_median_step), which reads 1.12-1.18 of the
- * link at equal shares, so half the link is w >= 7/16 C s.  Against more
+ * samples' upper quartile (ccpd_median_step), which reads about 1/8 above
+ * the link at equal shares, so half the link is w >= 7/16 C s.  Against more
  * than one competitor the flow aims at half the link, more than its share:
  * the step assumes the common case of one.
  */
@@ -1152,13 +1135,12 @@ CCL_CORE bool ccpd_drain_ends(const struct ccpd *ca, u32 now_us)
  * For max(200 ms, 2 s) the window is the flow's pipe share w m / s: the flow
  * keeps its rate (w m / s over m is w / s) and takes its packets out of the
  * queue.  A competing flow drains to 3/4 of it: a flow that came to a
- * standing queue reads m too large by it, and its pipe share with it.  Of
- * eight flows started together five had m at 49-52 ms on a 40-ms path;
- * their pipe shares kept the queue through every drain, and all eight
- * competed with each other for the rest of the run.  3/4 empties the queue
- * for an m up to 4/3 of the path's.  (Always at 3/4, a flow alone lost a
- * quarter of its rate for two rounds every drain at 190 ms, and with it
- * the delivery rate the storage estimate reads.)  With the queue empty
+ * standing queue reads m too large by it, and its pipe share with it:
+ * flows started together would keep their queue through every drain and
+ * compete with each other for good.  3/4 empties the queue for an m up to
+ * 4/3 of the path's.  (A flow alone drains to its whole pipe share: at 3/4
+ * it would lose a quarter of its rate for two rounds every drain, and the
+ * delivery rate the storage estimate reads with it.)  With the queue empty
  *   - a flow that came to a standing queue learns the path's rtt_min (its
  *     own minimum included the earlier flows' queue, so it read its own
  *     queue d = w (s - m) / s too small and took more than its share);
@@ -1172,9 +1154,9 @@ CCL_CORE bool ccpd_drain_ends(const struct ccpd *ca, u32 now_us)
  * Otherwise the drain fell in a competitor's trough.  A cubic just after
  * its loss (0.7 of half the link) with this flow at 3/4 of its pipe share
  * fills less than the pipe, and a reno at BDP/2 leaves the queue under the
- * exit bound in most drains; a flow that left backed off from the queue
- * the competitor rebuilt until the next slot (against reno at BDP/2, 45 to
- * 23 Mbit/s in 5 s).
+ * exit bound in most drains; a flow that left would back off from the
+ * queue the competitor rebuilds until the next slot (docs/ccpd.md,
+ * "Sharing a bottleneck").
  * Returns the window to hold (segments) while draining, or 0.
  */
 CCL_CORE_GLOBAL u32 ccpd_drain(struct ccpd *ca, const struct ccl_ccpd_params *p,
@@ -1183,7 +1165,7 @@ CCL_CORE_GLOBAL u32 ccpd_drain(struct ccpd *ca, const struct ccl_ccpd_params *p,
 	u32 slot, m, s, w, qmax, dq, enter, leave;
 	u64 mine, path;
 
-	/* a global subprogram (inlined, cong_control went past the
+	/* a global subprogram (inlined, cong_control goes past the
 	 * verifier's 1M-instruction limit): it checks its pointers */
 	if (!ca || !p || !a || !o || !p->drain_ms)
 		return 0;
@@ -1265,24 +1247,22 @@ struct ccpd_path_est {
  * other flows keep reads m too large by that queue, and its own queue
  * d = w (s - m) / s too small, so it takes more than its share.  A drain
  * corrects m only by what the flows' pipe shares (also read with their m)
- * leave out of the queue: of eight flows started together six had m at
- * 43-50 ms on a 40-ms path, the drains took it down 2-3 ms every 5 s, and
- * for 16 s the two flows with the path's m sat at 2 segments (Jain 0.85).
- * A flow takes the path's m when it is smaller than its own by at most the
- * buffer's delay (the most a queue can add; a larger gap is another path
- * to the same address) and gives its own when it is smaller.
+ * leave out of the queue, a few ms a drain, while the flows that have the
+ * path's m sit at a couple of segments.  A flow takes the path's m when it
+ * is smaller than its own by at most the buffer's delay (the most a queue
+ * can add; a larger gap is another path to the same address) and gives its
+ * own when it is smaller.
  *
  * C is the path's too.  A flow learns it from its pairs, and a pair needs
  * the window to free two units at one ACK: the law moves the window once a
  * round, so a window that stands still sends none.  A flow whose slow start
- * ended on another flow's queue (the 80-ms flow of a 20 + 80-ms pair) had C
- * at about its own rate, 542 of the link's 8,333 segments/s; P = C m and
- * B = C (rtt_max - m) were as small, the law stood at a window of 45, and in
- * 40 s its median moved twice (0.07-0.11 of the link where an 80-ms cubic
- * keeps 0.24).  A flow takes the path's C when its own is under half of it,
+ * ended on another flow's queue (the longer flow of two with different
+ * RTTs) has C at about its own rate; P = C m and B = C (rtt_max - m) are as
+ * small, the law stands at a small window, and its pairs, which need the
+ * window to move, barely move C.  A flow takes the path's C when its own is under half of it,
  * and otherwise moves its own an eighth of the way to it each round: every
- * flow's median is a noisy reading of one link (a late flow's fell to 0.56
- * of the first flow's for 5 s), and the law's rates converge when C is
+ * flow's median is a noisy reading of one link (a late flow's can read
+ * half the first flow's for seconds), and the law's rates converge when C is
  * common (item 1 of docs/ccpd.md's "Sharing a bottleneck").  It gives its
  * own when it differs from the path's by more than an eighth (a map write
  * per round each would be a lot at microsecond rounds).  Its own pairs go
@@ -1404,10 +1384,9 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 	 * A window-limited flow in a random Recovery with no queue at the
 	 * bottleneck has not found the link: C is at least 1.25x what it
 	 * delivers, as without share.  Pairs wait for Open, and under heavy
-	 * random loss the flow is rarely there: C stayed at the flow's own
-	 * rate, the clamp P + B at its window, and the window grew by the
-	 * buffer's part of the pipe per round (1e-2, 190 ms: 1,185 of 1,583
-	 * segments after 20 s).
+	 * random loss the flow is rarely there: C would stay at the flow's own
+	 * rate, the clamp P + B at its window, and the window would grow only
+	 * by the buffer's part of the pipe per round.
 	 */
 	if (a->ca_state == CCL_CA_RECOVERY && a->cwnd_limited && !ccpd_loss_queue_seen(ca, p))
 		o->c_sps = (u32)ccl_max64(o->c_sps, (u64)ccpd_fb(ca) * CCPD_CAP_OVER_FB_Q10 >> 10);
@@ -1416,9 +1395,10 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 	/*
 	 * The queue the L1 law regulates, x = C (s - m) and d = w (s - m) / s,
 	 * with s from ccpd_law_rtt (the smoothed RTT less its noise, up to
-	 * q_noise).  The round's minimum alone (q_rtt = 1) measured 196
-	 * retransmissions against cubic's 36 at 10 ms, BDP/2 (docs/ccpd.md).
-	 * The round minimum is known at a round start only, when the law runs.
+	 * q_noise).  The round's minimum alone (q_rtt = 1) hides a queue that
+	 * swings within the round, and the flow overflows shallow buffers
+	 * (docs/ccpd.md, "How ccload reads it").  The round minimum is known
+	 * at a round start only, when the law runs.
 	 */
 	l->rtts_us = p->mode != 0 ? ccpd_law_rtt(ccpd_rtts(ca), prev_min, p->q_rtt, p->q_noise_us) :
 				    ccpd_rtts(ca);
@@ -1461,18 +1441,18 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		 * (ccpd_has_half) and the smoothed RTT shows a queue
 		 * (ccpd_loss_queue_seen); a congestive loss holds 0.7 W, cubic's
 		 * beta (ccpd_cong_hold).  Additive, so that competing ccpd flows
-		 * still converge.  Against one cubic (100 Mbit/s, 40 ms, 1 BDP)
-		 * the flow enters at a few segments, at the drain that finds
-		 * cubic's queue: one segment a round took 4.5 s from 7 to 104
-		 * segments, s / 10 ms throughout took 0.65-0.73 of the link.
-		 * Until the first loss, C is no guide: a flow at share x reads
-		 * pairs split by (1 - x) / x of the competitor's packets, and a
-		 * flow that entered at 0.1 of the link read C at 0.16 of it and
-		 * grew one segment a round from 50 segments.  With no queue the
-		 * competitor left, or no one fills the pipe: a drain ends
-		 * competing only once the path's flows carry 3/4 C, and at one
-		 * segment a round a 100-MB transfer at 190 ms, left alone at 0.3
-		 * of the link when cubic's ended, took 4.1x cubic's time.
+		 * still converge.  A flow enters competing at a few segments, at
+		 * the drain that finds the competitor's queue, where one segment
+		 * a round takes seconds to a share and s / 10 ms a round (H-TCP's
+		 * scaling) a few rounds; s / 10 ms throughout would take more
+		 * than half the link from a cubic.  Until the first loss, C is no
+		 * guide: a flow at share x reads pairs split by (1 - x) / x of the
+		 * competitor's packets, so C reads near its own share.  With no
+		 * queue the competitor left, or no one fills the pipe: a drain
+		 * ends competing only once the path's flows carry 3/4 C, and a
+		 * flow left alone at a fraction of the link would grow at one
+		 * segment a round until then (docs/ccpd.md, "Sharing a
+		 * bottleneck").
 		 */
 		o->law = CCPD_LAW_COMP;
 		o->controlled = 1;
@@ -1552,10 +1532,10 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
  *   - the Recovery it opened has seen CCPD_BURST_LOSSES losses;
  * then the hold is ccpd_cong_hold (below the path storage), and a slow start
  * ends.  Otherwise it is random and W is held [P]; in slow start, slow start
- * goes on: ended by a random drop, slow start stops at whatever window the
- * drop hit (82 segments on a 1,583-segment path) with B at its floor and C
- * at 1.25x the flow's own delivery rate, and the law took ~40 s to fill the
- * path.
+ * goes on: ended by a random drop, slow start would stop at whatever window
+ * the drop hit, a small part of a long path, with B at its floor and C at
+ * 1.25x the flow's own delivery rate, and the law would take tens of
+ * seconds to fill the path.
  * Returns the hold (>= 2); the class is left in ca->last_loss.
  */
 CCL_CORE u32 ccpd_on_ssthresh(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 snd_cwnd,
@@ -1652,8 +1632,8 @@ CCL_CORE u32 ccpd_on_set_state(struct ccpd *ca, const struct ccl_ccpd_params *p,
  * 2x in slow start, 1.2x after.  0 = no pacing: no smoothed RTT yet, or
  * one under rtt_floor.  There the RTT is the hosts' own, a window's burst
  * lasts less than the floor, and the kernel's internal pacing (an hrtimer
- * per 64-KiB burst at 40 Gbit/s) cost a quarter of the rate: 34 Gbit/s
- * paced against 47 unpaced and cubic's 47 on a veth pair with offloads.
+ * per 64-KiB burst at tens of Gbit/s) costs about a quarter of the rate
+ * (docs/ccpd.md, "Paths of microseconds").
  */
 CCL_CORE u64 ccpd_pacing_rate(u32 mss, u32 cwnd, u32 srtt_us, u32 slow_start, u32 rtt_floor_us)
 {

@@ -186,8 +186,8 @@ CCL_CORE void ubl_ack(struct ubl_win *w, u32 acked, u32 ssthresh,
  * ZERO then only when cwnd_r >= W_full.  The last re-estimate is the W_full
  * carried to the next cycle, unless Reno, having caught up, crosses alpha
  * itself later in the cycle: that crossing is a fresh t* (without it W_full
- * could only fall, 3 % per re-estimate, and was measured at 0.68 BDP after
- * a minute).  zero_on_c = 1 restores the literal rule.
+ * could only fall, 3 % per re-estimate, and would drift well below the
+ * BDP within a minute).  zero_on_c = 1 restores the literal rule.
  *
  * The first round after recovery is not judged (settle): its RTT samples
  * belong to packets sent during recovery behind the queue that caused the
