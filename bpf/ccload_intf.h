@@ -210,16 +210,31 @@ enum ccl_phase {
 	X(ls_dev_min_us, "ls_dev_min", 1, 50, 1, 10000, "us", "deviation floor")                \
 	X(ls_warm, "ls_warm", 1, 8, 1, 64, "samples", "plain-mean warm-up")                     \
 	X(trace_every, "trace_every", 1, 1, 0, 1000, "rounds", "telemetry every N rounds; 0 = off") \
-	X(trace_ms, "trace_ms", 1, 0, 0, 60000, "ms", "at most one record per flow per N ms; 0 = no time limit") \
-	X(fault_skip, "fault_skip", 1, 0, 0, 1000, "", "test: 1 in N ssthresh() calls returns what one the kernel skipped returns; 0 = off")
+	X(trace_ms, "trace_ms", 1, 0, 0, 60000, "ms", "at most one record per flow per N ms; 0 = no time limit")
+
+/*
+ * Tunables of test builds only, appended to every controller's table (its
+ * struct, clamps and descriptors) when CCL_TEST_FAULTS is defined: the
+ * `test-faults` feature of the ccload crate, which the testbed (and so the
+ * integration tests and the lab) turns on; `cargo build -p ccload`,
+ * `cargo xtask install` and `cargo xtask dist` never do.
+ */
+#ifdef CCL_TEST_FAULTS
+#define CCL_TEST_PARAMS(X) \
+	X(fault_skip, "fault_skip", 1, 0, 0, 1000, "", "test builds: 1 in N ssthresh() calls returns what one the kernel skipped returns; 0 = off")
+enum ccl_test_consts { CCL_NR_TEST_PARAMS = 1 }; /* its rows, last in every table */
+#else
+#define CCL_TEST_PARAMS(X)
+enum ccl_test_consts { CCL_NR_TEST_PARAMS = 0 };
+#endif
 /* clang-format on */
 
 #define CCL_PARAM_FIELD(field, name, scale, def, lo, hi, unit, help) u32 field;
 
 /* struct ccl_<name>_params, one per CCL_ALGOS row. */
-#define CCL_PARAMS_STRUCT(name, NAME, tel)           \
-	struct ccl_##name##_params {                 \
-		CCL_##NAME##_PARAMS(CCL_PARAM_FIELD) \
+#define CCL_PARAMS_STRUCT(name, NAME, tel)                                            \
+	struct ccl_##name##_params {                                                  \
+		CCL_##NAME##_PARAMS(CCL_PARAM_FIELD) CCL_TEST_PARAMS(CCL_PARAM_FIELD) \
 	};
 CCL_ALGOS(CCL_PARAMS_STRUCT)
 

@@ -20,8 +20,10 @@
  * against skipped hooks, below).
  *
  * Defined here: stat_add/stat_inc, ccl_profile_of, ccl_params (the clamped
- * params reader), ccl_event_reserve/ccl_event_submit, and the shared
- * `ccl_release` struct_ops program.
+ * params reader), ccl_event_reserve/ccl_event_submit, the guard, the hook
+ * wrappers every controller's programs are written with (CCL_INIT,
+ * CCL_PKTS_ACKED, CCL_CONG_AVOID or CCL_CONG_CONTROL, CCL_SSTHRESH,
+ * CCL_SET_STATE), and the shared `ccl_release` struct_ops program.
  */
 #ifndef __CCLOAD_MAPS_BPF_H
 #define __CCLOAD_MAPS_BPF_H
@@ -107,7 +109,8 @@ static __always_inline void ccl_params(u32 profile, CCL_PARAMS *p)
 		profile = 0;
 	m = bpf_map_lookup_elem(&params, &profile);
 	if (!m) {
-		CCL_PARAMS d = { CCL_PARAMS_TABLE(CCL_PARAM_DEFAULT) };
+		CCL_PARAMS d = { CCL_PARAMS_TABLE(CCL_PARAM_DEFAULT)
+					 CCL_TEST_PARAMS(CCL_PARAM_DEFAULT) };
 
 		*p = d;
 		stat_inc(CCL_STAT_PROFILE_MISS);
@@ -115,6 +118,7 @@ static __always_inline void ccl_params(u32 profile, CCL_PARAMS *p)
 	}
 	*p = *m;
 	CCL_PARAMS_TABLE(CCL_PARAM_CLAMP)
+	CCL_TEST_PARAMS(CCL_PARAM_CLAMP)
 	if (hit)
 		stat_inc(CCL_STAT_PARAM_CLAMPED);
 }
@@ -140,9 +144,9 @@ static __always_inline struct ccl_event *ccl_event_reserve(const struct sock *sk
  * records) are waiting; readers drain the ring every CCL_RB_DRAIN_MS anyway.
  * The ring's default wakes the reader for every record that lands in an
  * empty ring, which with a prompt reader is every record: an irq_work from
- * the ACK's softirq and a reader thread scheduled, per flow per round.  The
- * bench measured a record at about 4.5 us of BPF time on loopback, mostly
- * that wakeup (docs/telemetry.md, "the cost in CPU").
+ * the ACK's softirq and a reader thread scheduled, per flow per round, which
+ * costs a record several times its own BPF time (docs/telemetry.md, "the
+ * cost in CPU").
  */
 static __always_inline void ccl_event_submit(struct ccl_event *ev)
 {
@@ -160,8 +164,8 @@ static __always_inline void ccl_event_submit(struct ccl_event *ev)
  * into a reduction, and any hook that writes snd_ssthresh in one, marks
  * too; cong_avoid()/cong_control() record the window they leave.
  * pkts_acked() (every ACK, before the kernel's loss recovery and PRR read
- * ssthresh) calls ccl_guard().  A repair is counted (ssth_repaired,
- * cwnd_repaired), never silent.
+ * ssthresh) calls ccl_guard().  The hook wrappers below make those calls.
+ * A repair is counted (ssth_repaired, cwnd_repaired), never silent.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
@@ -217,24 +221,6 @@ static __always_inline void ccl_guard_state(struct sock *sk, u8 new_state)
 	ccl_guard_mark(g, tcp_sk(sk)->snd_nxt, tcp_sk(sk)->snd_ssthresh);
 }
 
-/*
- * Fault injection for the guard's tests (a controller's fault_skip
- * tunable): with probability 1/n this ssthresh() returns what a skipped
- * one returns and leaves no mark, nor does the set_state() that follows.
- */
-static __always_inline bool ccl_fault_skip(struct sock *sk, u32 n)
-{
-	struct ccl_guard_st *g;
-
-	if (!n || bpf_get_prandom_u32() % n)
-		return false;
-	g = ccl_guard_of(sk);
-	if (!g)
-		return false;
-	g->fault = 1;
-	return true;
-}
-
 static __always_inline void ccl_guard(struct sock *sk)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
@@ -256,12 +242,125 @@ static __always_inline void ccl_guard(struct sock *sk)
 	}
 }
 
-/* Every controller's init() starts with this: count the flow in. */
+/* Every controller's init() ends with this (CCL_INIT): count the flow in. */
 static __always_inline void ccl_flow_init(struct sock *sk)
 {
 	stat_inc(CCL_STAT_FLOW_INIT);
 	ccl_agg_init(sk, ccl_profile_of(sk));
 }
+
+#ifdef CCL_TEST_FAULTS
+/*
+ * Fault injection for the guard's tests (the fault_skip tunable of test
+ * builds): with probability 1/n this ssthresh() returns what a skipped one
+ * returns and leaves no mark, nor does the set_state() that follows.
+ */
+static __always_inline bool ccl_fault_skip(struct sock *sk)
+{
+	struct ccl_guard_st *g;
+	CCL_PARAMS p;
+
+	ccl_params(ccl_profile_of(sk), &p);
+	if (!p.fault_skip || bpf_get_prandom_u32() % p.fault_skip)
+		return false;
+	g = ccl_guard_of(sk);
+	if (!g)
+		return false;
+	g->fault = 1;
+	return true;
+}
+#else
+#define ccl_fault_skip(sk) false
+#endif
+
+/*
+ * The hooks, each a wrapper around the controller's body that does what
+ * every controller must (the guard, the flow counts, the aggregates), so
+ * that a controller cannot forget it.  Written like BPF_PROG, the body
+ * follows the macro:
+ *
+ *	CCL_SSTHRESH(demo_ssthresh)
+ *	{
+ *		return tcp_reno_ssthresh(sk);
+ *	}
+ *
+ *   CCL_INIT(name)           body(sk), then ccl_flow_init()
+ *   CCL_PKTS_ACKED(name)     ccl_guard() and ccl_agg_ack(), then body(sk, sample)
+ *   CCL_CONG_AVOID(name)     body(sk, ack, acked), then ccl_guard_wrote_cwnd()
+ *   CCL_CONG_CONTROL(name)   body(sk, ack, flag, rs), then ccl_guard_wrote_cwnd()
+ *   CCL_SSTHRESH(name)       ccl_ssth_mark() of what body(sk) returns
+ *   CCL_SET_STATE(name)      ccl_guard_state() and ccl_agg_set_state(),
+ *                            then body(sk, new_state)
+ * A controller needs pkts_acked, set_state and ssthresh for the guard even
+ * when its law needs none of them (an empty body).
+ */
+#define CCL_HOOK_BODY(name, ret, ...) static __always_inline ret name##_body(__VA_ARGS__)
+
+#define CCL_INIT(name)                              \
+	CCL_HOOK_BODY(name, void, struct sock *sk); \
+	SEC("struct_ops")                           \
+	void BPF_PROG(name, struct sock *sk)        \
+	{                                           \
+		name##_body(sk);                    \
+		ccl_flow_init(sk);                  \
+	}                                           \
+	CCL_HOOK_BODY(name, void, struct sock *sk)
+
+#define CCL_PKTS_ACKED(name)                                                         \
+	CCL_HOOK_BODY(name, void, struct sock *sk, const struct ack_sample *sample); \
+	SEC("struct_ops")                                                            \
+	void BPF_PROG(name, struct sock *sk, const struct ack_sample *sample)        \
+	{                                                                            \
+		ccl_guard(sk);                                                       \
+		ccl_agg_ack(sk);                                                     \
+		name##_body(sk, sample);                                             \
+	}                                                                            \
+	CCL_HOOK_BODY(name, void, struct sock *sk, const struct ack_sample *sample)
+
+#define CCL_CONG_AVOID(name)                                            \
+	CCL_HOOK_BODY(name, void, struct sock *sk, u32 ack, u32 acked); \
+	SEC("struct_ops")                                               \
+	void BPF_PROG(name, struct sock *sk, u32 ack, u32 acked)        \
+	{                                                               \
+		name##_body(sk, ack, acked);                            \
+		ccl_guard_wrote_cwnd(sk);                               \
+	}                                                               \
+	CCL_HOOK_BODY(name, void, struct sock *sk, u32 ack, u32 acked)
+
+#define CCL_CONG_CONTROL(name)                                                                \
+	CCL_HOOK_BODY(name, void, struct sock *sk, u32 ack, int flag,                         \
+		      const struct rate_sample *rs);                                          \
+	SEC("struct_ops")                                                                     \
+	void BPF_PROG(name, struct sock *sk, u32 ack, int flag, const struct rate_sample *rs) \
+	{                                                                                     \
+		name##_body(sk, ack, flag, rs);                                               \
+		ccl_guard_wrote_cwnd(sk);                                                     \
+	}                                                                                     \
+	CCL_HOOK_BODY(name, void, struct sock *sk, u32 ack, int flag, const struct rate_sample *rs)
+
+#define CCL_SSTHRESH(name)                         \
+	CCL_HOOK_BODY(name, u32, struct sock *sk); \
+	SEC("struct_ops")                          \
+	__u32 BPF_PROG(name, struct sock *sk)      \
+	{                                          \
+		u32 ssth = name##_body(sk);        \
+                                                   \
+		if (ccl_fault_skip(sk))            \
+			return CCL_SKIPPED_SSTH;   \
+		return ccl_ssth_mark(sk, ssth);    \
+	}                                          \
+	CCL_HOOK_BODY(name, u32, struct sock *sk)
+
+#define CCL_SET_STATE(name)                                         \
+	CCL_HOOK_BODY(name, void, struct sock *sk, __u8 new_state); \
+	SEC("struct_ops")                                           \
+	void BPF_PROG(name, struct sock *sk, __u8 new_state)        \
+	{                                                           \
+		ccl_guard_state(sk, new_state);                     \
+		ccl_agg_set_state(sk, new_state);                   \
+		name##_body(sk, new_state);                         \
+	}                                                           \
+	CCL_HOOK_BODY(name, void, struct sock *sk, __u8 new_state)
 
 /* Should this round be traced?  trace_every = 0 turns telemetry off;
  * trace_ms > 0 also limits the flow to one record per trace_ms. */

@@ -150,13 +150,11 @@ static __noinline u32 ccpd_path_drained(struct sock *sk, u8 slot)
 	return v && (u8)v->drain_slot == slot ? ccl_sat32(v->drain_sps) : 0;
 }
 
-SEC("struct_ops")
-void BPF_PROG(ccpd_init, struct sock *sk)
+CCL_INIT(ccpd_init)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 
 	ccpd_on_init(inet_csk_ca(sk), tp->delivered, (u32)tp->tcp_mstamp);
-	ccl_flow_init(sk);
 	/* TCP's own pacing (no fq needed): the rate is set in cong_control */
 	if (sk->sk_pacing_status == SK_PACING_NONE)
 		sk->sk_pacing_status = SK_PACING_NEEDED;
@@ -202,8 +200,7 @@ static __always_inline void ccpd_emit(struct sock *sk, struct ccpd *ca,
 	ccl_event_submit(ev);
 }
 
-SEC("struct_ops")
-void BPF_PROG(ccpd_cong_control, struct sock *sk, u32 ack, int flag, const struct rate_sample *rs)
+CCL_CONG_CONTROL(ccpd_cong_control)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct ccpd *ca = inet_csk_ca(sk);
@@ -246,7 +243,6 @@ void BPF_PROG(ccpd_cong_control, struct sock *sk, u32 ack, int flag, const struc
 		tcp_cong_avoid_ai(tp, tp->snd_cwnd, a.acked);
 	else
 		tp->snd_cwnd = o.snd_cwnd;
-	ccl_guard_wrote_cwnd(sk);
 	if (o.ev & CCPD_EV_ROUND)
 		stat_inc(CCL_STAT_ROUNDS);
 	if (o.ev & CCPD_EV_PAIR_OK)
@@ -283,8 +279,7 @@ void BPF_PROG(ccpd_cong_control, struct sock *sk, u32 ack, int flag, const struc
 		ccpd_emit(sk, ca, &p, &o, profile);
 }
 
-SEC("struct_ops")
-void BPF_PROG(ccpd_pkts_acked, struct sock *sk, const struct ack_sample *sample)
+CCL_PKTS_ACKED(ccpd_pkts_acked)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct ccpd *ca = inet_csk_ca(sk);
@@ -292,8 +287,6 @@ void BPF_PROG(ccpd_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 	u32 mss = tp->mss_cache ? tp->mss_cache : 1;
 	u32 state = ccl_ca_state(sk);
 
-	ccl_guard(sk);
-	ccl_agg_ack(sk);
 	ccl_params(ccl_profile_of(sk), &p);
 	if (ca->sh & CCPD_SH_PATH)
 		ccpd_path_round(sk, ca);
@@ -306,8 +299,7 @@ void BPF_PROG(ccpd_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 		    tp->snd_cwnd);
 }
 
-SEC("struct_ops")
-__u32 BPF_PROG(ccpd_ssthresh, struct sock *sk)
+CCL_SSTHRESH(ccpd_ssthresh)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct ccpd *ca = inet_csk_ca(sk);
@@ -319,7 +311,7 @@ __u32 BPF_PROG(ccpd_ssthresh, struct sock *sk)
 	hold = ccpd_on_ssthresh(ca, &p, tp->snd_cwnd, tp->snd_cwnd_clamp, (u32)tp->tcp_mstamp);
 	stat_inc(ca->last_loss == CCPD_LOSS_RANDOM ? CCL_STAT_LOSS_RANDOM :
 						     CCL_STAT_LOSS_CONGESTIVE);
-	return ccl_ssth_mark(sk, hold);
+	return hold;
 }
 
 SEC("struct_ops")
@@ -333,15 +325,12 @@ void BPF_PROG(ccpd_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 		ca->e_valid = 0; /* restart after idle: derivative memory is stale */
 }
 
-SEC("struct_ops")
-void BPF_PROG(ccpd_set_state, struct sock *sk, __u8 new_state)
+CCL_SET_STATE(ccpd_set_state)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct ccl_ccpd_params p;
 	u32 target;
 
-	ccl_guard_state(sk, new_state);
-	ccl_agg_set_state(sk, new_state);
 	ccl_params(ccl_profile_of(sk), &p);
 	/* set_state runs before icsk_ca_state is overwritten. */
 	target = ccpd_on_set_state(inet_csk_ca(sk), &p, ccl_ca_state(sk), new_state, tp->snd_cwnd,

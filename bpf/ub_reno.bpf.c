@@ -59,8 +59,7 @@ struct ub_reno {
 
 _Static_assert(sizeof(struct ub_reno) <= CCL_CA_PRIV_SIZE, "ub_reno state must fit icsk_ca_priv");
 
-SEC("struct_ops")
-void BPF_PROG(ub_reno_init, struct sock *sk)
+CCL_INIT(ub_reno_init)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct ub_reno *ca = inet_csk_ca(sk);
@@ -71,20 +70,16 @@ void BPF_PROG(ub_reno_init, struct sock *sk)
 	ca->rtt_min_us = CCL_U32_MAX;
 	ccl_round_reset(&ca->round, tp->snd_nxt);
 	ca->last_cwnd = tp->snd_cwnd;
-	ccl_flow_init(sk);
 }
 
 /* 4.3: RTT samples feed rtt_min and LSRTT, only in Open/Disorder. */
-SEC("struct_ops")
-void BPF_PROG(ub_reno_pkts_acked, struct sock *sk, const struct ack_sample *sample)
+CCL_PKTS_ACKED(ub_reno_pkts_acked)
 {
 	struct ub_reno *ca = inet_csk_ca(sk);
 	struct ccl_ub_reno_params p;
 	u16 up;
 	u32 r;
 
-	ccl_guard(sk);
-	ccl_agg_ack(sk);
 	if (sample->rtt_us <= 0 || ccl_ca_state(sk) > TCP_CA_Disorder)
 		return;
 	r = sample->rtt_us;
@@ -131,8 +126,7 @@ static __always_inline void ub_reno_emit(struct sock *sk, struct ub_reno *ca, u3
 	ccl_event_submit(ev);
 }
 
-SEC("struct_ops")
-void BPF_PROG(ub_reno_cong_avoid, struct sock *sk, u32 ack, u32 acked)
+CCL_CONG_AVOID(ub_reno_cong_avoid)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct ub_reno *ca = inet_csk_ca(sk);
@@ -169,25 +163,19 @@ void BPF_PROG(ub_reno_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 		cwnd = tp->snd_cwnd_clamp;
 	tp->snd_cwnd = cwnd;
 	ca->last_cwnd = cwnd;
-	ccl_guard_wrote_cwnd(sk);
 }
 
-SEC("struct_ops")
-__u32 BPF_PROG(ub_reno_ssthresh, struct sock *sk)
+CCL_SSTHRESH(ub_reno_ssthresh)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct ub_reno *ca = inet_csk_ca(sk);
 	struct ccl_ub_reno_params p;
-	u32 ssth;
 
 	ccl_params(ccl_profile_of(sk), &p);
 	stat_inc(CCL_STAT_LOSS_EVENTS);
 	/* The kernel's window may be newer than ours (Recovery re-entered on
 	 * the ACK that ended it): halve that one, as tcp_reno_ssthresh does. */
-	ssth = ubl_loss_at(&ca->w, tp->snd_cwnd, ca->last_cwnd, &p);
-	if (ccl_fault_skip(sk, p.fault_skip))
-		return CCL_SKIPPED_SSTH;
-	return ccl_ssth_mark(sk, ssth);
+	return ubl_loss_at(&ca->w, tp->snd_cwnd, ca->last_cwnd, &p);
 }
 
 SEC("struct_ops")
@@ -211,11 +199,9 @@ __u32 BPF_PROG(ub_reno_undo_cwnd, struct sock *sk)
 	return tcp_reno_undo_cwnd(sk);
 }
 
-SEC("struct_ops")
-void BPF_PROG(ub_reno_set_state, struct sock *sk, __u8 new_state)
+CCL_SET_STATE(ub_reno_set_state)
 {
-	ccl_guard_state(sk, new_state);
-	ccl_agg_set_state(sk, new_state); /* aggregates only: the law needs no state hook */
+	/* the guard and the aggregates only: the law needs no state hook */
 }
 
 SEC(".struct_ops.link")

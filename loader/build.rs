@@ -147,6 +147,11 @@ fn main() {
     let arch = env::var("CARGO_CFG_TARGET_ARCH").unwrap();
     let vmlinux = bpf_dir.join("vmlinux").join(&arch);
 
+    // The `test-faults` feature compiles the test builds' tunables
+    // (CCL_TEST_PARAMS in ccload_intf.h) into the BPF objects, their
+    // layouts and their descriptor tables alike.
+    let faults = env::var_os("CARGO_FEATURE_TEST_FAULTS").is_some();
+    let define: &[&str] = if faults { &["-DCCL_TEST_FAULTS"] } else { &[] };
     let rows = algos_of(&bpf_dir.join("ccload_intf.h"));
     let objs: Vec<String> = rows
         .iter()
@@ -162,15 +167,19 @@ fn main() {
         SkeletonBuilder::new()
             .source(&src)
             .obj(&obj)
-            .clang_args([
-                OsStr::new("-I"),
-                bpf_dir.as_os_str(),
-                OsStr::new("-I"),
-                vmlinux.as_os_str(),
-                OsStr::new("-Wall"),
-                OsStr::new("-Werror"),
-                OsStr::new("-Wno-unused-function"),
-            ])
+            .clang_args(
+                [
+                    OsStr::new("-I"),
+                    bpf_dir.as_os_str(),
+                    OsStr::new("-I"),
+                    vmlinux.as_os_str(),
+                    OsStr::new("-Wall"),
+                    OsStr::new("-Werror"),
+                    OsStr::new("-Wno-unused-function"),
+                ]
+                .into_iter()
+                .chain(define.iter().map(OsStr::new)),
+            )
             .build_and_generate(&skel)
             .unwrap_or_else(|e| panic!("building {}: {e:#}", src.display()));
     }
@@ -186,6 +195,7 @@ fn main() {
         .allowlist_type(&prefixes)
         .allowlist_function(&prefixes)
         .allowlist_var("ccl_.*")
+        .clang_args(define)
         .derive_default(true)
         .prepend_enum_name(false)
         .generate()
@@ -193,8 +203,11 @@ fn main() {
         .write_to_file(out.join("intf.rs"))
         .expect("write intf.rs");
 
-    cc::Build::new()
-        .file(bpf_dir.join("core/host_core.c"))
+    let mut host = cc::Build::new();
+    if faults {
+        host.define("CCL_TEST_FAULTS", None);
+    }
+    host.file(bpf_dir.join("core/host_core.c"))
         .include(&bpf_dir)
         .warnings(true)
         .extra_warnings(true)

@@ -36,8 +36,8 @@
  * process context (the socket backlog drained by release_sock(), sendmsg)
  * runs with softirqs enabled, so an interrupt can run another socket's hook
  * on the same CPU between the load and the store of a plain `+=`, and one
- * of the two updates is lost.  Measured: 64 loopback flows lost ~4 MB of
- * 16 GB of bytes_acked in one CI run.  The atomic add (BPF_ATOMIC | BPF_ADD,
+ * of the two updates is lost (with dozens of flows, megabytes of
+ * bytes_acked in a run).  The atomic add (BPF_ATOMIC | BPF_ADD,
  * a locked add on a cache line only this CPU writes) costs a few ns.
  */
 #define CCL_ADD(p, v) ((void)__sync_fetch_and_add((p), (v)))
@@ -243,10 +243,11 @@ struct ccl_guard_st {
 	u32 ssth;      /* the kernel's ssthresh then (what we returned or set) */
 	u32 cwnd_last; /* the window our hooks last saw or wrote */
 	u32 cwnd_hi;   /* the largest of those */
-	u32 fault;     /* fault_skip: this reduction's hooks act as skipped */
+	u32 fault;     /* fault_skip (test builds): this reduction's hooks act as skipped */
 };
 
-/* What the skipped ssthresh() returned in the two runs where it was seen. */
+/* What a skipped ssthresh() returns: the trampoline's uninitialised return
+ * slot, as found on this kernel (docs/known-issues.md). */
 #define CCL_SKIPPED_SSTH 0x8130f570U
 
 /* A reduction began (or a controller set ssthresh) and we saw it. */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * ctcp_core.h - Compound TCP / CTCP+ arithmetic core: the per-round update
- * and ssthresh (docs/ctcp_plus.md).  Pure integer functions shared by
+ * and ssthresh, and the state machine over them, one function per hook
+ * (docs/ctcp_plus.md).  Pure integer functions shared by
  * bpf/ctcp_plus.bpf.c and the host unit tests.  Windows in segments, delay
  * window and Diff in segments x 1024 (Q10), RTTs in us.
  */
@@ -74,13 +75,13 @@ struct ctcp_round {
  * it back to 0; otherwise the loss window grows as Reno's and only the
  * delay window brakes (Compound's law).  The seed's
  * episode anticipates a loss; against a loss-based flow the loss does not
- * come, cubic's growth refills the queue, and every later episode cut the
- * loss window again by the flow's own queue while Reno's growth gave back
- * one segment a round: 173 segments fell to 77 over 8 s without a loss
- * (100 Mbit/s, 40 ms, 1 BDP, against one cubic), 0.09-0.25 of the link
- * where reno keeps 0.36-0.56.  Right after a loss dwnd is 0 because the
- * loss emptied it, not the brake, and cubic's queue is still there: the
- * episode cut the halved window to a third of the one that lost.
+ * come, cubic's growth refills the queue, and every later episode cuts the
+ * loss window again by the flow's own queue while Reno's growth gives back
+ * one segment a round: the window shrinks round after round without a loss,
+ * to a fraction of reno's share (docs/ctcp_plus.md, "Sharing a link").
+ * Right after a loss dwnd is 0 because the loss emptied it, not the brake,
+ * and cubic's queue is still there: the episode would cut the halved
+ * window to a third of the one that lost.
  * With ep_rounds > 0 (default 4; with probe_ms only while competing) an
  * episode yields when the queue is another sender's: still at Diff >=
  * gamma after the cut and ep_rounds - 1 decreases, or ending (Diff <
@@ -91,9 +92,9 @@ struct ctcp_round {
  * takes the window below the pipe, swnd baseRTT/RTT = swnd - Diff: they
  * drain the queue, not the pipe.  The seed meant its cut for shallow
  * buffers, where 2/3 of the window is about the pipe, and zeta = 2 (ours,
- * for shallow buffers) gives back twice the queue.  Above BDP/8 both went
- * below the pipe: at 20 Mbit/s, 80 ms, BDP/2 the brake took swnd from 166 to
- * 113 on a 133-packet pipe and the cut, in the same round, to 95; 0.93x reno.
+ * for shallow buffers) gives back twice the queue.  Above BDP/8 both would
+ * take the window below the pipe, the brake and the cut in the same round
+ * (docs/ctcp_plus.md, "The early cut and the pipe").
  * With spread = 1 (an option, default 0) the growth is not added here: it
  * is returned in grow_q10 and added over the next round's ACKs
  * (ctcp_spread_ack), as Reno spreads its one segment, so the window does
@@ -109,8 +110,9 @@ struct ctcp_round {
  * the loss comes first; without the plateau dwnd's growth is fastest right
  * below the window that lost, so the flow lost more often than Reno from
  * the same window (docs/ctcp_plus.md, "Buffers of about 10 packets").  In
- * time, not rounds: a zone crossed at Reno's segment a round took 0.1 s at
- * 10 ms but 4 s at 190 ms, where losses are random.
+ * time, not rounds: a zone crossed at Reno's segment a round takes 19
+ * times longer at 190 ms than at 10 ms, and long paths are where losses
+ * are random.
  */
 /* ep: the episode met a queue it did not make (ep_rounds) */
 #define CTCP_EP_YIELD 255
@@ -122,12 +124,11 @@ struct ctcp_round {
 
 /*
  * probe_ms (default 2000): which law the episodes follow.  Among ctcp_plus
- * flows the seed's episodes share well (each flow cuts on its own Diff, so
- * two flows of 20 and 80 ms carried 0.5 each and eight flows Jain 0.96)
- * but against a loss-based flow they starve (0.09 of the link against
- * cubic, where reno keeps 0.33-0.55); ep_per_loss and ep_rounds hold what
- * reno holds against cubic, but among ctcp_plus flows they are Reno's AIMD
- * (eight flows Jain 0.89, the 80-ms flow 0.20).  So every probe_ms of the
+ * flows the seed's episodes share well (each flow cuts on its own Diff,
+ * whatever its RTT) but against a loss-based flow they starve;
+ * ep_per_loss and ep_rounds hold what reno holds against cubic, but among
+ * ctcp_plus flows they are Reno's AIMD, unfair to the longer RTT
+ * (docs/ctcp_plus.md, "Sharing a link").  So every probe_ms of the
  * host clock each flow, at its first round in the new slot, holds its pipe
  * swnd baseRTT/RTT (no growth) for CTCP_PROBE_ROUNDS more rounds, ending
  * any episode: every ctcp_plus flow on the host drains its own queue in
@@ -137,13 +138,12 @@ struct ctcp_round {
  * before the probe back; one at most max(qmax/16, 0.25 ms) ends competing
  * (the seed's episodes), from the third probe after a loss on: a loss that
  * both flows took empties the queue for a few seconds, and a probe then
- * read reno's or cubic's queue as gone (against one reno, the seed's
- * episodes then cut the flow for 2-4 s of every 12-s cycle while reno
- * grew: 0.37-0.40 of the link).  qmax = RTTmax - baseRTT, rand_keep's largest
- * queue.  As ccpd's drains (docs/ccpd.md, "Sharing a bottleneck").  At
- * qmax/4 and 5 s, cubic's queue stayed under the bound through the first
- * 14 s of a run while the seed's episodes cut the flow from 382 to 52
- * segments.
+ * would read reno's or cubic's queue as gone, and the seed's episodes cut
+ * the flow while reno grows.  qmax = RTTmax - baseRTT, rand_keep's largest
+ * queue.  As ccpd's drains (docs/ccpd.md, "Sharing a bottleneck").  The
+ * bound is an eighth of qmax and a probe comes every 2 s: at a quarter and
+ * every 5 s, a cubic's queue that is still growing stays under the bound
+ * for seconds while the seed's episodes cut the flow.
  * Returns true while probing (the round's law is skipped).
  */
 CCL_CORE bool ctcp_probe(struct ctcp_round *r, const struct ccl_ctcp_plus_params *p)
@@ -181,12 +181,11 @@ CCL_CORE bool ctcp_probe(struct ctcp_round *r, const struct ccl_ctcp_plus_params
 		/* Competing, the window from before the probe comes back; the
 		 * competitor took the drained queue at once.  If the queue stayed
 		 * through the probe, with Reno's segment for each round held: the
-		 * competitor kept growing (without them, against one reno the flow
-		 * grew 23 segments in every 27 rounds to reno's 27).  A queue that
-		 * drained was other ctcp_plus flows' (or a loss's): no growth, or
-		 * a flow wrongly competing outgrew them (eight flows, Jain 0.92
-		 * and 0.93).  Otherwise the law regrows from the pipe into the
-		 * emptied queue. */
+		 * competitor kept growing meanwhile, and without them the flow
+		 * falls behind a reno by the probe's rounds each cycle.  A queue
+		 * that drained was other ctcp_plus flows' (or a loss's): no
+		 * growth, or a flow wrongly competing outgrows them.  Otherwise
+		 * the law regrows from the pipe into the emptied queue. */
 		if (r->comp && r->probe_w + grown > r->cwnd_l + (r->dwnd_q10 >> 10)) {
 			r->cwnd_l = r->probe_w + grown;
 			r->cwnd_l_frac = 0;
@@ -203,8 +202,8 @@ CCL_CORE bool ctcp_probe(struct ctcp_round *r, const struct ccl_ctcp_plus_params
 		return false;
 	/* A new slot: hold the pipe, swnd baseRTT/RTT, for the probe.  It ends
 	 * an episode (and a yield): a flow that skipped the probe kept its
-	 * queue through the others' probe, and they read it as another
-	 * sender's (two ctcp_plus flows then competed, Jain 0.83). */
+	 * queue through the others' probe, and they would read it as another
+	 * sender's and compete with each other. */
 	r->slot = slot;
 	r->ep = 0;
 	r->probe = CTCP_PROBE_ROUNDS;
@@ -307,11 +306,10 @@ CCL_CORE void ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus
 	 * of the one the first episode since the loss (or since competing
 	 * ended) started from means another sender takes the room each cut
 	 * leaves: compete now, not at the next probe.  A sender that grows
-	 * into the link without yet keeping a queue passes the probes (0-5 ms
-	 * of a 40-ms buffer in the first 13 s against cubic) while the seed's
-	 * episodes take the loss window from 272 to 165 segments without a
-	 * loss; among ctcp_plus flows it swings by 15 % around a level.  A
-	 * wrong call lasts until the next probe.
+	 * into the link without yet keeping a queue (cubic in its first
+	 * seconds) passes the probes while the seed's episodes shrink the
+	 * loss window without a loss; among ctcp_plus flows the window only
+	 * swings around a level.  A wrong call lasts until the next probe.
 	 */
 	if (p->probe_ms && !r->comp && high && !r->ep) {
 		if (!r->ref_cl) {
@@ -345,8 +343,7 @@ CCL_CORE void ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus
 			 * The queue outlasted the cut and ep_rounds rounds of
 			 * decrease: another sender keeps it (a loss-based flow
 			 * that does not back off from delay).  Cutting on would
-			 * hand it the link, -1/2 a round against its growth (0.12
-			 * of the link against cubic, where Reno keeps 0.36), so
+			 * hand it the link, -1/2 a round against its growth, so
 			 * the cut is undone and the loss window is Reno's, as
 			 * Compound's is once dwnd is 0, until a loss ends the
 			 * episode.
@@ -434,14 +431,15 @@ CCL_CORE u32 ctcp_round_sent(u32 beg_snd_una, u32 beg_snd_nxt, u32 mss)
  *   rate = win / RTT;  rate_max = max(rate_max, rate)
  *   RTTmax = max(RTTmax, RTT)   if 4 rate >= 3 rate_max
  * A stall of the path lifts the RTT without the rate: one round of a 10-ms
- * stall on a 10-ms path with a 10-packet buffer (mean RTT 20.8 ms, rate
- * half the link's) set RTTmax for good, and every later loss kept the pipe.
+ * stall on a 10-ms path doubles the round's RTT at half the rate, and
+ * without the filter would set RTTmax for good, and every later loss would
+ * keep the pipe.
  * rate_max in segments per second.  win is the data outstanding at the
  * round's start (ctcp_round_sent), what the round's ACKs acknowledge, so
  * win/RTT cannot exceed the link.  The window at the round's end does: in
- * slow start it is twice the one the RTT measured (640 / 232.7 ms = 2,750
- * segments/s on a 1,667 link, 20 Mbit/s, 190 ms), the overshoot round then
- * failed the 3/4 filter, and RTTmax kept a round before the queue.
+ * slow start it is twice the one the RTT measured, a rate above the link's,
+ * and the overshoot round would then fail the 3/4 filter, leaving RTTmax
+ * at a round before the queue.
  */
 CCL_CORE void ctcp_rtt_max_update(u32 *rtt_max_us, u32 *rate_max, u32 win, u32 rtt_us)
 {
@@ -463,10 +461,10 @@ CCL_CORE void ctcp_rtt_max_update(u32 *rtt_max_us, u32 *rate_max, u32 win, u32 r
  *   cwnd_l + dwnd = cwnd
  * A lower window takes the delay window first, then the loss window; a
  * higher one (an undo) goes to the loss window.  Both cong_avoid and
- * ssthresh call it: ssthresh on a stale split halved a loss window of
- * 1,896,535,746 segments while the kernel's window was 11 (a run on the
- * 2-packet buffer, docs/notebook/results-history.md 3r), and the kernel then set the window
- * to that ssthresh at the end of Recovery.
+ * ssthresh call it: ssthresh on a stale split would halve a loss window
+ * the kernel no longer has (one left by a skipped hook can be billions of
+ * segments; docs/known-issues.md), and the kernel sets the window to that
+ * ssthresh at the end of Recovery.
  */
 CCL_CORE void ctcp_resync(u32 cwnd, u32 *cwnd_l, u32 *dwnd_q10)
 {
@@ -485,9 +483,8 @@ CCL_CORE void ctcp_resync(u32 cwnd, u32 *cwnd_l, u32 *dwnd_q10)
 /*
  * The send window a loss is judged with.  A loss during a probe (probe_ms)
  * is the overflow of the queue the window from before the probe built: the
- * probe cut to the pipe, and halving that as well cut the flow to a quarter
- * of its window (against one cubic, 200 -> 51, 171 -> 48 and 134 -> 40
- * segments in one run, its share 0.22).  As ccpd judges a loss in a drain.
+ * probe cut to the pipe, and halving that as well would cut the flow to a
+ * quarter of its window.  As ccpd judges a loss in a drain.
  * Returns the window to halve; the caller re-splits it as loss window.
  */
 CCL_CORE u32 ctcp_loss_window(u32 swnd, bool probing, u32 probe_w)
@@ -522,8 +519,8 @@ CCL_CORE u32 ctcp_loss(u32 swnd, u32 beta_q10, u32 floor, u32 *cwnd_l, u32 *dwnd
  * flow's own (1).  A flow's own Diff_reno is its share of the queue, so a
  * gamma of its own is proportional to its window, and the early cut,
  * Diff >= gamma, then fires at the same queue for every flow whatever its
- * share: the split of the last loss stays (eight flows on BDP/2, windows
- * 35-80 segments with gammas 11-21, window/gamma 3.7-3.8 for every one).
+ * share: the split of the last loss stays (window/gamma is the same for
+ * every flow).
  * One gamma for the flows of a path makes the larger flow cut first, as
  * Vegas's alpha does.
  */
@@ -533,6 +530,326 @@ CCL_CORE u32 ctcp_tube(u32 gamma, s32 diff_reno_q10)
 	s32 g = (s32)gamma + (s32)ccl_sdiv(target - (s32)gamma, 2);
 
 	return g < 5 ? 5 : (g > 30 ? 30 : (u32)g);
+}
+
+/* ---------------------------------------------------------------------------
+ * The state machine (docs/ctcp_plus.md): per-flow state and one function
+ * per hook.  The hook file copies the kernel's fields in, applies what comes
+ * out, and keeps the per-path gamma map (gamma_tune 2) and telemetry.  The
+ * states and their transitions: the header of bpf/ctcp_plus.bpf.c.
+ * ------------------------------------------------------------------------- */
+
+/* ctcp_plus.flags */
+enum {
+	CTCP_F_ENABLED = 1,	/* the delay component runs (Open) */
+	CTCP_F_GREW = 2,	/* dwnd grew since the last loss (ep_per_loss) */
+	CTCP_F_COMP = 4,	/* competing (probe_ms) */
+	CTCP_F_SLOT = 8,	/* slot is known */
+	CTCP_F_PROBE_SHIFT = 4, /* bits 4-5: probe rounds left */
+	CTCP_F_PROBE = 3 << 4,
+	CTCP_F_SINCE_SHIFT = 6, /* bits 6-7: probes ended since the last loss */
+	CTCP_F_SINCE = 3 << 6,
+};
+
+/* Per-flow state (the 104 bytes of icsk_ca_priv). */
+struct ctcp_plus {
+	u32 cwnd_l;		/* loss window, segments */
+	u32 cwnd_l_frac;	/* Q10 remainder of cwnd_l (rule 3) */
+	u32 cwnd_cnt;		/* AI counter for +1/swnd per segment */
+	u32 dwnd_q10;		/* delay window, segments x 1024 */
+	u32 grow_q10;		/* spread: dwnd growth of this round, Q10 */
+	u32 w_loss;		/* plateau: swnd at the last loss */
+	u32 last_rtt_us;	/* rand_keep: the last round's RTT (rtt_mode) */
+	u32 rtt_max_us;		/* rand_keep: the largest round RTT */
+	u32 rate_max;		/* rand_keep: the best round rate, segments/s */
+	u32 base_rtt_us;	/* min RTT ever, us (+1 so 0 means none) */
+	u32 round_min_us;	/* min RTT sample this round */
+	u32 round_sum_us;	/* sum of this round's samples (rtt_mode 1) */
+	u32 cnt_rtt;		/* samples this round */
+	struct ccl_round round; /* round tracker */
+	u32 beg_snd_una;	/* snd_una at the round start (win_mode 1, rand_keep) */
+	u32 beg_snd_nxt;	/* snd_nxt at the round start (win_mode 1, rand_keep) */
+	u32 last_cwnd;		/* external-change sync */
+	u32 gamma;		/* current gamma (tuning) */
+	s32 diff_reno_q10;	/* for gamma tuning, -1 = invalid */
+	u16 n_cut2, n_dec3;	/* telemetry counters (wrap) */
+	u32 losses;
+	u32 ref_cl;    /* probe_ms: the loss window at the first episode since the loss */
+	u32 ep_cwnd_l; /* cwnd_l before the episode's cut (ep_rounds) */
+	u32 ep_q_us;   /* queueing delay at the cut (ep_rounds) */
+	u8 ep;
+	u8 eps;	  /* episodes since the last loss (ep_per_loss) */
+	u8 flags; /* CTCP_F_* */
+	u8 slot;  /* low 8 bits of the probe slot last seen (CTCP_F_SLOT) */
+};
+
+/* A new round: its samples start from nothing (base_rtt is kept). */
+CCL_CORE void ctcp_rearm(struct ctcp_plus *ca, u32 snd_una, u32 snd_nxt)
+{
+	ca->beg_snd_una = snd_una;
+	ca->beg_snd_nxt = snd_nxt;
+	ccl_round_reset(&ca->round, snd_nxt);
+	ca->cnt_rtt = 0;
+	ca->round_sum_us = 0;
+	ca->round_min_us = CCL_U32_MAX;
+}
+
+CCL_CORE void ctcp_on_init(struct ctcp_plus *ca, u32 snd_cwnd, u32 gamma, u32 snd_una, u32 snd_nxt)
+{
+	__builtin_memset(ca, 0, sizeof(*ca));
+	ca->cwnd_l = snd_cwnd;
+	ca->last_cwnd = snd_cwnd;
+	ca->base_rtt_us = CCL_U32_MAX;
+	ca->gamma = gamma;
+	ca->diff_reno_q10 = -1;
+	ca->flags = CTCP_F_ENABLED;
+	ctcp_rearm(ca, snd_una, snd_nxt);
+}
+
+/* pkts_acked(): the round's samples, in Open only. */
+CCL_CORE void ctcp_on_rtt(struct ctcp_plus *ca, s32 rtt_us)
+{
+	u32 v;
+
+	if (!(ca->flags & CTCP_F_ENABLED) || rtt_us <= 0)
+		return;
+	v = (u32)rtt_us + 1;
+	if (v < ca->base_rtt_us)
+		ca->base_rtt_us = v;
+	if (v < ca->round_min_us)
+		ca->round_min_us = v;
+	ca->round_sum_us += v;
+	ca->cnt_rtt++;
+}
+
+/*
+ * cong_avoid(), per ACK: the loss window grows by slow start, else by
+ * 1/swnd per segment, and dwnd by this round's spread growth; neither
+ * grows in an episode or a probe (rule 4).  snd_cwnd first re-syncs the
+ * split when the kernel changed the window (PRR end, RTO, undo, restart).
+ */
+CCL_CORE void ctcp_on_ack(struct ctcp_plus *ca, const struct ccl_ctcp_plus_params *p, u32 snd_cwnd,
+			  u32 snd_ssthresh, u32 acked, bool cwnd_limited)
+{
+	u32 swnd = snd_cwnd ? snd_cwnd : 1;
+
+	if (snd_cwnd != ca->last_cwnd)
+		ctcp_resync(snd_cwnd, &ca->cwnd_l, &ca->dwnd_q10);
+	if (!cwnd_limited)
+		return;
+	if (snd_cwnd < snd_ssthresh) {
+		ca->cwnd_l += acked;
+		ca->dwnd_q10 = 0;
+	} else if (!(p->plus && (ctcp_ep_cutting(ca->ep) || (ca->flags & CTCP_F_PROBE)))) {
+		ca->cwnd_cnt += acked;
+		if (ca->cwnd_cnt >= swnd) {
+			ca->cwnd_l += ca->cwnd_cnt / swnd;
+			ca->cwnd_cnt %= swnd;
+		}
+		ca->dwnd_q10 = ctcp_spread_ack(ca->dwnd_q10, ca->grow_q10, acked, swnd);
+	}
+}
+
+/* The round's RTT: its mean (rtt_mode 1) or its minimum sample. */
+CCL_CORE u32 ctcp_round_rtt(const struct ctcp_plus *ca, const struct ccl_ctcp_plus_params *p)
+{
+	return p->rtt_mode && ca->cnt_rtt ? ca->round_sum_us / ca->cnt_rtt : ca->round_min_us;
+}
+
+/* What the end of a round needs of the kernel's state. */
+struct ctcp_round_in {
+	u32 snd_cwnd;
+	u32 snd_ssthresh;
+	u32 mss;
+	u32 now_ms; /* tcp_mstamp / 1000 */
+};
+
+/*
+ * The end of a round: rand_keep's evidence, then the delay window and the
+ * CTCP+ rules (ctcp_round_update) from the round's samples:
+ *   Diff = win (RTT - baseRTT) / RTT
+ *   dwnd += max(alpha swnd^(3/4) - 1, 0) if Diff < gamma, else -= zeta Diff
+ * Fills r (telemetry reads it; r->rule = 0 when the rules did not run) and
+ * returns the ssthresh to write, 0 = none: the early cut, the decrease and
+ * a probe set it to the new loss window, so that cong_avoid does not
+ * slow-start the cut back (ssthresh still held slow start's loss).  The
+ * caller has set ca->gamma to the path's (gamma_tune 2) and re-arms the
+ * round afterwards.
+ */
+CCL_CORE u32 ctcp_on_round(struct ctcp_plus *ca, const struct ccl_ctcp_plus_params *p,
+			   const struct ctcp_round_in *in, struct ctcp_round *r)
+{
+	u32 swnd = in->snd_cwnd ? in->snd_cwnd : 1;
+	u32 rtt = ctcp_round_rtt(ca, p);
+	/* the data this round's ACKs acknowledged, in segments */
+	u32 sent = ctcp_round_sent(ca->beg_snd_una, ca->beg_snd_nxt, in->mss);
+
+	__builtin_memset(r, 0, sizeof(*r));
+	if (ca->cnt_rtt >= p->min_samples && rtt != CCL_U32_MAX) {
+		ca->last_rtt_us = rtt;
+		ctcp_rtt_max_update(&ca->rtt_max_us, &ca->rate_max, sent, rtt);
+	}
+	ca->grow_q10 = 0;
+	if (!(ca->flags & CTCP_F_ENABLED) || ca->cnt_rtt < p->min_samples ||
+	    in->snd_cwnd < in->snd_ssthresh || ca->cwnd_l < p->low_wnd ||
+	    ca->base_rtt_us == CCL_U32_MAX)
+		return 0;
+	r->win = p->win_mode ? sent : swnd;
+	r->rtt_us = rtt;
+	r->base_rtt_us = ca->base_rtt_us;
+	r->gamma = ca->gamma;
+	r->swnd = swnd;
+	r->w_loss = ca->w_loss;
+	r->cwnd_l = ca->cwnd_l;
+	r->cwnd_l_frac = ca->cwnd_l_frac;
+	r->dwnd_q10 = ca->dwnd_q10;
+	r->ep = ca->ep;
+	r->ep_cwnd_l = ca->ep_cwnd_l;
+	r->ep_q_us = ca->ep_q_us;
+	r->eps = ca->eps;
+	r->dw_grew = !!(ca->flags & CTCP_F_GREW);
+	/* probe_ms: a probe keeps its floor and window in the episode's fields
+	 * (no episode starts during a probe) */
+	r->rtt_max_us = ca->rtt_max_us;
+	r->round_min_us = ca->round_min_us;
+	r->now_ms = in->now_ms;
+	r->slot = (ca->flags & CTCP_F_SLOT) ? ca->slot : CTCP_SLOT_NONE;
+	r->probe = (ca->flags & CTCP_F_PROBE) >> CTCP_F_PROBE_SHIFT;
+	r->probe_min_us = ca->ep_q_us;
+	r->probe_w = ca->ep_cwnd_l;
+	r->comp = !!(ca->flags & CTCP_F_COMP);
+	r->ref_cl = ca->ref_cl;
+	r->probes_since_loss = (ca->flags & CTCP_F_SINCE) >> CTCP_F_SINCE_SHIFT;
+	ctcp_round_update(r, p);
+	ca->ref_cl = r->ref_cl;
+	ca->eps = r->eps > 255 ? 255 : (u8)r->eps;
+	ca->flags &= CTCP_F_ENABLED;
+	if (r->dw_grew)
+		ca->flags |= CTCP_F_GREW;
+	if (r->comp)
+		ca->flags |= CTCP_F_COMP;
+	if (r->slot != CTCP_SLOT_NONE) {
+		ca->flags |= CTCP_F_SLOT;
+		ca->slot = (u8)r->slot;
+	}
+	ca->flags |= (u8)((r->probe & 3) << CTCP_F_PROBE_SHIFT);
+	ca->flags |= (u8)((r->probes_since_loss & 3) << CTCP_F_SINCE_SHIFT);
+	if (r->probe) {
+		ca->ep_cwnd_l = r->probe_w;
+		ca->ep_q_us = r->probe_min_us;
+	} else {
+		ca->ep_cwnd_l = r->ep_cwnd_l;
+		ca->ep_q_us = r->ep_q_us;
+	}
+	ca->cwnd_l = r->cwnd_l;
+	ca->cwnd_l_frac = r->cwnd_l_frac;
+	ca->dwnd_q10 = r->dwnd_q10;
+	ca->ep = r->ep;
+	ca->grow_q10 = r->grow_q10;
+	ca->diff_reno_q10 = (s32)r->diff_reno_q10;
+	if (r->rule & CCL_CTCP_CUT2)
+		ca->n_cut2++;
+	if (r->rule & CCL_CTCP_DEC3)
+		ca->n_dec3++;
+	if ((r->rule & (CCL_CTCP_CUT2 | CCL_CTCP_DEC3)) || r->probe)
+		return ca->cwnd_l > 2 ? ca->cwnd_l : 2;
+	return 0;
+}
+
+/* The kernel's window: swnd = cwnd + dwnd, at least 2, within the clamp. */
+CCL_CORE u32 ctcp_window(struct ctcp_plus *ca, u32 cwnd_clamp)
+{
+	u32 cw = ca->cwnd_l + (ca->dwnd_q10 >> 10);
+
+	if (cw < 2)
+		cw = 2;
+	cw = cw < cwnd_clamp ? cw : cwnd_clamp;
+	ca->last_cwnd = cw;
+	return cw;
+}
+
+/* What a loss (dupack or RTO) ends: an episode, the count of episodes and
+ * dwnd's growth since the last loss, a probe and the probes since a loss. */
+CCL_CORE void ctcp_loss_reset(struct ctcp_plus *ca)
+{
+	ca->ep = 0;
+	ca->eps = 0;
+	ca->grow_q10 = 0;
+	ca->flags &= ~(CTCP_F_GREW | CTCP_F_PROBE | CTCP_F_SINCE);
+}
+
+/* ctcp_on_loss()'s report, bits. */
+enum ctcp_loss_ev {
+	CTCP_LOSS_RANDOM = 1, /* rand_keep judged the loss random */
+	CTCP_LOSS_TUNED = 2,  /* TUBE moved gamma (gamma_tune 2: write it to the path) */
+};
+
+/*
+ * ssthresh(): cwnd /= 2, dwnd = max(swnd (1 - beta) - cwnd/2, 0), or with
+ * rand_keep a random loss keeps the pipe (ctcp_loss_floor).  A congestive
+ * loss tunes gamma (TUBE) from the round's Diff_reno, starting from
+ * `gamma` (the path's with gamma_tune 2, else the flow's own), and records
+ * the window where the buffer overflowed (w_loss).  A random loss shows
+ * neither the buffer (TUBE would learn a gamma from whatever the flow had
+ * queued) nor that window: both keep what the last congestive loss taught.
+ * Returns the kernel's ssthresh; *ev gets enum ctcp_loss_ev bits.
+ */
+CCL_CORE u32 ctcp_on_loss(struct ctcp_plus *ca, const struct ccl_ctcp_plus_params *p, u32 snd_cwnd,
+			  u32 gamma, u32 *ev)
+{
+	u32 floor, w, ssth;
+
+	*ev = 0;
+	ca->losses++;
+	/* The kernel's window may be newer than the split (Recovery entered
+	 * again on the ACK that ended it, before cong_avoid): halve that one. */
+	if (snd_cwnd != ca->last_cwnd) {
+		ctcp_resync(snd_cwnd, &ca->cwnd_l, &ca->dwnd_q10);
+		ca->last_cwnd = snd_cwnd;
+	}
+	/* in a probe, the window from before it (its probe_w is ep_cwnd_l) */
+	w = ctcp_loss_window(snd_cwnd, ca->flags & CTCP_F_PROBE, ca->ep_cwnd_l);
+	if (w != snd_cwnd) {
+		ca->cwnd_l = w;
+		ca->dwnd_q10 = 0;
+	}
+	floor = ctcp_loss_floor(w, ca->last_rtt_us, ca->rtt_max_us, ca->base_rtt_us, p);
+	if (floor) {
+		*ev |= CTCP_LOSS_RANDOM;
+		ca->diff_reno_q10 = -1;
+	} else {
+		/* TUBE: gamma += (0.75 diff_reno - gamma) / 2, clipped to [5, 30]. */
+		if (p->gamma_tune && ca->diff_reno_q10 >= 0) {
+			ca->gamma = ctcp_tube(gamma, ca->diff_reno_q10);
+			ca->diff_reno_q10 = -1;
+			*ev |= CTCP_LOSS_TUNED;
+		}
+		ca->w_loss = w;
+	}
+	ssth = ctcp_loss(w, p->beta_q10, floor, &ca->cwnd_l, &ca->dwnd_q10);
+	ctcp_loss_reset(ca);
+	ca->ref_cl = 0;
+	ca->cwnd_cnt = 0;
+	return ssth;
+}
+
+/* RTO (CA_EVENT_LOSS): dwnd = 0; cwnd_l re-syncs in cong_avoid. */
+CCL_CORE void ctcp_on_rto(struct ctcp_plus *ca)
+{
+	ca->dwnd_q10 = 0;
+	ctcp_loss_reset(ca);
+}
+
+/* set_state(): the delay component runs in Open only; entering Open
+ * starts a fresh round. */
+CCL_CORE void ctcp_on_state(struct ctcp_plus *ca, bool open, u32 snd_una, u32 snd_nxt)
+{
+	if (open && !(ca->flags & CTCP_F_ENABLED))
+		ctcp_rearm(ca, snd_una, snd_nxt);
+	if (open)
+		ca->flags |= CTCP_F_ENABLED;
+	else
+		ca->flags &= ~CTCP_F_ENABLED;
 }
 
 #endif /* __CTCP_CORE_H */

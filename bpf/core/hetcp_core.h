@@ -3,7 +3,8 @@
  * hetcp_core.h - HE-TCP arithmetic core (docs/hetcp.md: the GTSW estimator and the window it sets).
  *
  * Pure integer functions shared by bpf/hetcp.bpf.c and the host unit tests
- * (bpf/core-tests/src/core_tests.rs: f64 model of Eq. 1-3 and of Fig. 2).
+ * (bpf/core-tests/src/core_tests.rs: f64 model of Eq. 1-3 and of Fig. 2;
+ * the state machine below, one function per hook, in a closed loop).
  * Rates are segments/s x 256 (Q8), times us, windows segments.
  */
 #ifndef __HETCP_CORE_H
@@ -82,9 +83,8 @@ enum hetcp_ss_mode {
  *   rtt >= BaseRTT + q  for each ACK in [t0, t],  t - t0 >= q.
  * One sample is not enough: a host that stops the path for a few ms (a
  * busy VM's vCPU, a paused delay line) returns the ACKs held meanwhile in a
- * burst, each with the pause in its RTT, and ended slow start at 27 segments
- * of a 667-segment pipe (100 Mbit/s, 80 ms: the link 0.77-0.89 used over
- * 20 s).  Such a burst arrives within a ms and the next ACK is on time,
+ * burst, each with the pause in its RTT, and one such sample would end slow
+ * start at a small part of the pipe.  Such a burst arrives within a ms and the next ACK is on time,
  * while the ACKs of a real queue keep arriving late, at the link's rate.
  * The run costs q of more slow start, a queue of q + about BDP / 8 at exit.
  */
@@ -176,8 +176,8 @@ CCL_CORE u32 hetcp_ri_ssth(u32 loss_bw, u32 cwnd, u32 cur_ssthresh, u32 gtsw_sst
  * segment a round, so of two flows through one bottleneck the one with 4x
  * the RTT grows 4x slower in segments per second, and since a kept
  * estimate (loss_bw 1) preserves each flow's rate through a loss, the
- * shorter flow's lead only grows: an 80-ms hetcp beside a 20-ms one kept
- * 0.28-0.29 of the link where cubic's kept 0.26-0.41.  Scaled, every flow
+ * shorter flow's lead only grows (docs/hetcp.md, "Sharing a link").
+ * Scaled, every flow
  * above RTT_ref grows RTT_ref^-1 segments per second, as CUBIC's window
  * grows in time, not rounds; below RTT_ref it is Reno.
  */
@@ -189,6 +189,203 @@ CCL_CORE u32 hetcp_ai_window(u32 cwnd, u32 base_rtt_us, u32 ai_rtt_ms)
 		return cwnd;
 	w = (u64)cwnd * ref / base_rtt_us;
 	return w ? (u32)w : 1;
+}
+
+/* ---------------------------------------------------------------------------
+ * The state machine (docs/hetcp.md): per-flow state and one function per
+ * hook.  The hook file copies the kernel's fields in and applies what comes
+ * out (ssthresh writes, Reno's growth through the kernel's helpers).  The
+ * phases: the header of bpf/hetcp.bpf.c.
+ * ------------------------------------------------------------------------- */
+
+enum hetcp_flags {
+	HETCP_F_FIRST_LOSS = 1, /* a loss has been seen: RI instead of SS */
+	HETCP_F_PENDING_CA = 2, /* write ssthresh at the next cong_avoid (recovery is over) */
+	HETCP_F_SS_DONE = 4,	/* ss_mode 0: a queueing sample has ended slow start */
+};
+
+/* Per-flow state (64 bytes of icsk_ca_priv). */
+struct hetcp {
+	u64 pre_time_us;	/* tcp_mstamp of the last sample, us */
+	u64 pre_bw_q8;		/* BW_{k-1}, segments/s x 256 */
+	u64 saved_bw_q8;	/* BW at the last loss, for undo and RTO */
+	u32 ack_cnt;		/* segments (or ACKs) since the last sample */
+	u32 gtsw_ssth;		/* last BW * BaseRTT, segments */
+	u32 ss_burst;		/* ss_mode 1: max CurBW * BaseRTT before the first loss */
+	u32 base_rtt_us;	/* min RTT sample, us */
+	struct ccl_round round; /* round tracker (telemetry, stats) */
+	u32 samples;		/* GTSW samples since init */
+	u32 losses;		/* loss events */
+	u32 q_run_us;		/* ss_mode 0: first ACK of the run showing a queue, us */
+	u8 flags;		/* enum hetcp_flags */
+};
+
+/* What one cong_avoid() tells the state machine. */
+struct hetcp_ack {
+	u64 now_us;	  /* tcp_mstamp */
+	u32 snd_cwnd;	  /* segments */
+	u32 snd_ssthresh; /* segments */
+	u32 acked;	  /* segments this ACK acknowledged */
+	u32 srtt_us;	  /* smoothed RTT (rtt_src 1) */
+};
+
+/* What it decided. */
+struct hetcp_out {
+	u32 ssth;    /* ssthresh to write; 0 = leave the kernel's */
+	u32 reno;    /* no RTT sample yet: grow as plain Reno */
+	u32 sampled; /* a GTSW sample was taken (s and si hold it) */
+	u32 si;	     /* SampleInterval in force */
+	struct hetcp_sample s;
+};
+
+CCL_CORE void hetcp_on_init(struct hetcp *ca, u64 now_us, u32 snd_nxt)
+{
+	__builtin_memset(ca, 0, sizeof(*ca));
+	ca->base_rtt_us = CCL_U32_MAX;
+	ca->pre_time_us = now_us;
+	ccl_round_reset(&ca->round, snd_nxt);
+}
+
+/* Slow start, rapid increase (below ssthresh after a loss) or congestion avoidance. */
+CCL_CORE u8 hetcp_phase(const struct hetcp *ca, u32 snd_cwnd, u32 snd_ssthresh)
+{
+	if (snd_cwnd >= snd_ssthresh)
+		return CCL_PHASE_CA;
+	return ca->flags & HETCP_F_FIRST_LOSS ? CCL_PHASE_RI : CCL_PHASE_SS;
+}
+
+/* pkts_acked(): BaseRTT = min RTT; before the first loss, the queue run
+ * that may end slow start. */
+CCL_CORE void hetcp_on_rtt(struct hetcp *ca, s32 rtt_us, u32 now_us)
+{
+	if (rtt_us <= 0)
+		return;
+	if ((u32)rtt_us < ca->base_rtt_us)
+		ca->base_rtt_us = (u32)rtt_us;
+	if (!(ca->flags & (HETCP_F_FIRST_LOSS | HETCP_F_SS_DONE)))
+		ca->q_run_us =
+			hetcp_ss_queue_run(ca->q_run_us, now_us, (u32)rtt_us, ca->base_rtt_us);
+}
+
+/* The ssthresh a GTSW sample writes (0 = none), by phase and ss_mode. */
+CCL_CORE u32 hetcp_sample_ssth(struct hetcp *ca, const struct ccl_hetcp_params *p, u32 now_us,
+			       u32 snd_cwnd, u32 snd_ssthresh, u32 gtsw)
+{
+	u32 ssth = gtsw;
+
+	if (snd_cwnd < p->low_wnd)
+		return 0;
+	if (!(ca->flags & (HETCP_F_FIRST_LOSS | HETCP_F_SS_DONE)) && p->ss_mode == HETCP_SS_QUEUE) {
+		/* slow start ends only once a queue stands */
+		ssth = hetcp_ss_exit(ca->samples + 1, ca->q_run_us, now_us, ca->base_rtt_us,
+				     snd_cwnd, gtsw, ca->ss_burst, p->ssth_floor);
+		if (ssth)
+			ca->flags |= HETCP_F_SS_DONE;
+		return ssth;
+	}
+	if (p->ss_mode == HETCP_SS_BURST && !(ca->flags & HETCP_F_FIRST_LOSS) &&
+	    ca->ss_burst > ssth)
+		ssth = ca->ss_burst;
+	if (ca->flags & HETCP_F_FIRST_LOSS)
+		return hetcp_ri_ssth(p->loss_bw, snd_cwnd, snd_ssthresh, ssth, p->ssth_floor);
+	return ssth > p->ssth_floor ? ssth : p->ssth_floor;
+}
+
+/*
+ * cong_avoid(), before the window grows: the write recovery left pending,
+ * then one GTSW sample every SampleInterval segments:
+ *   BW_k = (1 - a_k) BW_{k-1} + a_k CurBW,  ssthresh = BW_k BaseRTT  (Eq. 1-3)
+ */
+CCL_CORE void hetcp_on_ack(struct hetcp *ca, const struct ccl_hetcp_params *p,
+			   const struct hetcp_ack *a, struct hetcp_out *o)
+{
+	u32 ssthresh = a->snd_ssthresh, w;
+
+	__builtin_memset(o, 0, sizeof(*o));
+	/*
+	 * Fig. 2's "ssthresh = 0" after a loss, applied once PRR is done; with
+	 * loss_bw = 1 the kept estimate's BDP instead, and the sample clock
+	 * restarts here so that the first sample does not span the recovery
+	 * (cong_avoid counts no ACKs during it: CurBW would read a fraction).
+	 */
+	if (ca->flags & HETCP_F_PENDING_CA) {
+		ssthresh = hetcp_after_loss_ssth(p->loss_bw, ca->gtsw_ssth, p->ssth_floor);
+		o->ssth = ssthresh;
+		if (p->loss_bw == HETCP_LOSS_KEEP) {
+			ca->pre_time_us = a->now_us;
+			ca->ack_cnt = 0;
+		}
+		ca->flags &= ~HETCP_F_PENDING_CA;
+	}
+	if (ca->base_rtt_us == CCL_U32_MAX) {
+		o->reno = 1;
+		return;
+	}
+	o->si = hetcp_sample_interval(a->snd_cwnd, p->si_small, p->si_div);
+	ca->ack_cnt += p->count_mode ? a->acked : 1;
+	if (ca->ack_cnt < o->si)
+		return;
+	o->sampled = 1;
+	o->s.ack_cnt = ca->ack_cnt;
+	o->s.del_us = (u32)ccl_min64(a->now_us - ca->pre_time_us, CCL_U32_MAX);
+	if (!o->s.del_us)
+		o->s.del_us = 1;
+	o->s.base_rtt_us = ca->base_rtt_us;
+	/* (from o, not ca: a select between a stack and a socket pointer is
+	 * one load the verifier refuses) */
+	o->s.ref_us = p->rtt_src ? a->srtt_us : o->s.base_rtt_us;
+	o->s.pre_bw_q8 = ca->pre_bw_q8;
+	hetcp_gtsw(&o->s);
+	ca->gtsw_ssth = o->s.ssth;
+	if (!(ca->flags & HETCP_F_FIRST_LOSS)) {
+		u32 burst = ccl_sat32(o->s.cur_q8 * ca->base_rtt_us / (CCL_USEC_PER_SEC << 8));
+
+		if (burst > ca->ss_burst)
+			ca->ss_burst = burst;
+	}
+	w = hetcp_sample_ssth(ca, p, (u32)a->now_us, a->snd_cwnd, ssthresh, o->s.ssth);
+	if (w)
+		o->ssth = w;
+	ca->pre_bw_q8 = o->s.bw_q8;
+	ca->pre_time_us = a->now_us;
+	ca->ack_cnt = 0;
+	ca->samples++;
+}
+
+/*
+ * ssthresh() on triple dupack (Fig. 2): cwnd /= 2; PreBW = 0; ssthresh = 0.
+ * With loss_bw = 1 (default) the estimate is kept.  Returns the kernel's
+ * ssthresh for the reduction (PRR halves toward it).
+ */
+CCL_CORE u32 hetcp_on_loss(struct hetcp *ca, const struct ccl_hetcp_params *p, u64 now_us,
+			   u32 snd_cwnd)
+{
+	ca->saved_bw_q8 = ca->pre_bw_q8;
+	if (p->loss_bw != HETCP_LOSS_KEEP) {
+		ca->pre_bw_q8 = 0;
+		ca->gtsw_ssth = 0;
+	}
+	ca->ack_cnt = 0;
+	ca->pre_time_us = now_us;
+	ca->flags |= HETCP_F_FIRST_LOSS | HETCP_F_PENDING_CA;
+	ca->losses++;
+	return snd_cwnd >> 1 > 2 ? snd_cwnd >> 1 : 2;
+}
+
+/* RTO: the kernel's cwnd/2 ssthresh stays; the estimate too unless rto_reset. */
+CCL_CORE void hetcp_on_rto(struct hetcp *ca, u32 rto_reset)
+{
+	ca->flags &= ~HETCP_F_PENDING_CA;
+	if (!rto_reset)
+		ca->pre_bw_q8 = ca->saved_bw_q8;
+}
+
+/* undo_cwnd(): the loss was spurious; the estimate from before it returns. */
+CCL_CORE u32 hetcp_on_undo(struct hetcp *ca, u32 snd_cwnd, u32 prior_cwnd)
+{
+	ca->pre_bw_q8 = ca->saved_bw_q8;
+	ca->flags &= ~HETCP_F_PENDING_CA;
+	return snd_cwnd > prior_cwnd ? snd_cwnd : prior_cwnd;
 }
 
 /* BW in Mbit/s for a segment size of mss bytes. */

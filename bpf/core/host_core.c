@@ -14,9 +14,10 @@
 
 #define CCL_PARAM_DESC(field, name, scale, def, lo, hi, unit, help) \
 	{ #field, name, scale, def, lo, hi, unit, help },
-#define CCL_DESC_TABLE(algo, TABLE)                                                        \
-	const struct ccl_param_desc ccl_##algo##_param_desc[] = { TABLE(CCL_PARAM_DESC) }; \
-	const u32 ccl_##algo##_param_count =                                               \
+#define CCL_DESC_TABLE(algo, TABLE)                                      \
+	const struct ccl_param_desc ccl_##algo##_param_desc[] = { TABLE( \
+		CCL_PARAM_DESC) CCL_TEST_PARAMS(CCL_PARAM_DESC) };       \
+	const u32 ccl_##algo##_param_count =                             \
 		sizeof(ccl_##algo##_param_desc) / sizeof(ccl_##algo##_param_desc[0]);
 
 #define CCL_HOST_PARAM_TABLE(name, NAME, tel) CCL_DESC_TABLE(name, CCL_##NAME##_PARAMS)

@@ -32,13 +32,21 @@ impl Algo {
         })
     }
 
+    /// The tunables of every build: [`Algo::params`] without those a test
+    /// build adds (`CCL_TEST_PARAMS` in bpf/ccload_intf.h, the last rows).
+    pub fn shipped_params(self) -> &'static [ParamDesc] {
+        let all = self.params();
+        &all[..all.len() - intf::CCL_NR_TEST_PARAMS as usize]
+    }
+
     /// The tunables as the Markdown table of docs/<algo>.md: name, default,
     /// range, unit and meaning, from the descriptor table of
-    /// bpf/ccload_intf.h (a test holds the page to it).
+    /// bpf/ccload_intf.h (a test holds the page to it); a test build's
+    /// own tunables are not in it.
     pub fn tunables_markdown(self) -> String {
         let mut t =
             String::from("| tunable | default | range | unit | meaning |\n|---|---|---|---|---|\n");
-        for pd in self.params() {
+        for pd in self.shipped_params() {
             let unit = if pd.unit.is_empty() { "-" } else { pd.unit };
             t += &format!(
                 "| `{}` | {} | {} | {unit} | {} |\n",
@@ -292,6 +300,22 @@ impl clap::ValueEnum for Algo {
 
 #[cfg(test)]
 mod tests {
+
+    /// fault_skip exists in every controller of a test build (the
+    /// `test-faults` feature) and in none of a shipped one, and never in
+    /// the tables the docs show.
+    #[test]
+    fn test_tunables_exist_only_in_test_builds() {
+        let test_build = cfg!(feature = "test-faults");
+        for a in Algo::ALL {
+            let has = |ps: &[ParamDesc]| ps.iter().any(|d| d.name == "fault_skip");
+            assert_eq!(has(a.params()), test_build, "{a}");
+            assert!(!has(a.shipped_params()), "{a}");
+            assert!(!a.tunables_markdown().contains("fault_skip"), "{a}");
+            let extra = a.params().len() - a.shipped_params().len();
+            assert_eq!(extra, usize::from(test_build), "{a}");
+        }
+    }
 
     /// docs/<algo>.md shows the tunables table of bpf/ccload_intf.h between
     /// its markers, row for row.

@@ -1,12 +1,96 @@
 //! docs/architecture.md's "Adding a fifth controller" recipe, followed step
-//! by step in a scratch copy of the repository: the copy builds, and its
-//! `ccload attach --algo demo` registers a controller named `demo`.  The
-//! program text is read from the doc itself, so the doc cannot drift.
+//! by step in a scratch copy of the repository: the copy builds, its
+//! `ccload attach --algo demo` registers a controller named `demo`, and the
+//! guard that the hook wrappers put around every controller repairs the
+//! faults injected into `demo`'s ssthresh().  The program text is read from
+//! the doc itself, so the doc cannot drift.  And every controller of the
+//! repository (and the recipe's) writes the hooks the guard needs with the
+//! wrappers.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ccload_itests::privileged;
+use ccload_itests::link::{Bottleneck, LinkCfg};
+use ccload_itests::{privileged, stat_in};
+
+/// The hooks the guard needs, with the wrapper each must be written with
+/// (bpf/ccload_maps.bpf.h).  cong_avoid and cong_control: one of the two.
+const GUARDED: &[(&str, &str)] = &[
+    ("init", "CCL_INIT"),
+    ("pkts_acked", "CCL_PKTS_ACKED"),
+    ("set_state", "CCL_SET_STATE"),
+    ("ssthresh", "CCL_SSTHRESH"),
+    ("cong_avoid", "CCL_CONG_AVOID"),
+    ("cong_control", "CCL_CONG_CONTROL"),
+];
+
+/// The problems of one controller's source: a guarded hook missing from
+/// its `tcp_congestion_ops`, or one not defined with its wrapper.
+fn unguarded(src: &str) -> Vec<String> {
+    let mut bad = Vec::new();
+    let Some(ops) = src.find("struct tcp_congestion_ops") else {
+        return vec!["no struct tcp_congestion_ops".into()];
+    };
+    let ops = &src[ops..];
+    let ops = &ops[..ops.find("};").unwrap_or(ops.len())];
+    let prog_of = |hook: &str| {
+        let key = format!(".{hook} = (void *)");
+        ops.find(&key).map(|i| {
+            let rest = &ops[i + key.len()..];
+            rest[..rest.find(',').unwrap_or(rest.len())]
+                .trim()
+                .to_string()
+        })
+    };
+    for (hook, wrapper) in GUARDED {
+        match prog_of(hook) {
+            Some(prog) if !src.contains(&format!("{wrapper}({prog})")) => {
+                bad.push(format!("{hook} = {prog}: not defined with {wrapper}"))
+            }
+            Some(_) => {}
+            None if matches!(*hook, "cong_avoid" | "cong_control") => {}
+            None => bad.push(format!("no {hook} (the guard needs it)")),
+        }
+    }
+    if prog_of("cong_avoid").is_none() && prog_of("cong_control").is_none() {
+        bad.push("neither cong_avoid nor cong_control".into());
+    }
+    bad
+}
+
+#[test]
+fn every_controller_writes_the_guarded_hooks_with_the_wrappers() {
+    let root = ccload_itests::repo_root();
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let mut sources = vec![(
+        "the recipe's demo.bpf.c".to_string(),
+        block(&doc, "**The program**", "c"),
+    )];
+    for f in ccload_itests::repo_files() {
+        let name = f.clone();
+        if name.starts_with("bpf/") && name.ends_with(".bpf.c") {
+            let src = std::fs::read_to_string(root.join(&f)).unwrap();
+            if src.contains("struct tcp_congestion_ops") {
+                sources.push((name, src));
+            }
+        }
+    }
+    assert!(sources.len() >= 5, "{} controllers found", sources.len());
+    let mut bad = Vec::new();
+    for (name, src) in &sources {
+        bad.extend(unguarded(src).into_iter().map(|b| format!("{name}: {b}")));
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+    // The check itself: a hook written with plain BPF_PROG is found.
+    let plain = sources[0].1.replace(
+        "CCL_SSTHRESH(demo_ssthresh)",
+        "SEC(\"struct_ops\")\nu32 BPF_PROG(demo_ssthresh, struct sock *sk)",
+    );
+    assert_eq!(
+        unguarded(&plain),
+        ["ssthresh = demo_ssthresh: not defined with CCL_SSTHRESH"]
+    );
+}
 
 /// The fenced block of `lang` that follows `after` in the doc.
 fn block(doc: &str, after: &str, lang: &str) -> String {
@@ -86,14 +170,23 @@ fn the_recipe_builds_and_registers_a_fifth_controller() {
         block(&doc, "**The program**", "c"),
     )
     .unwrap();
-    // Step 4: build (own target dir: the suite's is locked by cargo test).
+    // Step 4: build (own target dir: the suite's is locked by cargo test),
+    // a test build: fault_skip exists.
     let target = std::env::var_os("CCLOAD_FIFTH_TARGET")
         .map(PathBuf::from)
         .unwrap_or_else(|| ccload_itests::repo_root().join("target/fifth-controller"));
     let b = Command::new(env!("CARGO"))
         .current_dir(&dir)
         .env("CARGO_TARGET_DIR", &target)
-        .args(["build", "--locked", "-q", "-p", "ccload"])
+        .args([
+            "build",
+            "--locked",
+            "-q",
+            "-p",
+            "ccload",
+            "--features",
+            "test-faults",
+        ])
         .output()
         .expect("cargo build");
     assert!(
@@ -111,13 +204,44 @@ fn the_recipe_builds_and_registers_a_fifth_controller() {
     };
     let (ok, out) = run(&["watch", "--help-fields", "--algo", "demo"]);
     assert!(ok && out.contains("acked"), "{out}");
-    let (ok, out) = run(&["attach", "--algo", "demo"]);
+    let (ok, out) = run(&["attach", "--algo", "demo", "--set", "fault_skip=1"]);
     assert!(ok, "attach demo: {out}");
     let registered = ccload::bpf::is_registered("demo");
     let (ok_show, show) = run(&["tune", "--algo", "demo", "--show"]);
+    // The guard: every ssthresh() of demo returns what a skipped one
+    // returns (the garbage of the trampoline's return slot) and leaves no
+    // mark; the wrappers' guard repairs each on the next ACK.  A lossy
+    // 4-packet buffer, as the_guard_repairs_what_a_skipped_ssthresh_leaves.
+    let guarded = registered.then(|| {
+        let l = Bottleneck::new(LinkCfg {
+            rate_mbit: 20.0,
+            delay_ms: 5.0,
+            buffer_pkts: 4,
+            loss: 0.002,
+            ..Default::default()
+        });
+        let t = l.transfer("demo", 2 << 20);
+        let (_, st) = run(&["status", "--json"]);
+        (t.map(|t| t.bytes), st)
+    });
     let (ok_detach, out_detach) = run(&["detach", "--algo", "demo"]);
     assert!(registered, "demo not in tcp_available_congestion_control");
     assert!(ok_show && show.contains("trace_every"), "{show}");
     assert!(ok_detach, "detach demo: {out_detach}");
     assert!(!ccload::bpf::is_registered("demo"), "demo still registered");
+    let (bytes, st) = guarded.unwrap();
+    let st: serde_json::Value = serde_json::from_str(&st).expect("status --json");
+    let (losses, fixed) = (
+        stat_in(&st, "demo", "loss_events"),
+        stat_in(&st, "demo", "ssth_repaired"),
+    );
+    eprintln!(
+        "demo with fault_skip = 1: {bytes:?} bytes, {losses} loss events, {fixed} ssthresh repairs"
+    );
+    assert_eq!(bytes.expect("transfer on demo"), 2 << 20);
+    assert!(losses >= 2, "{losses} loss events");
+    assert!(
+        fixed * 2 >= losses,
+        "{fixed} repairs for {losses} loss events"
+    );
 }

@@ -6,8 +6,12 @@
 //! - `core_tests`: each core's functions, one section per controller.
 //! - `ccpd_loop_tests`: ccpd's hooks in a closed loop with a packet-level
 //!   model of a drop-tail bottleneck (queue, SACK, RTO, hook order).
+//! - `machine_tests`: hetcp's and ctcp_plus's state machines (one core
+//!   function per hook) in a closed loop with a fluid bottleneck.
 
 #[cfg(test)]
 mod ccpd_loop_tests;
 #[cfg(test)]
 mod core_tests;
+#[cfg(test)]
+mod machine_tests;
