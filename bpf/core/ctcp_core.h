@@ -14,8 +14,8 @@
 /* w^(3/4) = sqrt(w * sqrt(w)) with two integer square roots, x 1024.
  * Valid for w <= 2^20 segments (intermediates <= 2^50); error < 0.1 %.
  * In BPF a global subprogram: the verifier checks its 64 square-root steps
- * once, not once per path of cong_avoid (which went past its 1M-instruction
- * limit when one more branch was added there). */
+ * once, not once per path of cong_avoid (which is near its 1M-instruction
+ * limit). */
 CCL_CORE_GLOBAL u64 ctcp_pow34_q10(u32 w)
 {
 	u64 s, x = w > (1U << 20) ? (1U << 20) : w;

@@ -36,13 +36,12 @@ pub struct CheckOutcome {
 /// within), and the one-sided 95 % upper confidence bound of its mean
 /// (Student's t on n - 1 degrees of freedom).  The comparison fails only
 /// when that bound is below 0: the runs show `cc` beyond the bound, not a
-/// mean that noise put there.  Measured: on the 2-packet buffer one run's
-/// goodput moves 11-12 % (nine runs of reno: 3.86-5.33 Mbit/s), and at
-/// 100 Mbit/s, 80 ms, BDP/8 a 40-s run never outgrows the window its slow
-/// start left (126-243 segments) or a later host-made loss: the kernel's
-/// reno against itself under a second label read 0.870x over six paired
-/// repetitions (46-72 Mbit/s against 51-72), which the mean would fail
-/// and this test passes (margin -5.3, bound +2.3; docs/notebook/results-history.md 3q).
+/// mean that noise put there.  A single run's goodput moves by more than
+/// the bounds resolve on the shallowest buffers, and on a long path with
+/// a BDP/8 buffer a run never outgrows the window its slow start (or a
+/// host-made loss) left: the kernel's reno against itself under a second
+/// label can read 0.87x over six repetitions, which a bound on the mean
+/// would fail and this test passes (docs/lab.md).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Paired {
     /// Repetitions with a run of both CCs.

@@ -445,9 +445,8 @@ pub(crate) fn summarise(
 /// `storage` packets (BDP + buffer): 16 times that, at least 1,000
 /// segments.  Slow start overshoots to about twice the storage and BBR
 /// keeps about two BDPs; a window beyond the bound sends into drops
-/// whatever the law says.  Measured: ctcp_plus on the 2-packet buffer (20
-/// Mbit/s, 10 ms: storage 19) showed 1,896,535,746 segments in one run
-/// (docs/notebook/results-history.md 3r) and retransmitted 0.37 segments per delivered one.
+/// whatever the law says, as a window left by a skipped hook does
+/// (billions of segments; docs/known-issues.md).
 pub fn window_bound(storage_pkts: f64) -> u32 {
     (WINDOW_BOUND_X * storage_pkts)
         .max(WINDOW_BOUND_MIN as f64)

@@ -1002,10 +1002,10 @@ fn ccpd_closed_loop_tiny_buffer_with_jitter() {
 /// returns a burst of ACKs whose RTT samples are far longer than any queue
 /// the window could have built.  rtt_max only grows, so a stall taken as
 /// queue would stand in B for the rest of the flow and the law would fill
-/// the real buffer every few rounds (the lab measured 4,457 retransmissions
-/// in 20 s at 20 ms after one 20-ms stall).  The samples are clamped to
-/// m + n / C, n = packets delivered while the sample's packet was out: after stalls of 40 and 60 ms the flow keeps a
-/// B near the real buffer and does not retransmit.
+/// the real buffer every few rounds.  The samples are clamped to m + n / C,
+/// n = packets delivered while the sample's packet was out: after stalls
+/// of 40 and 60 ms the flow keeps a B near the real buffer and does not
+/// retransmit.
 #[test]
 fn ccpd_closed_loop_path_stall_is_not_taken_for_buffer() {
     for (rtt, stall) in [
@@ -1090,12 +1090,10 @@ fn ccpd_rtt_sample_is_bounded_by_what_was_in_flight() {
 
 /// A 40-ms stall every few seconds must not ratchet B upward (each stall's
 /// samples lifted rtt_max a little more); at a BDP/2 buffer the L1 target
-/// `min(w m/s, P) + Kp B/(1+2Kp)` then sat above the path storage.  Measured
-/// here in 30 s at BDP/2 before rtt_max took the steady-state bound
-/// s <= 17/16 n / fb: bmax_on_loss=0 14,175 retransmissions, the default
-/// (rtt_max set to the smoothed RTT at a congestive loss) 378; at 1 BDP 235
-/// and 111.  Now B stays at the buffer with either setting, and what is left
-/// is each stall's ACK burst: the window sent at once into an empty pipe,
+/// `min(w m/s, P) + Kp B/(1+2Kp)` would then sit above the path storage.
+/// With the steady-state bound s <= 17/16 n / fb on rtt_max, B stays at the
+/// buffer whether or not a congestive loss relearns it (bmax_on_loss), and
+/// what is left is each stall's ACK burst: the window sent at once into an empty pipe,
 /// which overflows a buffer smaller than the window (six stalls here).
 #[test]
 fn ccpd_closed_loop_repeated_stalls_do_not_ratchet_b() {
@@ -1137,14 +1135,11 @@ fn ccpd_closed_loop_repeated_stalls_do_not_ratchet_b() {
 /// above the link (ACK batching), so C = 1.25x the delivery rate and
 /// P = C m is 25 % above the real pipe, more than a BDP/8 buffer; RTT noise
 /// and stalls lift rtt_max, so the delay test calls the losses random and
-/// holds the window that overflowed.  The lab measured the result at
-/// 100 Mbit/s, 10 ms, 10 packets: 66,459 segments retransmitted in 40 s,
-/// 71 % of the time in Recovery.  Here: pairs at 1.5x the link, 0.3 ms of
-/// ACK jitter and a 5- or 10-ms stall every 2 s.  The code before this test
-/// retransmitted 19,753 and 58,913 segments in 681 and 391 Recoveries (the
-/// window held above the storage, Recovery re-entered on leaving it); now
-/// the clamp and the hold take P and B from the delivery rate, a Recovery
-/// with a burst of losses is congestive, and B follows congestive losses.
+/// holds the window that overflowed, above the storage, re-entering
+/// Recovery on leaving it.  Here: pairs at 1.5x the link, 0.3 ms of ACK
+/// jitter and a 5- or 10-ms stall every 2 s; the clamp and the hold take P
+/// and B from the delivery rate, a Recovery with a burst of losses is
+/// congestive, and B follows congestive losses.
 #[test]
 fn ccpd_closed_loop_tiny_buffer_with_capacity_at_its_cap() {
     for stall in [0.005, 0.01] {
@@ -1176,11 +1171,9 @@ fn ccpd_closed_loop_tiny_buffer_with_capacity_at_its_cap() {
     }
 }
 
-/// One short stall on a short path must not move B.  The lab's 100 Mbit/s,
-/// 10 ms, 1 BDP run of the acceptance grid: one 20-ms host stall lifted rtt_max
-/// from 14.5 to 20.8 ms, B went from 36 to 90 packets and the standing queue
-/// from about 14 to about 40 for the rest of the flow (p95 RTT inflation
-/// 5.0 ms against cubic's 9.4).  At 10 ms a 20-ms stall is within the
+/// One short stall on a short path must not move B: a 20-ms host stall
+/// taken for queue would lift rtt_max, B and the standing queue for the
+/// rest of the flow.  At 10 ms a 20-ms stall is within the
 /// in-flight bound m + n / C (the pipe alone allows another m), so only the
 /// steady-state bound n / fb on rtt_max stops it.  Judged against the same
 /// path without the stall.
@@ -1228,9 +1221,8 @@ fn ccpd_closed_loop_one_stall_on_a_short_path_keeps_b() {
     }
 }
 
-/// Sharing, measured: a second ccpd flow's pairs read the link
-/// (9,146 and 9,058 segments/s on an 8,333 link) while its capacity, capped
-/// at 1.25x its own delivery rate, fell with its window (1,837, 913, 97).
+/// Sharing: a second ccpd flow's pairs read the link while its capacity,
+/// capped at 1.25x its own delivery rate, would fall with its window.
 /// With `share=1` the capacity is the pairs' running median, which outliers
 /// of 2x (compressed ACKs) and 0.6x (a pair split by another flow) do not
 /// move, and which the flow's own rate does not cap.
