@@ -27,7 +27,7 @@ rc=${PIPESTATUS[0]}
 # retransmissions, RTT inflation, time in Recovery against the kernel's CCs
 # in the same run), then those of the scenarios acceptance names in `also`
 # (flows that share the link, ccpd under heavy random loss, ccpd on LAN
-# paths); docs/lab.md.  Skipped with a reason where the
+# paths, over a veth pair and through the delay line); docs/lab.md.  Skipped with a reason where the
 # privileged tests are skipped.
 if [ "$(id -u)" = 0 ] && [ -e /sys/kernel/btf/vmlinux ]; then
     cargo xtask lab check acceptance --quick --out "$accdir/acceptance" 2>&1 | tee -a "$log"
