@@ -156,7 +156,7 @@ CCL_CONG_AVOID(ctcp_plus_cong_avoid)
 			.mss = tp->mss_cache,
 			.now_ms = (u32)(tp->tcp_mstamp / 1000),
 		};
-		u32 rtt = ctcp_round_rtt(ca, &p), ssth;
+		u32 ssth;
 
 		stat_inc(CCL_STAT_ROUNDS);
 		/* gamma_tune 2: the path's gamma, as the flows to it last tuned it */
@@ -174,7 +174,7 @@ CCL_CONG_AVOID(ctcp_plus_cong_avoid)
 		if (r.rule & CCL_CTCP_DEC3)
 			stat_inc(CCL_STAT_EARLY_DECS);
 		if (ccl_trace_due(sk, ca->round.cnt, p))
-			ctcp_plus_emit(sk, ca, &r, rtt != CCL_U32_MAX ? rtt : 0, profile);
+			ctcp_plus_emit(sk, ca, &r, r.rtt_us != CCL_U32_MAX ? r.rtt_us : 0, profile);
 		ctcp_rearm(ca, tp->snd_una, tp->snd_nxt);
 	}
 

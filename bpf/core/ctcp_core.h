@@ -669,7 +669,8 @@ struct ctcp_round_in {
  * CTCP+ rules (ctcp_round_update) from the round's samples:
  *   Diff = win (RTT - baseRTT) / RTT
  *   dwnd += max(alpha swnd^(3/4) - 1, 0) if Diff < gamma, else -= zeta Diff
- * Fills r (telemetry reads it; r->rule = 0 when the rules did not run) and
+ * Fills r (telemetry reads it: r->rtt_us is the round's RTT, CCL_U32_MAX
+ * without a sample; r->rule = 0 when the rules did not run) and
  * returns the ssthresh to write, 0 = none: the early cut, the decrease and
  * a probe set it to the new loss window, so that cong_avoid does not
  * slow-start the cut back (ssthresh still held slow start's loss).  The
@@ -685,6 +686,7 @@ CCL_CORE u32 ctcp_on_round(struct ctcp_plus *ca, const struct ccl_ctcp_plus_para
 	u32 sent = ctcp_round_sent(ca->beg_snd_una, ca->beg_snd_nxt, in->mss);
 
 	__builtin_memset(r, 0, sizeof(*r));
+	r->rtt_us = rtt;
 	if (ca->cnt_rtt >= p->min_samples && rtt != CCL_U32_MAX) {
 		ca->last_rtt_us = rtt;
 		ctcp_rtt_max_update(&ca->rtt_max_us, &ca->rate_max, sent, rtt);
@@ -695,7 +697,6 @@ CCL_CORE u32 ctcp_on_round(struct ctcp_plus *ca, const struct ccl_ctcp_plus_para
 	    ca->base_rtt_us == CCL_U32_MAX)
 		return 0;
 	r->win = p->win_mode ? sent : swnd;
-	r->rtt_us = rtt;
 	r->base_rtt_us = ca->base_rtt_us;
 	r->gamma = ca->gamma;
 	r->swnd = swnd;
