@@ -16,9 +16,7 @@ impl Drop for Cleanup {
 }
 
 fn example(name: &str, paths: &[(&str, &str)], dir: &std::path::Path) -> PathBuf {
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../configs")
-        .join(name);
+    let src = ccload_itests::repo_root().join("configs").join(name);
     let mut t = std::fs::read_to_string(src).unwrap();
     for (from, to) in paths {
         assert!(t.contains(from), "{name} has {from}");

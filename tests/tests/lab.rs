@@ -143,7 +143,7 @@ fn namespaces_are_removed_when_a_test_panics_mid_run() {
 #[test]
 fn demo_through_the_emulated_link_shows_the_law_and_compares_with_cubic() {
     let _g = privileged!();
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = ccload_itests::repo_root();
     let before = netns_names();
     let d = measured_on_a_valid_link("demo", || {
         let d = ccload_lab::demo::run(&root, "ccpd", Some(8.0), false).expect("demo");
@@ -212,7 +212,7 @@ fn demo_through_the_emulated_link_shows_the_law_and_compares_with_cubic() {
 #[test]
 fn a_stored_run_records_provenance_and_replots_and_compares_from_disk() {
     let _g = privileged!();
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = ccload_itests::repo_root();
     let tmp = std::env::temp_dir().join(format!("ccl-labstore-{}", std::process::id()));
     struct Rm(std::path::PathBuf);
     impl Drop for Rm {
