@@ -181,6 +181,7 @@ static __always_inline void ccpd_emit(struct sock *sk, struct ccpd *ca,
 		t->pair_dsum_us = ca->best_dsum_us;
 	}
 	t->rtt_min_us = ca->rtt_min_us != CCL_U32_MAX ? ca->rtt_min_us : 0;
+	t->noise_us = ca->noise_us;
 	t->rtt_max_us = ca->rtt_max_us;
 	t->rtts_us = ccpd_rtts(ca);
 	t->p_q10 = l->est.p_q10;

@@ -225,6 +225,7 @@ enum ccpd_ev {
 #define CCPD_FB_EPOCH_ROUNDS 10	  /* delivery-rate max window, rounds */
 #define CCPD_CAP_EXPIRY_EPOCHS 4  /* a pair sample older than this expires */
 #define CCPD_CAP_OVER_FB_Q10 1280 /* C <= 1.25 x max delivery rate */
+#define CCPD_NOISE_M_MAX_US 1000  /* a noise floor is learned where m is under this */
 
 /* Sharing a bottleneck (share = 1; docs/ccpd.md, "Sharing a bottleneck"). */
 enum ccpd_share_bits {
@@ -252,7 +253,9 @@ enum ccpd_law_in_force { CCPD_LAW_L0 = 0, CCPD_LAW_L1 = 1, CCPD_LAW_DRAIN = 2, C
 
 /* Per-flow state: exactly the 104 bytes of icsk_ca_priv. */
 struct ccpd {
-	u64 pair_t1_ns;		/* ns time of the ACK covering the first pair unit */
+	u32 pair_t1_ns;		/* low 32 bits of the ns time of the ACK covering the
+				 * first pair unit (a pair lasts at most 3 rounds) */
+	u32 noise_us;		/* LAN: RTT noise floor n learned over m, us (ccpd_noise_round) */
 	u32 cap_sps;		/* C-hat from packet pairs, segments/s (0 = none) */
 	u32 fb_cur;		/* delivery-rate max, current epoch, seg/s */
 	u32 fb_prev;		/* ... previous epoch, seg/s */
@@ -404,6 +407,51 @@ CCL_CORE u32 ccpd_law_rtt(u32 s, u32 round_min, u32 q_rtt, u32 noise_us)
 	return s - (spread < noise_us ? spread : noise_us);
 }
 
+/*
+ * The RTT noise floor n, where m is under a millisecond, at a round start in
+ * Open.  On such a path the hosts (ACK and softirq batching, wakeups, a
+ * userspace hop) add to every RTT sample a delay as large as a shallow
+ * buffer's, and the round's smallest sample, which the law reads its queue
+ * from (ccpd_law_rtt), sits above m, the smallest sample ever, by that
+ * noise: the law reads a queue that is not there and holds the window under
+ * the pipe.  n is what the round's smallest sample carries over m where no
+ * queue can stand, and the law reads m + n as its base RTT (ccpd_law_m):
+ *   e = round_min - m
+ *   n += (e - n) / 8   if e < n, or
+ *                      if e > n and w < C m (a window under the pipe
+ *                      builds no queue)
+ *   n <= q_floor,  n /= 2 on a loss (ccpd_on_ssthresh)
+ * A round whose smallest sample is under m + n shows the floor lower, with
+ * or without a queue.  Where the noise is larger than the buffer (a few
+ * packets on a path of tens of us) no floor is right: the law cannot see
+ * the queue either way, and a floor at the noise would hold the window
+ * through every overflow.  The halving on a loss keeps n where the buffer
+ * stops overflowing: additive up, multiplicative down, as a window.  A
+ * competitor's queue read while the flow's window is under the pipe is
+ * taken for noise, up to q_floor (250 us by default), and the drains
+ * (ccpd_drain), which empty the queue, take it out again.  Paths of a
+ * millisecond and more (every WAN) keep n = 0: their m and queue dwarf
+ * the hosts' noise (docs/ccpd.md, "Paths of microseconds").
+ */
+CCL_CORE void ccpd_noise_round(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 round_min,
+			       u32 w, u32 c_sps)
+{
+	u32 m = ca->rtt_min_us, n = ca->noise_us, e;
+
+	if (m == CCL_U32_MAX || m >= CCPD_NOISE_M_MAX_US || !p->q_floor_us) {
+		ca->noise_us = 0;
+		return;
+	}
+	if (round_min == CCL_U32_MAX || round_min < m)
+		return;
+	e = round_min - m;
+	if (e < n)
+		n -= (n - e + 7) / 8;
+	else if (e > n && ((u64)w << 10) < ccl_segs_q10(c_sps, m))
+		n += (e - n) / 8;
+	ca->noise_us = n < p->q_floor_us ? n : p->q_floor_us;
+}
+
 CCL_CORE u32 ccpd_fb(const struct ccpd *ca)
 {
 	return ca->fb_cur > ca->fb_prev ? ca->fb_cur : ca->fb_prev;
@@ -456,10 +504,19 @@ CCL_CORE u32 ccpd_cwnd_max(const struct ccpd_est *e, u32 cwnd_min, u32 cwnd_clam
 	return (u32)ccl_max64(m, cwnd_min);
 }
 
+/*
+ * The base RTT the law reads: m plus the RTT noise floor n (ccpd_noise_round),
+ * which is 0 where m is a millisecond or more.  0 = no sample yet.
+ */
+CCL_CORE u32 ccpd_law_m(const struct ccpd *ca)
+{
+	return ca->rtt_min_us != CCL_U32_MAX ? ca->rtt_min_us + ca->noise_us : 0;
+}
+
 /* The estimates for the flow's current state and capacity c. */
 CCL_CORE void ccpd_estimate_of(const struct ccpd *ca, u32 c, u32 b_min, struct ccpd_est *e)
 {
-	u32 m = ca->rtt_min_us != CCL_U32_MAX ? ca->rtt_min_us : 0;
+	u32 m = ccpd_law_m(ca);
 
 	ccpd_estimate(c, m, ca->rtt_max_us, ccpd_rtts(ca), b_min, e);
 }
@@ -487,7 +544,7 @@ CCL_CORE void ccpd_storage_est(const struct ccpd *ca, u32 c, u32 b_min, struct c
 CCL_CORE u32 ccpd_law_target(const struct ccpd *ca, u32 w, const struct ccpd_est *e, u32 kp_q10,
 			     u32 cwnd_max)
 {
-	u32 m = ca->rtt_min_us != CCL_U32_MAX ? ca->rtt_min_us : 0;
+	u32 m = ccpd_law_m(ca);
 	u32 s = ccpd_rtts(ca) > m ? ccpd_rtts(ca) : m;
 	u64 share = s ? (u64)w * m / s : w;
 	u64 q = (u64)e->b_q10 * kp_q10 / (CCL_Q10 + 2 * (u64)kp_q10) >> 10;
@@ -687,12 +744,12 @@ CCL_CORE u32 ccpd_pair_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		if (adv >= (s32)(2 * u)) {
 			ca->pair_state = CCPD_PAIR_IDLE; /* one ACK covered both */
 		} else if (adv >= (s32)u) {
-			ca->pair_t1_ns = a->now_ns;
+			ca->pair_t1_ns = (u32)a->now_ns;
 			ca->pair_rtt1_us = a->rtt_us > 0 ? (u32)a->rtt_us : 0;
 			ca->pair_state = CCPD_PAIR_HALF;
 		}
 	} else if (adv >= (s32)(2 * u)) { /* CCPD_PAIR_HALF */
-		u64 d = a->now_ns - ca->pair_t1_ns;
+		u64 d = (u32)((u32)a->now_ns - ca->pair_t1_ns);
 
 		ev = CCPD_EV_PAIR_REJECT;
 		if (adv < (s32)(3 * u) && d >= p->pair_min_ns && d > 0 && a->rtt_us > 0 &&
@@ -1369,6 +1426,8 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		prev_min = ca->round_min_us;
 		if (ca->phase == CCL_PHASE_SS)
 			ccpd_ss_round(ca, prev_min);
+		else if (a->ca_state == CCL_CA_OPEN)
+			ccpd_noise_round(ca, p, prev_min, a->snd_cwnd, ccpd_capacity(ca));
 		ca->round_min_us = CCL_U32_MAX;
 		ca->round_samples = 0;
 		if (ca->phase == CCL_PHASE_SS)
@@ -1391,7 +1450,7 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 	if (a->ca_state == CCL_CA_RECOVERY && a->cwnd_limited && !ccpd_loss_queue_seen(ca, p))
 		o->c_sps = (u32)ccl_max64(o->c_sps, (u64)ccpd_fb(ca) * CCPD_CAP_OVER_FB_Q10 >> 10);
 
-	l->rtt_min_us = ca->rtt_min_us != CCL_U32_MAX ? ca->rtt_min_us : 0;
+	l->rtt_min_us = ccpd_law_m(ca);
 	/*
 	 * The queue the L1 law regulates, x = C (s - m) and d = w (s - m) / s,
 	 * with s from ccpd_law_rtt (the smoothed RTT less its noise, up to
@@ -1549,6 +1608,8 @@ CCL_CORE u32 ccpd_on_ssthresh(struct ccpd *ca, const struct ccl_ccpd_params *p, 
 	ca->pair_state = CCPD_PAIR_IDLE;
 	ca->recov_losses = 0;
 	ca->sh &= ~CCPD_SH_DLOSS;
+	/* a loss: the noise floor may hide a queue that overflowed */
+	ca->noise_us /= 2;
 	if (ca->sh & CCPD_SH_DRAINING) {
 		/* a loss in a drain: judge the window the flow had before it */
 		hold = snd_cwnd = snd_cwnd > ca->w_saved ? snd_cwnd : ca->w_saved;

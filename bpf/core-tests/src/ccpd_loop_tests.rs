@@ -42,6 +42,11 @@ pub(crate) struct Link {
     /// Extra delay on each ACK, uniform in [0, jitter_s] (host scheduling,
     /// delayed ACKs); FIFO order is kept.
     pub jitter_s: f64,
+    /// The jitter is jitter_s u^(1/jitter_pow), u uniform in [0, 1): 1 is
+    /// uniform; at 4 most samples carry most of jitter_s and a low one is
+    /// rare, as through a userspace delay line, where the round's smallest
+    /// sample sits well above the smallest of all.
+    pub jitter_pow: f64,
     /// The path stalls for `.1` seconds from time `.0` (a delay line or a
     /// host descheduled, a link-layer retry burst): every ACK due in that
     /// span arrives at its end, in order.  (0, 0) = never.
@@ -78,6 +83,8 @@ pub(crate) struct Report {
     /// the window when slow start ended (0 = it did not)
     pub ss_exit_cwnd: u32,
     pub b_est: f64,
+    /// the RTT noise floor the flow ended with, us
+    pub noise_us: u32,
     /// the largest capacity estimate from the path's stall on, segments/s
     pub c_max_from_stall: u32,
 }
@@ -250,7 +257,8 @@ pub(crate) fn run(link: Link, p: &intf::ccl_ccpd_params, secs: f64, seed: u64) -
                     link_free = dep;
                     queue.push_back(dep);
                     let j = if link.jitter_s > 0.0 {
-                        (rng.next() % 1_000_000) * ns(link.jitter_s) / 1_000_000
+                        let u = (rng.next() % 1_000_000) as f64 / 1e6;
+                        ns(link.jitter_s * u.powf(1.0 / link.jitter_pow))
                     } else {
                         0
                     };
@@ -545,6 +553,7 @@ pub(crate) fn run(link: Link, p: &intf::ccl_ccpd_params, secs: f64, seed: u64) -
             state = intf::CCL_CA_OPEN;
         }
         r.b_est = o.l.est.b_q10 as f64 / 1024.0;
+        r.noise_us = ca.noise_us;
         if link.stall.1 > 0.0 && now >= ns(link.stall.0) {
             r.c_max_from_stall = r.c_max_from_stall.max(o.c_sps);
         }
@@ -583,6 +592,7 @@ fn path(mbit: f64, rtt_s: f64, buf_bdp: f64, loss: f64) -> Link {
         buffer: (rate * rtt_s * buf_bdp).round() as usize,
         loss,
         jitter_s: 0.0,
+        jitter_pow: 1.0,
         stall: (0.0, 0.0),
         stall_every: 0.0,
         pair_over: 0.0,
@@ -1991,4 +2001,90 @@ fn ccpd_flow_far_under_its_share_takes_the_paths_capacity() {
     );
     let (_, w) = *c_at.last().unwrap();
     assert!(w >= 90, "after 8 s the window is {w}: twice the stuck 45");
+}
+
+/// A LAN path through a userspace hop: 200 Mbit/s, 0.5 ms, a 4-packet
+/// buffer (BDP/2), and ACK delays of up to 0.3 ms of which a low one is
+/// rare (jitter_pow 4).  The round's smallest RTT sample then sits about
+/// 0.13 ms over m, the smallest of all, as much as the buffer holds.
+/// Without the noise floor (q_floor = 0) the law reads it as queue and holds
+/// the window under the pipe; with it (the default) the flow fills the pipe,
+/// and it takes no more than the buffer's worth of noise.
+#[test]
+fn ccpd_closed_loop_lan_noise_floor_fills_the_pipe() {
+    let mut link = path(200.0, 0.0005, 0.5, 0.0);
+    link.jitter_s = 0.0003;
+    link.jitter_pow = 4.0;
+    let secs = 10.0;
+    let run_of = |sets: &[(&str, &str)]| {
+        let r = run(link, &ccpd_params(sets), secs, 7);
+        let util = r.delivered as f64 / (link.rate_pps * secs);
+        eprintln!(
+            "0.5 ms, {} pkts, jitter 0.3 ms^(1/4), {sets:?}: util {util:.3} noise {} {r:?}",
+            link.buffer, r.noise_us
+        );
+        (util, r)
+    };
+    let (with, r) = run_of(&[]);
+    let (without, r0) = run_of(&[("q_floor", "0")]);
+    // measured 0.74 against 0.54
+    assert!(with > 0.68, "with the floor: util {with:.3}");
+    assert!(
+        without < 0.6,
+        "without: util {without:.3} (the model lost its noise)"
+    );
+    assert!(
+        r0.noise_us == 0 && r.noise_us > 0 && r.noise_us < 300,
+        "{}",
+        r.noise_us
+    );
+    assert!(
+        r.late_drops * 100 <= r.delivered,
+        "the floor costs {} drops of {}",
+        r.late_drops,
+        r.delivered
+    );
+    // A path of milliseconds keeps n = 0: the same noise at 2 ms.
+    let mut wan = path(200.0, 0.002, 0.5, 0.0);
+    wan.jitter_s = 0.0003;
+    wan.jitter_pow = 4.0;
+    assert_eq!(run(wan, &ccpd_params(&[]), 3.0, 7).noise_us, 0);
+}
+
+/// The noise floor's rule (ccpd_noise_round): up by 1/8 of the gap only
+/// while the window is under the pipe C m, down by 1/8 always, halved by
+/// a loss, at most q_floor, and nothing where m is a millisecond or more.
+#[test]
+fn ccpd_noise_floor_rises_only_with_room() {
+    let p = ccpd_params(&[("q_floor", "100")]);
+    // C 10^5 segments/s, m 500 us: the pipe C m is 50 segments
+    let step = |ca: &mut intf::ccpd, round_min: u32, w: u32| {
+        unsafe { intf::ccpd_noise_round(ca, &p, round_min, w, 100_000) };
+        ca.noise_us
+    };
+    let mut ca = intf::ccpd {
+        rtt_min_us: 500,
+        ..Default::default()
+    };
+    assert_eq!(step(&mut ca, 580, 49), 10, "under the pipe: 1/8 of 80 us");
+    assert_eq!(step(&mut ca, 580, 50), 10, "at the pipe: no rise");
+    assert_eq!(
+        step(&mut ca, 502, 50),
+        9,
+        "a lower round: down, room or not"
+    );
+    for _ in 0..100 {
+        step(&mut ca, 900, 10);
+    }
+    assert_eq!(ca.noise_us, 100, "capped at q_floor");
+    assert_eq!(step(&mut ca, u32::MAX, 10), 100, "no sample: kept");
+    unsafe { intf::ccpd_on_ssthresh(&mut ca, &p, 40, 1000, 0) };
+    assert_eq!(ca.noise_us, 50, "a loss halves it");
+    ca.rtt_min_us = 1_000;
+    assert_eq!(step(&mut ca, 1_200, 10), 0, "m of 1 ms: none");
+    let off = ccpd_params(&[("q_floor", "0")]);
+    ca.rtt_min_us = 500;
+    ca.noise_us = 50;
+    unsafe { intf::ccpd_noise_round(&mut ca, &off, 580, 10, 100_000) };
+    assert_eq!(ca.noise_us, 0, "q_floor 0: none");
 }
