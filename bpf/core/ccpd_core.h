@@ -416,7 +416,7 @@ CCL_CORE u32 ccpd_law_rtt(u32 s, u32 round_min, u32 q_rtt, u32 noise_us)
  * noise: the law reads a queue that is not there and holds the window under
  * the pipe.  n is what the round's smallest sample carries over m where no
  * queue can stand, and the law reads m + n as its base RTT (ccpd_law_m):
- *   e = round_min - m
+ *   e = max(round_min - m, 0)
  *   n += (e - n) / 8   if e < n, or
  *                      if e > n and w < C m (a window under the pipe
  *                      builds no queue)
@@ -442,9 +442,10 @@ CCL_CORE void ccpd_noise_round(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		ca->noise_us = 0;
 		return;
 	}
-	if (round_min == CCL_U32_MAX || round_min < m)
+	if (round_min == CCL_U32_MAX)
 		return;
-	e = round_min - m;
+	/* under m (m at rtt_floor, over the path's own RTT): no noise over m */
+	e = round_min > m ? round_min - m : 0;
 	if (e < n)
 		n -= (n - e + 7) / 8;
 	else if (e > n && ((u64)w << 10) < ccl_segs_q10(c_sps, m))

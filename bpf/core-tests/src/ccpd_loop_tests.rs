@@ -2078,6 +2078,12 @@ fn ccpd_noise_floor_rises_only_with_room() {
     }
     assert_eq!(ca.noise_us, 100, "capped at q_floor");
     assert_eq!(step(&mut ca, u32::MAX, 10), 100, "no sample: kept");
+    assert_eq!(
+        step(&mut ca, 400, 10),
+        87,
+        "a round under m (at rtt_floor): down"
+    );
+    ca.noise_us = 100;
     unsafe { intf::ccpd_on_ssthresh(&mut ca, &p, 40, 1000, 0) };
     assert_eq!(ca.noise_us, 50, "a loss halves it");
     ca.rtt_min_us = 1_000;
