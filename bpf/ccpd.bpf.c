@@ -49,6 +49,9 @@
  *     step and compete with loss-based senders ("Sharing a bottleneck").
  * 13. m >= rtt_floor, and under 1 ms of m the delivery rate is read over
  *     1-ms windows ("Paths of microseconds").
+ * 14. Under 1 ms of m the law's base RTT is m plus a noise floor learned
+ *     from the rounds' smallest samples while the window is under the pipe,
+ *     halved on a loss, at most q_floor ("The RTT noise floor").
  *
  *   state diagram (phase):
  *
