@@ -2044,11 +2044,19 @@ fn ccpd_closed_loop_lan_noise_floor_fills_the_pipe() {
         r.late_drops,
         r.delivered
     );
-    // A path of milliseconds keeps n = 0: the same noise at 2 ms.
-    let mut wan = path(200.0, 0.002, 0.5, 0.0);
-    wan.jitter_s = 0.0003;
-    wan.jitter_pow = 4.0;
-    assert_eq!(run(wan, &ccpd_params(&[]), 3.0, 7).noise_us, 0);
+    // A path of milliseconds keeps n = 0, and its run is the run without
+    // a floor to the packet: the same noise at 2 ms, and a WAN path with
+    // random loss (the acceptance grid's paths are all 10 ms and over).
+    for (mbit, rtt, loss) in [(200.0, 0.002, 0.0), (100.0, 0.02, 1e-3)] {
+        let mut wan = path(mbit, rtt, 0.5, loss);
+        wan.jitter_s = 0.0003;
+        wan.jitter_pow = 4.0;
+        let with = run(wan, &ccpd_params(&[]), 3.0, 7);
+        let without = run(wan, &ccpd_params(&[("q_floor", "0")]), 3.0, 7);
+        assert_eq!(with.noise_us, 0, "{rtt} s");
+        assert!(with.ss_exit_cwnd > 0, "slow start ended: {with:?}");
+        assert_eq!(format!("{with:?}"), format!("{without:?}"), "{rtt} s");
+    }
 }
 
 /// The noise floor's rule (ccpd_noise_round): up by 1/8 of the gap only
