@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::scenario::{applies, in_filter, parse_cc, Case, Check, Scenario};
+use crate::scenario::{applies, in_filter, Case, Check, Scenario};
 use crate::summary::RunSummary;
 
 /// One evaluated threshold of one case.
@@ -306,7 +306,11 @@ impl<'a> Judging<'a> {
         }
         // absolute floors on one of the run's own values
         self.confirm = floors;
-        let share = |r: &RunSummary| r.share_of(&parse_cc(&r.cc).0);
+        // the mix's `$cc` flows, by index: in reno's run of `$cc` + reno
+        // both flows are reno's
+        let under = self.case.under_test();
+        let is_mine = |i: usize| under.get(i).copied().unwrap_or(false);
+        let share = |r: &RunSummary| r.share_of_flows(is_mine);
         let mins: [(&'static str, Option<f64>, &Metric); 4] = [
             ("utilisation", c.utilisation_min, &|r| r.utilisation),
             ("jain", c.jain_min, &|r| r.jain),
@@ -326,14 +330,16 @@ impl<'a> Judging<'a> {
         if let Some(x) = c.peer_retrans_ratio_max {
             let s = c.retrans_slack;
             let split = |r: &RunSummary| {
-                let name = parse_cc(&r.cc).0;
-                r.flows.iter().fold((0.0, 0.0), |(m, o), f| {
-                    if f.cc == name {
-                        (m + f.retransmits as f64, o)
-                    } else {
-                        (m, o + f.retransmits as f64)
-                    }
-                })
+                r.flows
+                    .iter()
+                    .enumerate()
+                    .fold((0.0, 0.0), |(m, o), (i, f)| {
+                        if is_mine(i) {
+                            (m + f.retransmits as f64, o)
+                        } else {
+                            (m, o + f.retransmits as f64)
+                        }
+                    })
             };
             let o = self.me(&|r| split(r).1).unwrap_or(0.0);
             self.own(
@@ -349,6 +355,14 @@ impl<'a> Judging<'a> {
             self.compare("share", &share, &|o| format!(">= {x} x {o:.3}"), &|a, b| {
                 a - x * b
             });
+        }
+        if let Some(x) = c.jain_ratio_min {
+            self.compare(
+                "jain",
+                &|r| r.jain,
+                &|o| format!(">= {x} x {o:.3}"),
+                &|a, b| a - x * b,
+            );
         }
         if let Some(x) = c.late_fair_ratio_max {
             let s = c.late_fair_slack_s;
@@ -808,7 +822,7 @@ why = "absolute"
             o.iter().filter(|(m, _)| *m != "cwnd_max").all(|(_, p)| *p),
             "{o:?}"
         );
-        assert!((good[1].share_of("ccpd") - 44.9 / 96.5).abs() < 1e-9);
+        assert!((good[1].share_of_flows(|i| i == 0) - 44.9 / 96.5).abs() < 1e-9);
     }
 
     /// Flows with RTTs of their own: the delay line's base is the shortest
@@ -917,6 +931,94 @@ why = "absolute"
             run("reno", 2, Some(12.0)),
         ];
         assert!(judge(&reps).1);
+    }
+
+    /// A loss-based law held to reno's sharing in the same case: Jain of
+    /// its N flows against N reno flows', and its share against one reno
+    /// against what the first of two reno flows keeps (the mix's `$cc`
+    /// flow, not every flow named reno), on repetitions by the paired test.
+    #[test]
+    fn a_loss_based_law_is_held_to_renos_sharing_in_the_same_case() {
+        use crate::summary::FlowSummary;
+        let s = scenario(
+            r#"["ub_reno", "reno"]"#,
+            1,
+            "[grid]\nrate_mbit = 100\nrtt_ms = [40]\nbuffer_bdp = [1]\n[quick]\n\
+             [[mixes]]\nname = \"x2\"\nflows = [{ cc = \"$cc\" }, { cc = \"$cc\" }]\n\
+             [[mixes]]\nname = \"vs_reno\"\nflows = [{ cc = \"$cc\" }, { cc = \"reno\" }]\n\
+             [[checks]]\ncc = \"ub_reno\"\nagainst = \"reno\"\nmix = [\"x2\"]\n\
+             jain_ratio_min = 0.97\nconfirm_reps = 3\nwhy = \"as reno\"\n\
+             [[checks]]\ncc = \"ub_reno\"\nagainst = \"reno\"\nmix = [\"vs_reno\"]\n\
+             share_ratio_min = 0.9\nconfirm_reps = 3\nwhy = \"as reno\"\n",
+        );
+        s.validate().unwrap();
+        assert_eq!(s.cases()[1].under_test(), [true, false]);
+        let run = |case: &str, cc: &str, rep: u32, jain: f64, g: [f64; 2]| RunSummary {
+            case: format!("40ms_1bdp_{case}"),
+            cc: cc.into(),
+            rep,
+            goodput_mbit: g[0] + g[1],
+            utilisation: (g[0] + g[1]) / 96.5,
+            jain,
+            flows: g
+                .iter()
+                .enumerate()
+                .map(|(i, &g)| FlowSummary {
+                    flow: i,
+                    cc: if case == "vs_reno" && i == 1 {
+                        "reno"
+                    } else {
+                        cc
+                    }
+                    .into(),
+                    goodput_mbit: g,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let judge = |runs: &[RunSummary], metric: &str| -> (f64, f64, bool) {
+            let o = s.evaluate(runs);
+            let o: Vec<_> = o.iter().filter(|o| o.metric == metric).collect();
+            assert_eq!(o.len(), 1, "{o:?}");
+            (o[0].value, o[0].reference, o[0].pass)
+        };
+        // reno's first flow kept 40 of 96.5 (every flow of that run is
+        // reno's): 38 passes at 0.9x, 30 does not
+        let reno = run("vs_reno", "reno", 0, 0.98, [40.0, 56.0]);
+        let (v, refr, pass) = judge(
+            &[
+                run("vs_reno", "ub_reno", 0, 0.9, [38.0, 58.0]),
+                reno.clone(),
+            ],
+            "share",
+        );
+        assert!(pass && (refr - 40.0 / 96.5).abs() < 1e-9 && (v - 38.0 / 96.5).abs() < 1e-9);
+        assert!(
+            !judge(
+                &[run("vs_reno", "ub_reno", 0, 0.9, [30.0, 66.0]), reno],
+                "share"
+            )
+            .2
+        );
+        // Jain 0.93 beside reno's 0.95 passes at 0.97x; 0.85 does not
+        let x2 = |cc: &str, rep: u32, j: f64| run("x2", cc, rep, j, [48.0, 48.0]);
+        assert!(judge(&[x2("ub_reno", 0, 0.93), x2("reno", 0, 0.95)], "jain").2);
+        assert!(!judge(&[x2("ub_reno", 0, 0.85), x2("reno", 0, 0.95)], "jain").2);
+        // on repetitions: a split that scatters as reno's passes, one
+        // below reno's in every repetition fails
+        let reps = |mine: [f64; 3], theirs: [f64; 3]| -> Vec<RunSummary> {
+            (0..3)
+                .flat_map(|i| {
+                    [
+                        x2("ub_reno", i, mine[i as usize]),
+                        x2("reno", i, theirs[i as usize]),
+                    ]
+                })
+                .collect()
+        };
+        assert!(judge(&reps([0.93, 0.99, 0.96], [0.98, 0.95, 0.99]), "jain").2);
+        assert!(!judge(&reps([0.80, 0.82, 0.81], [0.98, 0.97, 0.99]), "jain").2);
     }
 
     #[test]

@@ -33,27 +33,24 @@ pub fn run_case(
     cfg.loss_seed = sc.loss_seed_for(&case.label, rep);
     let mut link = Bottleneck::new(cfg);
     let (cc_name, _) = parse_cc(cc);
-    let mut flows = Vec::new();
-    for f in &case.flows {
-        let copies = if f.cc == "$cc" { case.n_flows } else { 1 };
-        for _ in 0..copies {
-            flows.push(Flow {
-                cc: if f.cc == "$cc" {
-                    cc_name.clone()
-                } else {
-                    f.cc.clone()
-                },
-                start: f.start_s,
-                stop: f.stop_s.unwrap_or(sc.duration_s).min(sc.duration_s),
-                bytes: f.bytes,
-                path_rtt_ms: (!case.link.extra_delay_ms.is_empty())
-                    .then(|| f.rtt_ms.unwrap_or(case.rtt_ms)),
-                class: delay_class(&case.flows, f, case.rtt_ms),
-                rx: Arc::new(AtomicU64::new(0)),
-                done_at: Arc::new(std::sync::Mutex::new(None)),
-            });
-        }
-    }
+    let flows: Vec<Flow> = case
+        .run_flows()
+        .map(|f| Flow {
+            cc: if f.cc == "$cc" {
+                cc_name.clone()
+            } else {
+                f.cc.clone()
+            },
+            start: f.start_s,
+            stop: f.stop_s.unwrap_or(sc.duration_s).min(sc.duration_s),
+            bytes: f.bytes,
+            path_rtt_ms: (!case.link.extra_delay_ms.is_empty())
+                .then(|| f.rtt_ms.unwrap_or(case.rtt_ms)),
+            class: delay_class(&case.flows, f, case.rtt_ms),
+            rx: Arc::new(AtomicU64::new(0)),
+            done_at: Arc::new(std::sync::Mutex::new(None)),
+        })
+        .collect();
     let algo = cc_name.parse::<ccload::algos::Algo>().ok();
     let repairs0 = algo.and_then(repair_counts);
     let t0 = Instant::now();

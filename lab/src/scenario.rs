@@ -148,13 +148,18 @@ pub struct Check {
     pub late_fair_ratio_max: Option<f64>,
     #[serde(default)]
     pub late_fair_slack_s: f64,
-    /// absolute: the goodput of the run's flows of `cc` over the link's
-    /// payload capacity >= x
+    /// absolute: the goodput of the run's flows of the control under test
+    /// (the mix's `$cc` flows) over the link's payload capacity >= x
     pub share_min: Option<f64>,
     /// share(cc) >= x * share(against) in the same case, where `against` is
     /// the control under test of the reference run (e.g. what reno keeps
-    /// against cubic, in the mix `$cc` + cubic)
+    /// against cubic, in the mix `$cc` + cubic; what the first of two reno
+    /// flows keeps, in the mix `$cc` + reno)
     pub share_ratio_min: Option<f64>,
+    /// jain(cc) >= x * jain(against) in the same case: N flows of `cc`
+    /// share as evenly as N flows of the reference do (for a loss-based
+    /// law, whose 20-s split is the luck of where a full buffer dropped)
+    pub jain_ratio_min: Option<f64>,
     /// long_rtt_share(cc) >= x * long_rtt_share(against) in the same case:
     /// the goodput fraction of the flows with the longest own RTT (flows
     /// with `rtt_ms`), e.g. what an 80-ms cubic flow keeps beside a 20-ms
@@ -736,6 +741,24 @@ pub struct Case {
     /// The `[[mixes]]` name ("" without mixes) and the flows of its runs.
     pub mix: String,
     pub flows: Vec<FlowSpec>,
+}
+
+impl Case {
+    /// The run's flows in the order they start and are summarised: each
+    /// `$cc` flow `n_flows` times, the others once.
+    pub fn run_flows(&self) -> impl Iterator<Item = &FlowSpec> {
+        self.flows.iter().flat_map(move |f| {
+            let copies = if f.cc == "$cc" { self.n_flows } else { 1 };
+            std::iter::repeat_n(f, copies as usize)
+        })
+    }
+
+    /// Per run flow (`run_flows`): is it a flow of the control under test?
+    /// In a mix of a controller with one of its own kind (reno + reno) the
+    /// flows' cc names cannot tell.
+    pub fn under_test(&self) -> Vec<bool> {
+        self.run_flows().map(|f| f.cc == "$cc").collect()
+    }
 }
 
 /// Is `case` within a check's filters (an empty list is every value)?

@@ -168,20 +168,22 @@ impl RunSummary {
         (all > 0.0).then_some(mine / all)
     }
 
-    /// The goodput of the run's flows of `cc` (an algorithm name) over the
-    /// link's payload capacity: one controller's share of a shared link.
-    pub fn share_of(&self, cc: &str) -> f64 {
+    /// The goodput of the run's flows that `mine` picks (by their index in
+    /// `flows`) over the link's payload capacity: one controller's share of
+    /// a shared link.
+    pub fn share_of_flows(&self, mine: impl Fn(usize) -> bool) -> f64 {
         if self.utilisation.is_nan() || self.utilisation <= 0.0 {
             return 0.0;
         }
         let capacity = self.goodput_mbit / self.utilisation;
-        let mine: f64 = self
+        let picked: f64 = self
             .flows
             .iter()
-            .filter(|f| f.cc == cc)
-            .map(|f| f.goodput_mbit)
+            .enumerate()
+            .filter(|(i, _)| mine(*i))
+            .map(|(_, f)| f.goodput_mbit)
             .sum();
-        mine / capacity
+        picked / capacity
     }
 
     /// The delay line released some packet later than an eighth of the base
