@@ -183,7 +183,7 @@ enum ccl_phase {
 	X(keep_pipe, "keep_pipe", 1, 1, 0, 1, "", "with plus: the delay brake and rule (2) stop at the pipe swnd baseRTT/RTT; 0 = as the seed") \
 	X(gamma_exit, "gamma_exit", 1, 0, 0, 1000, "segments", "episode exit threshold; 0 = gamma") \
 	X(ep_rounds, "ep_rounds", 1, 4, 0, 254, "rounds", "an episode that outlasts this many rounds, or ends with its queue kept, met another sender's queue: its cut is undone and the loss window grows as Reno's until a loss (with probe_ms: while competing); 0 = never (the seed)") \
-	X(ep_per_loss, "ep_per_loss", 1, 1, 0, 254, "episodes", "CTCP+ episodes (rules 2-4) between two losses, each once dwnd has grown since the loss (with probe_ms: while competing); after them the loss window grows as Reno's and only the delay window brakes; 0 = any number (the seed)") \
+	X(ep_per_loss, "ep_per_loss", 1, 1, 0, 254, "episodes", "CTCP+ episodes (rules 2-4) between two losses (with probe_ms: counted while competing), each once dwnd has grown since the loss; after them the loss window grows as Reno's and only the delay window brakes; 0 = any number (the seed)") \
 	X(probe_ms, "probe_ms", 1, 2000, 0, 60000, "ms", "every probe_ms of the host clock all ctcp_plus flows hold their pipe for 4 rounds (the cut and 3 more); a queue that stays is another sender's and ep_per_loss/ep_rounds apply until a probe, from the third after a loss, finds it gone; 0 = they always apply") \
 	X(spread, "spread", 1, 0, 0, 1, "", "1 = a round's dwnd growth is added over the next round's ACKs; 0 = one step") \
 	X(plateau_q10, "plateau", CCL_Q10, CCL_FIX(CCL_Q10, 7, 8), 0, CCL_Q10, "", "dwnd stops growing at this fraction of the window of the last loss until swnd passes it; 0 = off") \

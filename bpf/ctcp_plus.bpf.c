@@ -18,8 +18,8 @@
  * CTCP+ seed (Hisamatsu/Noborio group, IPSJ 2012).  How it works and why it
  * deviates: docs/ctcp_plus.md.
  *
- *   states:  CTCP --Diff >= gamma && dwnd == 0 (competing: once per loss,
- *            after dwnd grew)--> EP (rule 2, then 3 per RTT,
+ *   states:  CTCP --Diff >= gamma && dwnd == 0, dwnd grew since the loss
+ *            (competing: once per loss)--> EP (rule 2, then 3 per RTT,
  *            no per-ACK growth) --Diff < gamma_exit or loss--> CTCP
  *            EP --competing: ep_rounds rounds at Diff >= gamma, or Diff <
  *            gamma_exit with the queue kept--> YIELD (cut undone, Reno
@@ -41,8 +41,9 @@
  *  6. low_wnd 0, a plateau crossed in time, and a random loss that keeps the
  *     pipe ("Buffers of about 10 packets at 100 Mbit/s", "Random loss with
  *     a short queue").
- *  7. Synchronised probes, one episode per loss, and episodes that yield to
- *     another sender's queue ("Sharing a link").
+ *  7. Synchronised probes, no episode before the delay window has grown
+ *     since the loss, one per loss while competing, and episodes that yield
+ *     to another sender's queue ("Sharing a link").
  *  8. One TUBE gamma per path (gamma_tune 2; 1 = the paper's) ("Sharing a
  *     link").
  */

@@ -69,11 +69,11 @@ struct ctcp_round {
  *   (2) first round of the episode: cwnd = floor(cwnd * 2/3)
  *   (3) later rounds:               cwnd = cwnd - 1/2
  *   exit when Diff < gamma_exit (default gamma).
- * With ep_per_loss > 0 (default 1; with probe_ms only while competing,
- * ctcp_probe) only that many episodes start between two losses, and only
- * once the delay window has grown since the loss and the brake has taken
- * it back to 0; otherwise the loss window grows as Reno's and only the
- * delay window brakes (Compound's law).  The seed's
+ * With ep_per_loss > 0 (default 1) an episode starts only once the delay
+ * window has grown since the last loss and the brake has taken it back to
+ * 0, and (with probe_ms only while competing, ctcp_probe) only that many
+ * episodes start between two losses; otherwise the loss window grows as
+ * Reno's and only the delay window brakes (Compound's law).  The seed's
  * episode anticipates a loss; against a loss-based flow the loss does not
  * come, cubic's growth refills the queue, and every later episode cuts the
  * loss window again by the flow's own queue while Reno's growth gives back
@@ -81,7 +81,13 @@ struct ctcp_round {
  * to a fraction of reno's share (docs/ctcp_plus.md, "Sharing a link").
  * Right after a loss dwnd is 0 because the loss emptied it, not the brake,
  * and cubic's queue is still there: the episode would cut the halved
- * window to a third of the one that lost.
+ * window to a third of the one that lost.  That holds before a probe has
+ * found the competitor too: leaving slow start beside cubic, the seed's
+ * cut in the first round after the loss started the flow at a third of
+ * its peak to cubic's 0.7, a deficit the AIMD cycles that follow carry
+ * (docs/ctcp_plus.md, "Sharing a link").  Alone, a loss that leaves a
+ * queue (a buffer of more than a BDP) keeps it until the next probe
+ * drains it, at most probe_ms.
  * With ep_rounds > 0 (default 4; with probe_ms only while competing) an
  * episode yields when the queue is another sender's: still at Diff >=
  * gamma after the cut and ep_rounds - 1 decreases, or ending (Diff <
@@ -322,7 +328,7 @@ CCL_CORE void ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus
 		}
 	}
 	if (high && r->ep != CTCP_EP_YIELD &&
-	    (r->ep || !limit || !p->ep_per_loss || (r->dw_grew && r->eps < p->ep_per_loss))) {
+	    (r->ep || !p->ep_per_loss || (r->dw_grew && (!limit || r->eps < p->ep_per_loss)))) {
 		if (!r->ep) {
 			u64 c = (u64)r->cwnd_l * p->plus_md_q10 >> 10;
 			u64 pipe = ((u64)r->cwnd_l << 10) -

@@ -1252,12 +1252,12 @@ fn ctcp_plus_an_episode_that_meets_another_queue_yields() {
     assert_eq!(step(&mut r, &p0), intf::CCL_CTCP_EXIT);
 }
 
-/// ep_per_loss (1 by default): one CTCP+ episode between two losses, and
-/// only once the delay window has grown since the loss and the brake has
-/// taken it back to 0.  A Diff >= gamma right after a loss (dwnd emptied by
-/// the loss), or a second one before a loss, leaves the loss window alone
-/// and only brakes the delay window (Compound's law); the seed (0) cuts
-/// every time.
+/// ep_per_loss (1 by default): a CTCP+ episode starts only once the delay
+/// window has grown since the loss and the brake has taken it back to 0,
+/// and (while competing, or always without probe_ms) only one between two
+/// losses.  A Diff >= gamma right after a loss (dwnd emptied by the loss),
+/// or a second one before a loss, leaves the loss window alone and only
+/// brakes the delay window (Compound's law); the seed (0) cuts every time.
 #[test]
 fn ctcp_plus_one_episode_between_two_losses() {
     assert_eq!(ctcp_params(1).ep_per_loss, 1, "one by default");
@@ -1304,6 +1304,18 @@ fn ctcp_plus_one_episode_between_two_losses() {
         (200, 1, intf::CCL_CTCP_CUT2, 0),
         "the seed"
     );
+    // probe_ms (default), not competing: any number of episodes between two
+    // losses, but still none right after a loss (leaving slow start beside
+    // cubic, before a probe has found it)
+    let free = ctcp_params(1);
+    assert!(free.probe_ms > 0);
+    assert_eq!(
+        again(&free, 0, 0, 0),
+        (300, 0, 0, 0),
+        "right after a loss: none"
+    );
+    assert_eq!(again(&free, 0, 1, 0), cut, "after growing: cut");
+    assert_eq!(again(&free, 3, 1, 0), cut, "a fourth one: cut too");
 }
 
 /// probe_ms (2000 by default; 5000 here): at its first round in a new slot of the host
