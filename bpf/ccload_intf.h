@@ -31,6 +31,7 @@ typedef int64_t s64;
 
 enum ccl_consts {
 	CCL_NAME_MAX = 16,	     /* TCP_CA_NAME_MAX including the NUL */
+	CCL_VERSION_MAX = 24,	     /* ccl_meta.version including the NUL */
 	CCL_NR_PROFILES = 16,	     /* params map entries; 0 = the algorithm's defaults */
 	CCL_RINGBUF_BYTES = 1 << 22, /* per algorithm; ~30000 telemetry records */
 	/* Telemetry wakes its reader only once this much is waiting; readers
@@ -73,7 +74,7 @@ enum ccl_stat_idx {
 	CCL_STAT_ROUNDS,	  /* round trips completed (round tracker) */
 	CCL_STAT_LOSS_EVENTS,	  /* ssthresh() calls: Recovery/CWR entry or RTO */
 	CCL_STAT_LOSS_HELD,	  /* packets marked lost while the window was held */
-	CCL_STAT_RTO,		  /* CA_EVENT_LOSS: retransmission timeouts */
+	CCL_STAT_RTO,		  /* RTOs (CA_EVENT_LOSS; Loss from Recovery) */
 	CCL_STAT_UNDO,		  /* undo_cwnd() calls (spurious loss detection) */
 	CCL_STAT_RB_RESERVE_FAIL, /* ring buffer full: telemetry records dropped */
 	CCL_STAT_EVENTS,	  /* telemetry records written */
@@ -214,28 +215,38 @@ enum ccl_phase {
 	X(trace_ms, "trace_ms", 1, 0, 0, 60000, "ms", "at most one record per flow per N ms; 0 = no time limit")
 
 /*
- * Tunables of test builds only, appended to every controller's table (its
- * struct, clamps and descriptors) when CCL_TEST_FAULTS is defined: the
- * `test-faults` feature of the ccload crate, which the testbed (and so the
- * integration tests and the lab) turns on; `cargo build -p ccload`,
- * `cargo xtask install` and `cargo xtask dist` never do.
+ * Tunables of test builds only, the last rows of every controller's table
+ * (its struct, clamps and descriptors).  They are in every build, so that
+ * the params layout is one whatever cargo command built ccload; only a
+ * build with the `test-faults` feature of the ccload crate (the testbed,
+ * and so the integration tests and the lab, turn it on) accepts a value
+ * for them.  Any other build refuses them by name and leaves them 0.
  */
-#ifdef CCL_TEST_FAULTS
 #define CCL_TEST_PARAMS(X) \
 	X(fault_skip, "fault_skip", 1, 0, 0, 1000, "", "test builds: 1 in N ssthresh() calls returns what one the kernel skipped returns; 0 = off")
 enum ccl_test_consts { CCL_NR_TEST_PARAMS = 1 }; /* its rows, last in every table */
+
+/*
+ * The upgrade tests' fixture objects only (tests/build.rs compiles ccpd
+ * with CCL_FIXTURE_LAYOUT): one tunable more, before the test-only rows, so
+ * that the fixture's params layout differs from this build's in size and in
+ * the offsets of the rows after it, as an older or newer release's would.
+ * No build of ccload defines it.
+ */
+#ifdef CCL_FIXTURE_LAYOUT
+#define CCL_FIXTURE_PARAMS(X) X(fixture_extra, "fixture_extra", 1, 7, 0, 100, "", "fixture objects of the upgrade tests only")
 #else
-#define CCL_TEST_PARAMS(X)
-enum ccl_test_consts { CCL_NR_TEST_PARAMS = 0 };
+#define CCL_FIXTURE_PARAMS(X)
 #endif
 /* clang-format on */
 
 #define CCL_PARAM_FIELD(field, name, scale, def, lo, hi, unit, help) u32 field;
 
 /* struct ccl_<name>_params, one per CCL_ALGOS row. */
-#define CCL_PARAMS_STRUCT(name, NAME, tel)                                            \
-	struct ccl_##name##_params {                                                  \
-		CCL_##NAME##_PARAMS(CCL_PARAM_FIELD) CCL_TEST_PARAMS(CCL_PARAM_FIELD) \
+#define CCL_PARAMS_STRUCT(name, NAME, tel)                                               \
+	struct ccl_##name##_params {                                                     \
+		CCL_##NAME##_PARAMS(CCL_PARAM_FIELD) CCL_FIXTURE_PARAMS(CCL_PARAM_FIELD) \
+			CCL_TEST_PARAMS(CCL_PARAM_FIELD)                                 \
 	};
 CCL_ALGOS(CCL_PARAMS_STRUCT)
 
@@ -502,11 +513,21 @@ enum ccl_cg_stat {
 	CCL_CG_NR_STATS,
 };
 
+/*
+ * What ccload records about an attachment (`meta` map, one entry).  A
+ * ccload reads the entry of another release by field name through the
+ * map's BTF (loader/src/upgrade.rs), so fields may be added anywhere; a
+ * renamed field reads as absent.
+ */
 struct ccl_meta {
 	char prev_default[CCL_NAME_MAX]; /* default CC replaced by --default, "" = none */
 	u64 attached_unix_s;		 /* wall-clock attach time */
 	u32 default_set;		 /* 1 = attach --default changed the sysctl */
 	u32 watchers;			 /* pid of the ring-buffer consumer, 0 = none */
+	u64 layout_id;			 /* layout identity of the loading ccload, 0 = unknown */
+	u64 obj_id;			 /* identity of the BPF object it loaded, 0 = in change */
+	u64 upgraded_unix_s;		 /* last in-place upgrade, 0 = none */
+	char version[CCL_VERSION_MAX];	 /* release of the ccload that loaded the object */
 };
 
 #endif /* __CCLOAD_INTF_H */

@@ -242,6 +242,22 @@ static __always_inline void ccl_guard(struct sock *sk)
 	}
 }
 
+/*
+ * set_state(new_state), before icsk_ca_state changes: is this the entry to
+ * Loss of an RTO that fired in CWR or Recovery?  tcp_enter_loss() then
+ * calls neither ssthresh() nor cwnd_event(CA_EVENT_LOSS) (the reduction of
+ * this window was made already; high_seq is still the recovery's), so a
+ * controller that resets its state on CA_EVENT_LOSS must do it here.
+ */
+static __always_inline bool ccl_rto_skipped_loss_event(struct sock *sk, u8 new_state)
+{
+	const struct tcp_sock *tp = tcp_sk(sk);
+	u8 old = ccl_ca_state(sk);
+
+	return new_state == TCP_CA_Loss && (old == TCP_CA_CWR || old == TCP_CA_Recovery) &&
+	       (s32)(tp->high_seq - tp->snd_una) > 0;
+}
+
 /* Every controller's init() ends with this (CCL_INIT): count the flow in. */
 static __always_inline void ccl_flow_init(struct sock *sk)
 {
@@ -249,11 +265,11 @@ static __always_inline void ccl_flow_init(struct sock *sk)
 	ccl_agg_init(sk, ccl_profile_of(sk));
 }
 
-#ifdef CCL_TEST_FAULTS
 /*
- * Fault injection for the guard's tests (the fault_skip tunable of test
- * builds): with probability 1/n this ssthresh() returns what a skipped one
- * returns and leaves no mark, nor does the set_state() that follows.
+ * Fault injection for the guard's tests (the fault_skip tunable, which only
+ * test builds of ccload set; 0 everywhere else): with probability 1/n this
+ * ssthresh() returns what a skipped one returns and leaves no mark, nor
+ * does the set_state() that follows.
  */
 static __always_inline bool ccl_fault_skip(struct sock *sk)
 {
@@ -269,9 +285,6 @@ static __always_inline bool ccl_fault_skip(struct sock *sk)
 	g->fault = 1;
 	return true;
 }
-#else
-#define ccl_fault_skip(sk) false
-#endif
 
 /*
  * The hooks, each a wrapper around the controller's body that does what

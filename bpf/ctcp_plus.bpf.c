@@ -222,6 +222,11 @@ CCL_SET_STATE(ctcp_plus_set_state)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 
+	/* An RTO in Recovery skips CA_EVENT_LOSS: the same reset here. */
+	if (ccl_rto_skipped_loss_event(sk, new_state)) {
+		stat_inc(CCL_STAT_RTO);
+		ctcp_on_rto(inet_csk_ca(sk));
+	}
 	ctcp_on_state(inet_csk_ca(sk), new_state == TCP_CA_Open, tp->snd_una, tp->snd_nxt);
 }
 

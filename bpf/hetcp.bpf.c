@@ -156,7 +156,14 @@ __u32 BPF_PROG(hetcp_undo_cwnd, struct sock *sk)
 
 CCL_SET_STATE(hetcp_set_state)
 {
-	/* the guard and the aggregates only: the law needs no state hook */
+	struct ccl_hetcp_params p;
+
+	/* An RTO in Recovery skips CA_EVENT_LOSS: the same reset here. */
+	if (!ccl_rto_skipped_loss_event(sk, new_state))
+		return;
+	ccl_params(ccl_profile_of(sk), &p);
+	stat_inc(CCL_STAT_RTO);
+	hetcp_on_rto(inet_csk_ca(sk), p.rto_reset);
 }
 
 SEC(".struct_ops.link")

@@ -201,7 +201,14 @@ __u32 BPF_PROG(ub_reno_undo_cwnd, struct sock *sk)
 
 CCL_SET_STATE(ub_reno_set_state)
 {
-	/* the guard and the aggregates only: the law needs no state hook */
+	struct ccl_ub_reno_params p;
+
+	/* An RTO in Recovery skips CA_EVENT_LOSS: the same reset here. */
+	if (!ccl_rto_skipped_loss_event(sk, new_state))
+		return;
+	ccl_params(ccl_profile_of(sk), &p);
+	stat_inc(CCL_STAT_RTO);
+	ubl_rto(&((struct ub_reno *)inet_csk_ca(sk))->w, &p);
 }
 
 SEC(".struct_ops.link")

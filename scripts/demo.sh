@@ -20,7 +20,8 @@ $ccload attach --algo ccpd --set kp=2 --set kd=100
 # ccpd, then cubic, each through a fresh emulated bottleneck (3 network
 # namespaces, TBF + drop-tail pfifo, a userspace delay line): 50 Mbit/s,
 # 40 ms, 1 BDP.  The live rows come from `ccload watch`; CA = the law runs.
-cargo xtask lab demo --algo ccpd
+# DEMO_SECS shortens each run (scripts/test.sh runs the demo in CI).
+cargo xtask lab demo --algo ccpd ${DEMO_SECS:+--secs "$DEMO_SECS"}
 
 echo "== status"
 $ccload status

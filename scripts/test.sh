@@ -46,6 +46,28 @@ if [ "$(id -u)" = 0 ] && [ -e /sys/kernel/btf/vmlinux ]; then
         echo "soak: FAILED (exit $src)" | tee -a "$log"
         rc=1
     fi
+    # One binary, one layout: the ccload a plain `cargo build` makes (no
+    # test-faults feature) loads the same layouts and objects as the
+    # workspace's test build.  Then the README's first command, as a new user
+    # runs it, its runs shortened.
+    ids() { target/debug/ccload algos --json | grep -Eo '"(algo|layout_id|obj_id)":"[^"]*"' | tr '\n' ' '; }
+    test_ids=$(ids)
+    cargo build --locked -q
+    prod_ids=$(ids)
+    if [ -n "$test_ids" ] && [ "$test_ids" = "$prod_ids" ]; then
+        echo "layouts: PASSED (test and release builds: $prod_ids)" | tee -a "$log"
+    else
+        echo "layouts: FAILED (test build: ${test_ids:-none}; release build: ${prod_ids:-none})" | tee -a "$log"
+        rc=1
+    fi
+    DEMO_SECS=6 bash scripts/demo.sh 2>&1 | tee -a "$log"
+    drc=${PIPESTATUS[0]}
+    if [ "$drc" -ne 0 ]; then
+        echo "demo: FAILED (exit $drc)" | tee -a "$log"
+        rc=1
+    else
+        echo "demo: PASSED" | tee -a "$log"
+    fi
     # Nothing of ours may outlive the suite: no pins, and no struct_ops map
     # of our controllers once their last sockets are gone (bounded wait).
     left=""
@@ -81,6 +103,11 @@ if grep -q '^acceptance: FAILED' "$log"; then failed=$((failed + 1)); fi
 if grep -q '^soak: PASSED' "$log"; then passed=$((passed + 1)); fi
 if grep -q '^soak: FAILED' "$log"; then failed=$((failed + 1)); fi
 if grep -q '^leftovers: FAILED' "$log"; then failed=$((failed + 1)); fi
+# the layout comparison and the README's first command, one test each
+for t in layouts demo; do
+    if grep -q "^$t: PASSED" "$log"; then passed=$((passed + 1)); fi
+    if grep -q "^$t: FAILED" "$log"; then failed=$((failed + 1)); fi
+done
 if grep -q '^leftovers: none' "$log"; then passed=$((passed + 1)); fi
 skipped=$(grep -c '^SKIPPED' "$log" || true)
 echo "tests: ${passed} passed, ${failed} failed, ${skipped} skipped"

@@ -21,8 +21,11 @@ impl Algo {
         Algo::ALL.into_iter().find(|a| a.id() == id)
     }
 
-    /// The tunables, from the shared descriptor table.
-    pub fn params(self) -> &'static [ParamDesc] {
+    /// Every field of the params struct, in layout order, from the shared
+    /// descriptor table: the tunables of every build, then the test-only
+    /// ones (`CCL_TEST_PARAMS` in bpf/ccload_intf.h, the last rows).  The
+    /// layout is the same in every build; what differs is [`Algo::params`].
+    pub fn fields(self) -> &'static [ParamDesc] {
         use std::sync::OnceLock;
         static TABLES: [OnceLock<Vec<ParamDesc>>; Algo::ALL.len()] =
             [const { OnceLock::new() }; Algo::ALL.len()];
@@ -32,10 +35,22 @@ impl Algo {
         })
     }
 
-    /// The tunables of every build: [`Algo::params`] without those a test
-    /// build adds (`CCL_TEST_PARAMS` in bpf/ccload_intf.h, the last rows).
+    /// The tunables this build accepts and shows: [`Algo::shipped_params`],
+    /// and in a test build (the `test-faults` feature) the test-only ones
+    /// too.  Always a prefix of [`Algo::fields`], so an index into it is an
+    /// index into [`Params::raw`].
+    pub fn params(self) -> &'static [ParamDesc] {
+        if TEST_BUILD {
+            self.fields()
+        } else {
+            self.shipped_params()
+        }
+    }
+
+    /// The tunables of every build: [`Algo::fields`] without the test-only
+    /// rows.
     pub fn shipped_params(self) -> &'static [ParamDesc] {
-        let all = self.params();
+        let all = self.fields();
         &all[..all.len() - intf::CCL_NR_TEST_PARAMS as usize]
     }
 
@@ -63,7 +78,7 @@ impl Algo {
     pub fn defaults(self) -> Params {
         Params {
             algo: self,
-            raw: self.params().iter().map(|p| p.def).collect(),
+            raw: self.fields().iter().map(|p| p.def).collect(),
         }
     }
 
@@ -120,6 +135,12 @@ impl FromStr for Algo {
             })
     }
 }
+
+/// Whether this ccload accepts the test-only tunables (the `test-faults`
+/// feature; the testbed turns it on for the integration tests and the lab).
+/// Nothing else depends on it: the BPF objects and their layouts are the
+/// same in every build.
+pub const TEST_BUILD: bool = cfg!(feature = "test-faults");
 
 /// One tunable: a u32 field of the params struct.
 #[derive(Clone, Debug)]
@@ -215,7 +236,7 @@ pub struct Params {
 impl Params {
     /// Decode the params struct as stored in the map.
     pub fn from_bytes(algo: Algo, bytes: &[u8]) -> Result<Params, CclError> {
-        if bytes.len() != algo.params_size() || bytes.len() != 4 * algo.params().len() {
+        if bytes.len() != algo.params_size() || bytes.len() != 4 * algo.fields().len() {
             return Err(CclError::Layout(format!(
                 "{algo} params: {} bytes in the map, {} expected",
                 bytes.len(),
@@ -243,14 +264,24 @@ impl Params {
         let mut staged = self.raw.clone();
         for (name, value) in sets {
             let descs = self.algo.params();
-            let i = descs
-                .iter()
-                .position(|p| p.name == name || p.field == name)
-                .ok_or_else(|| CclError::UnknownTunable {
+            let found = descs.iter().position(|p| p.name == name || p.field == name);
+            if found.is_none()
+                && self
+                    .algo
+                    .fields()
+                    .iter()
+                    .any(|p| p.name == name || p.field == name)
+            {
+                return Err(CclError::TestOnlyTunable {
                     algo: self.algo.name(),
                     name: name.clone(),
-                    valid: descs.iter().map(|p| p.name).collect::<Vec<_>>().join(", "),
-                })?;
+                });
+            }
+            let i = found.ok_or_else(|| CclError::UnknownTunable {
+                algo: self.algo.name(),
+                name: name.clone(),
+                valid: descs.iter().map(|p| p.name).collect::<Vec<_>>().join(", "),
+            })?;
             staged[i] = descs[i].parse(self.algo, value)?;
         }
         self.raw = staged;
@@ -301,19 +332,28 @@ impl clap::ValueEnum for Algo {
 #[cfg(test)]
 mod tests {
 
-    /// fault_skip exists in every controller of a test build (the
-    /// `test-faults` feature) and in none of a shipped one, and never in
-    /// the tables the docs show.
+    /// fault_skip is a field of every controller's params in every build
+    /// (one layout), a tunable only a test build accepts, and never in the
+    /// tables the docs show.
     #[test]
-    fn test_tunables_exist_only_in_test_builds() {
-        let test_build = cfg!(feature = "test-faults");
+    fn test_tunables_are_in_every_layout_but_set_only_by_test_builds() {
         for a in Algo::ALL {
             let has = |ps: &[ParamDesc]| ps.iter().any(|d| d.name == "fault_skip");
-            assert_eq!(has(a.params()), test_build, "{a}");
+            assert!(has(a.fields()), "{a}");
+            assert_eq!(a.fields().len() * 4, a.params_size(), "{a}");
+            assert_eq!(has(a.params()), TEST_BUILD, "{a}");
             assert!(!has(a.shipped_params()), "{a}");
             assert!(!a.tunables_markdown().contains("fault_skip"), "{a}");
-            let extra = a.params().len() - a.shipped_params().len();
-            assert_eq!(extra, usize::from(test_build), "{a}");
+            let mut p = a.defaults();
+            let r = p.apply(&[("fault_skip".into(), "1".into())]);
+            if TEST_BUILD {
+                r.unwrap();
+                assert_eq!(p.get("fault_skip"), Some(1), "{a}");
+            } else {
+                let e = r.unwrap_err().to_string();
+                assert!(e.contains("test build"), "{a}: {e}");
+                assert_eq!(p, a.defaults(), "{a}: a refused set changed nothing");
+            }
         }
     }
 
@@ -349,8 +389,8 @@ mod tests {
     #[test]
     fn tables_match_struct_layouts() {
         for a in Algo::ALL {
-            assert_eq!(a.params().len() * 4, a.params_size(), "{a}");
-            for p in a.params() {
+            assert_eq!(a.fields().len() * 4, a.params_size(), "{a}");
+            for p in a.fields() {
                 assert!(
                     p.min <= p.def && p.def <= p.max,
                     "{a}.{}: default out of range",

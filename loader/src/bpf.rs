@@ -140,40 +140,107 @@ pub fn require_kernel() -> Result<(), CclError> {
 }
 
 // ---------------------------------------------------------------------------
-// libbpf log capture: the verifier log is shown on failure (tail, or all with -v).
+// libbpf log capture: libbpf never prints to the terminal itself; a failed
+// load is one line in ccload's words, and libbpf's log (with the verifier's)
+// follows it under -v.
 
 static LOG: Mutex<String> = Mutex::new(String::new());
 
-fn capture_log(level: PrintLevel, msg: String) {
-    if level != PrintLevel::Debug || msg.contains("verifier") || msg.contains(": R") {
+fn capture_log(_level: PrintLevel, msg: String) {
+    LOG.lock().unwrap().push_str(&msg);
+}
+
+fn capture_warn(level: PrintLevel, msg: String) {
+    if level != PrintLevel::Debug {
         LOG.lock().unwrap().push_str(&msg);
     }
 }
 
-fn start_capture() {
+/// Collect libbpf's messages from here on (all of them when `verbose`).
+pub(crate) fn start_capture(verbose: bool) {
     LOG.lock().unwrap().clear();
-    libbpf_rs::set_print(Some((PrintLevel::Debug, capture_log)));
+    if verbose {
+        libbpf_rs::set_print(Some((PrintLevel::Debug, capture_log)));
+    } else {
+        libbpf_rs::set_print(Some((PrintLevel::Info, capture_warn)));
+    }
 }
 
 fn take_log() -> String {
     std::mem::take(&mut *LOG.lock().unwrap())
 }
 
-fn verifier_error(algo: Algo, err: libbpf_rs::Error, verbose: bool) -> anyhow::Error {
-    let log = take_log();
-    let lines: Vec<&str> = log.lines().collect();
-    let shown = if verbose || lines.len() <= 12 {
-        lines.join("\n")
-    } else {
-        format!(
-            "... ({} earlier lines; -v shows all)\n{}",
-            lines.len() - 12,
-            lines[lines.len() - 12..].join("\n")
-        )
+/// What libbpf's log says failed, in a few words, and what to do about it.
+pub(crate) fn explain_load_failure(log: &str, errno: Option<i32>) -> (String, String) {
+    let kernel = crate::system::kernel_release();
+    let find = |pat: &str| {
+        log.lines().find_map(|l| {
+            let i = l.find(pat)?;
+            let rest = &l[i + pat.len()..];
+            let end = rest.find('\'')?;
+            Some((rest[..end].to_string(), l.to_string()))
+        })
     };
-    anyhow::Error::new(err).context(CclError::Verifier {
-        algo: algo.name(),
-        log: shown,
+    let errtext = errno
+        .map(|e| std::io::Error::from_raw_os_error(e).to_string())
+        .unwrap_or_else(|| "error".into());
+    if let Some((prog, line)) = find("prog '") {
+        if line.contains("BPF program is too large") || log.contains("BPF program is too large") {
+            return (
+                format!("the kernel's verifier gave up on program `{prog}` (too many instructions to check)"),
+                format!("kernel {kernel} has a smaller verifier limit than ccload needs; `ccload doctor` says what this kernel supports"),
+            );
+        }
+        if line.contains("load failed") || line.contains("failed to load") {
+            return (
+                format!("the kernel refused program `{prog}` ({errtext})"),
+                format!(
+                    "kernel {kernel} may lack a feature ccload needs (Linux >= 6.10 with BTF), or \
+                     the pinned maps it reuses have another layout; `ccload doctor` checks the \
+                     kernel, and `ccload attach --replace` upgrades an older attachment"
+                ),
+            );
+        }
+    }
+    if let Some((map, _)) = find("map '") {
+        return (
+            format!("the kernel refused to create map `{map}` ({errtext})"),
+            format!("kernel {kernel} may be too old for it (struct_ops links need Linux >= 6.4); `ccload doctor` checks the kernel"),
+        );
+    }
+    (
+        format!("libbpf failed ({errtext})"),
+        "`ccload doctor` checks what the kernel supports".into(),
+    )
+}
+
+/// A failed open or load of `what`, as one line; libbpf's log is added
+/// under -v.
+pub(crate) fn load_error(what: &str, err: libbpf_rs::Error, verbose: bool) -> anyhow::Error {
+    let log = take_log();
+    // libbpf-rs keeps the errno in its message ("... (os error 13)").
+    let errno = {
+        let m = format!("{err:#}");
+        m.rfind("os error ").and_then(|i| {
+            m[i + 9..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+                .parse()
+                .ok()
+        })
+    };
+    let (summary, hint) = explain_load_failure(&log, errno);
+    let log = if verbose {
+        format!("\nlibbpf's log:\n{}", log.trim_end())
+    } else {
+        String::new()
+    };
+    anyhow::Error::new(err).context(CclError::Load {
+        what: what.to_string(),
+        summary,
+        hint,
+        log,
     })
 }
 
@@ -282,12 +349,9 @@ fn set_ca_flags(algo: Algo, obj: &mut OpenObject, flags: u32) -> Result<()> {
 }
 
 /// Prepare the open object: share `sk_profile`; reuse the algorithm's pinned
-/// maps when `reuse`; mark it selectable by unprivileged sockets when `allow`.
-fn prepare(algo: Algo, obj: &mut OpenObject, reuse: bool, allow: bool) -> Result<()> {
+/// maps when `reuse`.
+fn prepare(algo: Algo, obj: &mut OpenObject, reuse: bool) -> Result<()> {
     share_sk_profile(obj)?;
-    if allow {
-        set_ca_flags(algo, obj, TCP_CONG_NON_RESTRICTED)?;
-    }
     if !reuse {
         return Ok(());
     }
@@ -311,7 +375,7 @@ pub struct Loaded<'a> {
 }
 
 impl Loaded<'_> {
-    fn map(&self, name: &str) -> Result<MapHandle> {
+    pub(crate) fn map(&self, name: &str) -> Result<MapHandle> {
         let m = self
             .obj
             .maps()
@@ -333,7 +397,7 @@ impl Loaded<'_> {
 
     /// Swap the pinned link of this algorithm to this object's struct_ops map.
     /// libbpf writes the map value (state READY) before BPF_LINK_UPDATE.
-    fn update_link(&mut self, link: &Link) -> Result<()> {
+    pub(crate) fn update_link(&mut self, link: &Link) -> Result<()> {
         use libbpf_rs::AsRawLibbpf;
         let algo = self.algo;
         let map = self
@@ -359,18 +423,21 @@ impl Loaded<'_> {
 }
 
 macro_rules! load_skel {
-    ($builder:ty, $algo:expr, $reuse:expr, $allow:expr, $verbose:expr, $f:expr) => {{
+    ($builder:ty, $algo:expr, $allow:expr, $verbose:expr, $prep:expr, $f:expr) => {{
         let mut storage = MaybeUninit::uninit();
         let mut builder = <$builder>::default();
         builder.obj_builder.debug($verbose);
+        start_capture($verbose);
         let mut open = builder
             .open(&mut storage)
-            .with_context(|| format!("failed to open the {} BPF object", $algo))?;
-        prepare($algo, open.open_object_mut(), $reuse, $allow)?;
-        start_capture();
+            .map_err(|e| load_error(&format!("the {} BPF object", $algo), e, $verbose))?;
+        if $allow {
+            set_ca_flags($algo, open.open_object_mut(), TCP_CONG_NON_RESTRICTED)?;
+        }
+        $prep(open.open_object_mut())?;
         let mut skel = match open.load() {
             Ok(s) => s,
-            Err(e) => return Err(verifier_error($algo, e, $verbose)),
+            Err(e) => return Err(load_error(&$algo.to_string(), e, $verbose)),
         };
         take_log();
         let mut loaded = Loaded {
@@ -401,9 +468,21 @@ fn with_loaded_allow<R>(
     verbose: bool,
     f: impl FnOnce(&mut Loaded<'_>) -> Result<R>,
 ) -> Result<R> {
+    with_loaded_prepared(algo, allow, verbose, |obj| prepare(algo, obj, reuse), f)
+}
+
+/// Load `algo` after `prep` has set up the opened object (which maps to
+/// reuse), and run `f` on the loaded object.
+pub(crate) fn with_loaded_prepared<R>(
+    algo: Algo,
+    allow: bool,
+    verbose: bool,
+    prep: impl FnOnce(&mut OpenObject) -> Result<()>,
+    f: impl FnOnce(&mut Loaded<'_>) -> Result<R>,
+) -> Result<R> {
     macro_rules! load {
         ($builder:ty) => {
-            load_skel!($builder, algo, reuse, allow, verbose, f)
+            load_skel!($builder, algo, allow, verbose, prep, f)
         };
     }
     crate::algos::with_skel!(algo, load)
@@ -434,7 +513,6 @@ pub fn is_allowed(name: &str) -> bool {
 pub enum AttachOutcome {
     Attached,
     AlreadyAttached,
-    Replaced,
 }
 
 /// Registered TCP congestion controls.
@@ -492,18 +570,7 @@ pub fn attach(opts: &AttachOpts, sweep: Sweep) -> Result<AttachOutcome> {
     }
 
     if opts.replace && is_attached(algo) {
-        // The new ops keep the old ones' --allow unless asked for.
-        let allow = opts.allow || is_allowed(algo.name());
-        with_loaded_allow(algo, true, allow, opts.verbose, |loaded| {
-            let link = Link::open(link_pin(algo))
-                .with_context(|| format!("failed to open pinned link of {algo}"))?;
-            // Atomic swap: sockets using the old ops keep them until they close.
-            loaded.update_link(&link)
-        })?;
-        if !opts.sets.is_empty() {
-            write_params(algo, &params, 0)?;
-        }
-        return Ok(AttachOutcome::Replaced);
+        bail!("{algo} is attached: an attached controller is replaced in place by crate::upgrade::upgrade");
     }
 
     // Crash consistency: everything is pinned in a private directory first
@@ -526,6 +593,7 @@ pub fn attach(opts: &AttachOpts, sweep: Sweep) -> Result<AttachOutcome> {
             .unwrap_or(0),
         ..Default::default()
     };
+    crate::layout::stamp(&mut meta, &crate::layout::Identity::ours(algo));
     let mut set_default = false;
     if opts.make_default {
         let prev = sysctl::default_cc()?;
@@ -583,7 +651,90 @@ pub fn attach(opts: &AttachOpts, sweep: Sweep) -> Result<AttachOutcome> {
     Ok(AttachOutcome::Attached)
 }
 
-fn meta_bytes(meta: &intf::ccl_meta) -> &[u8] {
+/// Attach `algo` from a BPF object file built elsewhere, as a ccload of
+/// another release leaves it: its own params layout (written by field name:
+/// `values` first, this build's defaults for the names it shares, 0 for the
+/// rest), `identity` in its meta, maps and link pinned where ccload pins
+/// them.  For the upgrade tests' fixture objects (tests/build.rs); the CLI
+/// attaches only the objects it embeds.
+#[doc(hidden)]
+pub fn attach_object_file(
+    algo: Algo,
+    path: &Path,
+    identity: &crate::layout::Identity,
+    values: &[(&str, u32)],
+) -> Result<()> {
+    require_root()?;
+    require_kernel()?;
+    if is_attached(algo) || is_registered(algo.name()) {
+        bail!(CclError::NameTaken(algo.name().to_string()));
+    }
+    start_capture(false);
+    let mut open = libbpf_rs::ObjectBuilder::default()
+        .open_file(path)
+        .map_err(|e| load_error(&path.display().to_string(), e, false))?;
+    share_sk_profile(&mut open)?;
+    let mut obj = open
+        .load()
+        .map_err(|e| load_error(&path.display().to_string(), e, false))?;
+    take_log();
+    let tmp = new_tmp_pin_dir(&format!("{}-file", algo.name()))?;
+    let mut guard = PinGuard {
+        paths: Vec::new(),
+        dir: Some(tmp.clone()),
+        armed: true,
+    };
+    let find = |obj: &Object, name: &str| -> Result<MapHandle> {
+        let m = obj
+            .maps()
+            .find(|m| m.name() == name)
+            .with_context(|| format!("{}: no map `{name}`", path.display()))?;
+        Ok(MapHandle::try_from(&m)?)
+    };
+    let params = find(&obj, "params")?;
+    let lay = crate::layout::pinned_layout(&params)?;
+    let mut bytes = vec![0u8; lay.value_size as usize];
+    for f in &lay.fields {
+        let v = values
+            .iter()
+            .find(|(n, _)| *n == f.name)
+            .map(|(_, v)| *v)
+            .or_else(|| {
+                let i = algo.fields().iter().position(|d| d.field == f.name)?;
+                Some(algo.defaults().raw[i])
+            })
+            .unwrap_or(0);
+        if f.size == 4 {
+            bytes[f.off..f.off + 4].copy_from_slice(&v.to_ne_bytes());
+        }
+    }
+    for profile in 0..intf::CCL_NR_PROFILES {
+        params.update(&profile.to_ne_bytes(), &bytes, MapFlags::ANY)?;
+    }
+    let mut meta = intf::ccl_meta {
+        attached_unix_s: 1,
+        ..Default::default()
+    };
+    crate::layout::stamp(&mut meta, identity);
+    find(&obj, "meta")?.update(&0u32.to_ne_bytes(), meta_bytes(&meta), MapFlags::ANY)?;
+    for name in MAPS {
+        let pin = tmp.join(name);
+        find(&obj, name)?.pin(&pin)?;
+        guard.paths.push(pin);
+    }
+    let mut map = obj
+        .maps_mut()
+        .find(|m| m.map_type() == MapType::StructOps)
+        .context("no struct_ops map")?;
+    let mut link = map.attach_struct_ops()?;
+    link.pin(tmp.join("link"))?;
+    guard.paths.insert(0, tmp.join("link"));
+    std::fs::rename(&tmp, pin_dir(algo))?;
+    guard.armed = false;
+    Ok(())
+}
+
+pub(crate) fn meta_bytes(meta: &intf::ccl_meta) -> &[u8] {
     // SAFETY: ccl_meta is plain old data; the slice borrows it.
     unsafe {
         std::slice::from_raw_parts(
@@ -696,16 +847,38 @@ pub fn open_map(algo: Algo, name: &str) -> Result<MapHandle> {
     MapHandle::from_pinned_path(&pin).with_context(|| format!("failed to open {}", pin.display()))
 }
 
+/// The tunables of `profile`.  An object another release attached, with
+/// another params layout, is read by field name (a tunable it lacks reads
+/// as this build's default).
 pub fn read_params(algo: Algo, profile: u32) -> Result<Params> {
     let map = open_map(algo, "params")?;
     let bytes = map
         .lookup(&profile.to_ne_bytes(), MapFlags::ANY)?
         .with_context(|| format!("{algo}: no params entry for profile {profile}"))?;
-    Ok(Params::from_bytes(algo, &bytes)?)
+    if bytes.len() == algo.params_size() && crate::layout::params_layout_is_ours(&map, algo)? {
+        return Ok(Params::from_bytes(algo, &bytes)?);
+    }
+    let lay = crate::layout::pinned_layout(&map)?;
+    if lay.fields.is_empty() {
+        return Ok(Params::from_bytes(algo, &bytes)?);
+    }
+    Ok(crate::layout::carry_params(algo, &bytes, &lay.fields).0)
 }
 
+/// Write the tunables of `profile`; an object with another params layout
+/// (attached by another release) is refused with the way out.
 pub fn write_params(algo: Algo, params: &Params, profile: u32) -> Result<()> {
     let map = open_map(algo, "params")?;
+    if !crate::layout::params_layout_is_ours(&map, algo)? {
+        let who = read_meta(algo)
+            .map(|m| crate::layout::Identity::of(&m).describe())
+            .unwrap_or_else(|_| "another ccload".into());
+        bail!(CclError::Layout(format!(
+            "{algo} was attached by {who}, whose tunables are laid out differently; \
+             `ccload attach --algo {algo} --replace` upgrades it in place (tunables carried over, \
+             connections kept), then tune again; nothing was changed"
+        )));
+    }
     map.update(&profile.to_ne_bytes(), &params.to_bytes(), MapFlags::ANY)
         .with_context(|| format!("failed to update {algo} params"))
 }
@@ -750,16 +923,9 @@ pub(crate) fn sum_percpu_u64(per_cpu: &[Vec<u8>]) -> Result<u64> {
     Ok(sum?)
 }
 
+/// The meta entry, whatever release wrote it ([`crate::layout::decode_meta`]).
 pub fn read_meta(algo: Algo) -> Result<intf::ccl_meta> {
-    let map = open_map(algo, "meta")?;
-    let bytes = map
-        .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)?
-        .context("meta entry missing")?;
-    if bytes.len() != std::mem::size_of::<intf::ccl_meta>() {
-        bail!(CclError::Layout("ccl_meta size".into()));
-    }
-    // SAFETY: ccl_meta is plain old data and the size was checked.
-    Ok(unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const intf::ccl_meta) })
+    crate::layout::decode_meta(algo, &open_map(algo, "meta")?)
 }
 
 /// Kernel ids of an attached algorithm, for `status`.

@@ -14,6 +14,12 @@ pub enum CclError {
         valid: String,
     },
 
+    #[error(
+        "{algo}: `{name}` is a tunable of test builds only (ccload built with its \
+         `test-faults` feature); this ccload refuses it; nothing was changed"
+    )]
+    TestOnlyTunable { algo: &'static str, name: String },
+
     #[error("{algo}: {name}={value}: {why}; nothing was changed")]
     BadTunable {
         algo: &'static str,
@@ -50,8 +56,15 @@ pub enum CclError {
     )]
     Busy { pid: String, waited: f64 },
 
-    #[error("the kernel verifier rejected {algo}:\n{log}")]
-    Verifier { algo: &'static str, log: String },
+    /// A BPF object the kernel or libbpf refused: one line (what failed,
+    /// what to do), and libbpf's own log after it under -v.
+    #[error("failed to load {what}: {summary}; {hint}; nothing was changed (-v shows libbpf's log){log}")]
+    Load {
+        what: String,
+        summary: String,
+        hint: String,
+        log: String,
+    },
 }
 
 impl CclError {

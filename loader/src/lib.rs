@@ -17,6 +17,7 @@ pub mod config;
 pub(crate) mod diag;
 pub mod doctor;
 pub mod error;
+pub mod layout;
 pub mod leftovers;
 pub(crate) mod lock;
 pub mod manpage;
@@ -34,6 +35,7 @@ pub mod system;
 pub(crate) mod telemetry;
 pub(crate) mod top;
 pub(crate) mod units;
+pub mod upgrade;
 pub(crate) mod watch;
 
 #[cfg(test)]

@@ -30,6 +30,13 @@ pub fn cgroup2_mount() -> Option<PathBuf> {
         .map(|f| PathBuf::from(f[1]))
 }
 
+/// The running kernel's release (`uname -r`), "unknown" when unreadable.
+pub fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
 /// (major, minor) of the running kernel.
 pub fn kernel_version() -> Option<(u32, u32)> {
     let rel = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;

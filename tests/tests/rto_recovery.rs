@@ -1,8 +1,12 @@
 //! An RTO while the flow is in fast recovery.  The kernel then skips
 //! `ssthresh()` and `CA_EVENT_LOSS` and calls only `set_state(TCP_CA_Loss)`
 //! (tcp_enter_loss): a controller that computes its target only in
-//! `ssthresh()` slow-starts towards 0 there.  Every controller must keep a
-//! window above 0 in every telemetry record and finish its transfer.
+//! `ssthresh()` slow-starts towards 0 there, and one that resets its state
+//! on `CA_EVENT_LOSS` only keeps the recovery's state through the RTO.
+//! Every controller must handle each such RTO (its `rtos` counter, which
+//! counts the RTOs its hooks acted on, grows by at least the kernel's count
+//! of RTOs in Recovery), keep a window above 0 in every telemetry record
+//! and finish its transfer.
 
 use std::time::{Duration, Instant};
 
@@ -26,6 +30,7 @@ fn every_controller_survives_an_rto_during_recovery() {
         let w = Watch::start(&["--algo", name]);
         std::thread::sleep(Duration::from_millis(300));
         let before = link.sender_tcpext("TCPSackRecoveryFail");
+        let rtos0 = stat_of(name, "rtos");
         let bytes = 16 * MB; // ~7 s at 20 Mbit/s without the episodes
         let t0 = Instant::now();
         let (t, episodes) = std::thread::scope(|sc| {
@@ -44,6 +49,7 @@ fn every_controller_survives_an_rto_during_recovery() {
         let t = t.unwrap_or_else(|e| panic!("{name}: {e}"));
         let secs = t0.elapsed().as_secs_f64();
         let rtos_in_recovery = link.sender_tcpext("TCPSackRecoveryFail") - before;
+        let handled = stat_of(name, "rtos") - rtos0;
         std::thread::sleep(Duration::from_millis(300));
         let mut recs = Vec::new();
         while let Ok(r) = w.rx.try_recv() {
@@ -55,8 +61,8 @@ fn every_controller_survives_an_rto_during_recovery() {
             .filter(|r| r["remote"].as_str().unwrap_or("").starts_with("10.77.2.2:"))
             .collect();
         eprintln!(
-            "{name}: {episodes} episode(s), {rtos_in_recovery} RTO(s) in Recovery, {} MB in {secs:.1} s, \
-             {} sender records, min cwnd {:?}",
+            "{name}: {episodes} episode(s), {rtos_in_recovery} RTO(s) in Recovery, {handled} RTO(s) \
+             handled by the controller, {} MB in {secs:.1} s, {} sender records, min cwnd {:?}",
             t.bytes / MB,
             sender.len(),
             sender.iter().map(|r| i(r, "cwnd")).min()
@@ -64,6 +70,10 @@ fn every_controller_survives_an_rto_during_recovery() {
         assert!(
             rtos_in_recovery >= 1,
             "{name}: no RTO fired during Recovery in {episodes} episodes"
+        );
+        assert!(
+            handled >= rtos_in_recovery,
+            "{name}: {rtos_in_recovery} RTO(s) in Recovery, but the controller acted on {handled}"
         );
         assert_eq!(t.bytes, bytes, "{name}: transfer incomplete");
         assert!(

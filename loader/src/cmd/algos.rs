@@ -16,6 +16,10 @@ pub(super) fn run(out: Out) -> Result<i32> {
                 json!({
                     "algo": a.name(),
                     "purpose": a.purpose(),
+                    // What this build loads: the identities an attachment
+                    // records (crate::upgrade), the same in every build.
+                    "layout_id": format!("{:016x}", crate::layout::layout_id(*a)),
+                    "obj_id": format!("{:016x}", a.obj_id()),
                     "tunables": a.params().iter().map(|d| json!({
                         "name": d.name,
                         "unit": d.unit,

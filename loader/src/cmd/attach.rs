@@ -16,6 +16,26 @@ pub(super) fn attach(
     verbose: bool,
     out: Out,
 ) -> Result<i32> {
+    if replace && bpf::is_attached(algo) {
+        // In place: the new ops keep the old ones' --allow unless asked for.
+        let allow = allow || bpf::is_allowed(algo.name());
+        let r = crate::upgrade::upgrade(algo, &sets, allow, verbose, &crate::leftovers::sweep)?;
+        if out.json {
+            out.emit(&json!({
+                "algo": algo.name(),
+                "outcome": "replaced",
+                "pin_dir": bpf::pin_dir(algo),
+                "default": false,
+                "allowed": bpf::is_allowed(algo.name()),
+                "upgrade": serde_json::to_value(&r)?,
+            }))?;
+        } else {
+            for l in r.lines(algo) {
+                println!("{l}");
+            }
+        }
+        return Ok(0);
+    }
     let has_sets = !sets.is_empty();
     let opts = AttachOpts {
         algo,
@@ -32,7 +52,6 @@ pub(super) fn attach(
             "outcome": match outcome {
                 AttachOutcome::Attached => "attached",
                 AttachOutcome::AlreadyAttached => "already_attached",
-                AttachOutcome::Replaced => "replaced",
             },
             "pin_dir": bpf::pin_dir(algo),
             "default": default && matches!(outcome, AttachOutcome::Attached),
@@ -62,7 +81,6 @@ pub(super) fn attach(
                 println!("hint: use `ccload tune --algo {algo} --set ...` to change tunables");
             }
         }
-        AttachOutcome::Replaced => println!("replaced {algo} with a freshly loaded object"),
     }
     Ok(0)
 }

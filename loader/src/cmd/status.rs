@@ -39,6 +39,11 @@ struct AlgoStatus {
     map_ids: Ordered<serde_json::Value>,
     sockets: usize,
     attached_unix_s: u64,
+    /// Who loaded the attached object: release, layout and object identity.
+    loaded_by: crate::layout::Identity,
+    /// Whether that is this ccload's object; when not, `attach --replace`
+    /// (or `serve`, at start) upgrades it in place.
+    current: bool,
     /// The default CC `detach` restores, when `attach --default` set it.
     restores_default: Option<String>,
     /// Tunables in user units (numbers; `tune --show` has the units).
@@ -54,7 +59,10 @@ fn algo_status(algo: Algo, default: &str, socks: &[diag::TcpSock]) -> Result<Alg
     let params = bpf::read_params(algo, 0)?;
     let st = bpf::read_stats(algo)?;
     let meta = bpf::read_meta(algo)?;
+    let loaded_by = crate::upgrade::attached_identity(algo)?;
     Ok(AlgoStatus {
+        current: loaded_by.is_ours(algo),
+        loaded_by,
         algo: algo.name(),
         kernel_name: algo.name(),
         registered: bpf::is_registered(algo.name()),
@@ -124,6 +132,21 @@ fn print_text(s: &Status) -> std::io::Result<()> {
             a.pin_path.display()
         )?;
         writeln!(w, "  map ids: {}", joined(&a.map_ids, false).join(" "))?;
+        let mine = crate::layout::Identity::ours(a.algo.parse().map_err(std::io::Error::other)?);
+        writeln!(
+            w,
+            "  loaded by {}{}",
+            a.loaded_by.describe(),
+            if a.current {
+                " (this ccload's)".to_string()
+            } else {
+                format!(
+                    "; this ccload has {}: `ccload attach --algo {} --replace` upgrades it in place",
+                    mine.describe(),
+                    a.algo
+                )
+            }
+        )?;
         writeln!(w, "  tunables: {}", joined(&a.tunables, false).join(" "))?;
         let st = joined(&a.stats, true);
         let st = if st.is_empty() {

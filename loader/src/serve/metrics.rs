@@ -35,6 +35,10 @@ pub(super) struct Metrics {
     pub cgroup_binds: u64,
     /// Reconciles of the cgroups that failed (retried).
     pub cgroup_errors: u64,
+    /// Controllers upgraded in place at start-up (their object was not
+    /// this binary's), and upgrades that failed.
+    pub upgrades: u64,
+    pub upgrade_errors: u64,
     /// Attached algorithms whose ring buffer the daemon could not open
     /// (another consumer holds it); retried every few seconds.
     pub rings_missing: Vec<Algo>,
@@ -254,6 +258,16 @@ pub(super) fn render(
             "ccload_cgroup_binds_total",
             "Cgroups bound after start-up, as they appeared or were made again.",
             m.cgroup_binds,
+        ),
+        (
+            "ccload_upgrades_total",
+            "Attached controllers upgraded in place to this binary's object at start-up (tunables carried, connections kept).",
+            m.upgrades,
+        ),
+        (
+            "ccload_upgrade_errors_total",
+            "In-place upgrades that failed at start-up (the attached object kept running).",
+            m.upgrade_errors,
         ),
         (
             "ccload_cgroup_reconcile_errors_total",

@@ -254,6 +254,49 @@ impl State {
     }
 }
 
+/// Upgrade in place every attached controller whose object is not the one
+/// this binary embeds (a package upgrade or an image bump left the old code
+/// running): tunables carried over, connections kept (crate::upgrade).
+/// Returns (upgraded, failed); a failed upgrade leaves the old object
+/// attached and running, and is logged.
+fn upgrade_stale(verbose: bool) -> Result<(u64, u64)> {
+    let stale: Vec<_> = bpf::attached()
+        .into_iter()
+        .filter(|a| !crate::upgrade::attached_identity(*a).is_ok_and(|id| id.is_ours(*a)))
+        .collect();
+    if stale.is_empty() {
+        return Ok((0, 0));
+    }
+    let _lock = crate::lock::state()?;
+    let (mut ok, mut failed) = (0, 0);
+    for a in stale {
+        match crate::upgrade::upgrade(
+            a,
+            &[],
+            bpf::is_allowed(a.name()),
+            verbose,
+            &crate::leftovers::sweep,
+        ) {
+            Ok(r) => {
+                ok += 1;
+                for l in r.lines(a) {
+                    log(5, l.trim());
+                }
+            }
+            Err(e) => {
+                failed += 1;
+                log(
+                    3,
+                    format!(
+                        "{a}: in-place upgrade failed, the attached object keeps running: {e:#}"
+                    ),
+                );
+            }
+        }
+    }
+    Ok((ok, failed))
+}
+
 /// Reconcile the kernel to `d` and the pods its `[[pods]]` select now;
 /// returns `d` with its profiles' stable ids.
 fn apply(mut d: Desired, pods: Option<&[crate::pods::PodInfo]>, verbose: bool) -> Result<Desired> {
@@ -446,11 +489,14 @@ pub fn run(config_path: &Path, verbose: bool, json_logs: bool) -> Result<()> {
     let _ = LOG_FORMAT.set(log_format(json_logs));
     bpf::require_root()?;
     let text = config::read(config_path)?;
-    let desired =
-        apply(config::parse(config_path, &text)?, None, verbose).context("initial config apply")?;
+    let parsed = config::parse(config_path, &text)?;
+    let (upgrades, upgrade_errors) = upgrade_stale(verbose)?;
+    let desired = apply(parsed, None, verbose).context("initial config apply")?;
     log(6, format!("applied {}", config_path.display()));
     let st = Rc::new(State::new(desired));
     st.metrics.borrow_mut().applies = 1;
+    st.metrics.borrow_mut().upgrades = upgrades;
+    st.metrics.borrow_mut().upgrade_errors = upgrade_errors;
     st.rollouts.borrow_mut().sync(&st.desired.borrow().rollouts);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

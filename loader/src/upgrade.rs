@@ -1,0 +1,413 @@
+//! In-place upgrades: what another ccload release attached, read by field
+//! name (crate::layout) and carried into this build's object without
+//! closing a connection.
+//!
+//! `ccload attach --replace`
+//! and `ccload serve` (when the attached object is not the one this binary
+//! embeds) run [`upgrade`]:
+//!
+//! 1. load this build's object; each of the maps `params`, `stats`,
+//!    `events`, `meta` and `agg` whose pinned value layout equals this
+//!    build's (size, entries, and the BTF member names and offsets) is
+//!    reused as it is, the others are made anew;
+//! 2. into a new `params`, the tunables of every profile by name (a
+//!    tunable this build adds gets its default; one it no longer has, or a
+//!    value out of this build's range, is reported); into a new `meta`, its
+//!    fields by name; counters of a new `stats` or `agg` start at 0;
+//! 3. the new maps' pins replace the old ones (the meta entry says "in
+//!    change" until step 5, so an interrupted upgrade is redone);
+//! 4. the struct_ops link is updated to the new ops in one step
+//!    (BPF_LINK_UPDATE): new connections get the new code;
+//! 5. the open sockets on the old ops, and the listeners that would hand
+//!    the old ops to the connections they accept, are moved onto the new
+//!    ops by name in every network namespace (bpf/migrate.bpf.c), as is a
+//!    namespace's default CC that names the controller.  Their windows stay;
+//!    the controller's per-flow state starts afresh.
+
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use libbpf_rs::{MapCore, MapFlags, MapHandle};
+
+use crate::algos::{Algo, Params};
+use crate::intf;
+use crate::layout::{carry_params, open_layout, pinned_layout, stamp, Carried, Identity};
+
+/// The identity recorded by whoever attached `algo`.
+pub fn attached_identity(algo: Algo) -> Result<Identity> {
+    Ok(Identity::of(&crate::bpf::read_meta(algo)?))
+}
+
+// ---------------------------------------------------------------------------
+// The upgrade.
+
+/// What an upgrade did.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct Report {
+    pub from: Option<Identity>,
+    pub to: Option<Identity>,
+    /// Maps reused as they were (same layout).
+    pub reused: Vec<String>,
+    /// Maps made anew (their layout changed).
+    pub renewed: Vec<String>,
+    /// Tunables of profile 0 carried across layouts (when params was renewed).
+    pub carried: Carried,
+    /// Profiles whose tunables were carried.
+    pub profiles: u32,
+    /// Sockets moved onto the new code, and namespaces searched.
+    pub sockets_moved: u64,
+    pub sockets_failed: u64,
+    pub namespaces: usize,
+    /// Namespaces whose default CC was set again to the new ops.
+    pub defaults_reset: usize,
+}
+
+impl Report {
+    /// One line per fact, for the CLI and the daemon's log.
+    pub fn lines(&self, algo: Algo) -> Vec<String> {
+        let mut l = Vec::new();
+        let from = self
+            .from
+            .as_ref()
+            .map_or("?".to_string(), Identity::describe);
+        let to = self.to.as_ref().map_or("?".to_string(), Identity::describe);
+        l.push(format!("upgraded {algo} in place: {from} -> {to}"));
+        if !self.renewed.is_empty() {
+            l.push(format!(
+                "  maps made anew (layout changed): {}; reused: {}",
+                self.renewed.join(", "),
+                if self.reused.is_empty() {
+                    "none".into()
+                } else {
+                    self.reused.join(", ")
+                }
+            ));
+        }
+        if self.renewed.iter().any(|m| m == "params") {
+            l.push(format!(
+                "  tunables of {} profile(s) carried over by name",
+                self.profiles
+            ));
+            let c = &self.carried;
+            if !c.added.is_empty() {
+                l.push(format!(
+                    "  new tunables at their defaults: {}",
+                    c.added.join(", ")
+                ));
+            }
+            for (n, v) in &c.removed {
+                l.push(format!("  removed tunable: {n} (was {v})"));
+            }
+            for (n, v) in &c.reset {
+                l.push(format!(
+                    "  {n}={v} is out of this release's range: reset to its default"
+                ));
+            }
+        }
+        if self.renewed.iter().any(|m| m == "stats" || m == "agg") {
+            l.push("  counters and aggregates start again at 0".into());
+        }
+        l.push(format!(
+            "  {} open socket(s) moved onto the new code in {} network namespace(s){}",
+            self.sockets_moved,
+            self.namespaces,
+            if self.sockets_failed > 0 {
+                format!(
+                    ", {} refused (they keep the old code until they close)",
+                    self.sockets_failed
+                )
+            } else {
+                String::new()
+            }
+        ));
+        l
+    }
+}
+
+/// Upgrade the attached `algo` to this build's object in place (see the
+/// module comment); `sets` are applied to profile 0 after the carry.
+pub fn upgrade(
+    algo: Algo,
+    sets: &[(String, String)],
+    allow: bool,
+    verbose: bool,
+    sweep: crate::bpf::Sweep,
+) -> Result<Report> {
+    use crate::bpf::{map_pin, open_map, MAPS};
+    // Bad input changes nothing.
+    algo.defaults().apply(sets)?;
+    crate::bpf::require_root()?;
+    crate::bpf::require_kernel()?;
+    if !crate::bpf::is_attached(algo) {
+        bail!(crate::error::CclError::NotAttached { algo: algo.name() });
+    }
+    sweep()?;
+    let mut report = Report {
+        from: attached_identity(algo).ok(),
+        ..Default::default()
+    };
+    // Everything read and validated before anything changes.
+    let old_meta = crate::bpf::read_meta(algo)?;
+    let old_params = open_map(algo, "params")?;
+    let old_lay = pinned_layout(&old_params)?;
+    let mut params = Vec::new();
+    for profile in 0..intf::CCL_NR_PROFILES {
+        let Some(bytes) = old_params.lookup(&profile.to_ne_bytes(), MapFlags::ANY)? else {
+            params.push(algo.defaults());
+            continue;
+        };
+        let (p, c) = if old_lay.fields.is_empty() {
+            (Params::from_bytes(algo, &bytes)?, Carried::default())
+        } else {
+            carry_params(algo, &bytes, &old_lay.fields)
+        };
+        if profile == 0 {
+            report.carried = c;
+        }
+        params.push(p);
+    }
+    report.profiles = intf::CCL_NR_PROFILES;
+    params[0].apply(sets)?;
+
+    let link = libbpf_rs::Link::open(crate::bpf::link_pin(algo))
+        .with_context(|| format!("failed to open the pinned link of {algo}"))?;
+    let tmp = crate::bpf::new_tmp_pin_dir(&format!("{}-up", algo.name()))?;
+    let cleanup = TmpDir(tmp.clone());
+    let renewed_cell: std::cell::RefCell<Vec<&'static str>> = Default::default();
+    let mut meta = old_meta;
+    let mut ours = Identity::ours(algo);
+    // "In change" until the link runs the new ops.
+    let in_change = Identity {
+        obj_id: 0,
+        ..ours.clone()
+    };
+    stamp(&mut meta, &in_change);
+
+    crate::bpf::with_loaded_prepared(
+        algo,
+        allow,
+        verbose,
+        |obj| {
+            crate::bpf::share_sk_profile(obj)?;
+            for name in MAPS {
+                let pin = map_pin(algo, name);
+                let same = match (MapHandle::from_pinned_path(&pin), open_layout(obj, name)) {
+                    (Ok(h), Some(want)) => pinned_layout(&h).is_ok_and(|have| have == want),
+                    _ => false,
+                };
+                if same {
+                    let mut m = obj
+                        .maps_mut()
+                        .find(|m| m.name() == name)
+                        .context("map vanished")?;
+                    m.reuse_pinned_map(&pin)
+                        .with_context(|| format!("failed to reuse {}", pin.display()))?;
+                } else {
+                    renewed_cell.borrow_mut().push(name);
+                }
+            }
+            Ok(())
+        },
+        |loaded| {
+            let renewed = renewed_cell.borrow();
+            if renewed.contains(&"params") {
+                let map = loaded.map("params")?;
+                for (profile, p) in params.iter().enumerate() {
+                    map.update(
+                        &(profile as u32).to_ne_bytes(),
+                        &p.to_bytes(),
+                        MapFlags::ANY,
+                    )
+                    .context("failed to write tunables")?;
+                }
+            } else if !sets.is_empty() {
+                loaded
+                    .map("params")?
+                    .update(&0u32.to_ne_bytes(), &params[0].to_bytes(), MapFlags::ANY)
+                    .context("failed to write tunables")?;
+            }
+            loaded
+                .map("meta")?
+                .update(
+                    &0u32.to_ne_bytes(),
+                    crate::bpf::meta_bytes(&meta),
+                    MapFlags::ANY,
+                )
+                .context("failed to write meta")?;
+            // The new maps' pins replace the old ones.
+            for name in renewed.iter() {
+                let t = tmp.join(name);
+                loaded
+                    .map(name)?
+                    .pin(&t)
+                    .with_context(|| format!("failed to pin {}", t.display()))?;
+            }
+            for name in renewed.iter() {
+                std::fs::rename(tmp.join(name), map_pin(algo, name)).with_context(|| {
+                    format!(
+                        "failed to move the new {name} map into {}",
+                        map_pin(algo, name).display()
+                    )
+                })?;
+            }
+            // One step: new connections get the new code from here on.
+            loaded.update_link(&link)
+        },
+    )?;
+    drop(cleanup);
+    let renewed = renewed_cell.into_inner();
+    report.renewed = renewed.iter().map(|s| s.to_string()).collect();
+    report.reused = MAPS
+        .iter()
+        .filter(|m| !renewed.contains(m))
+        .map(|s| s.to_string())
+        .collect();
+
+    let moved = migrate_sockets(algo, verbose)?;
+    report.sockets_moved = moved.matched;
+    report.sockets_failed = moved.failed;
+    report.namespaces = moved.namespaces;
+    report.defaults_reset = moved.defaults_reset;
+
+    ours.upgraded_unix_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let mut meta = crate::bpf::read_meta(algo)?;
+    stamp(&mut meta, &ours);
+    open_map(algo, "meta")?
+        .update(
+            &0u32.to_ne_bytes(),
+            crate::bpf::meta_bytes(&meta),
+            MapFlags::ANY,
+        )
+        .context("failed to write meta")?;
+    report.to = Some(ours);
+    Ok(report)
+}
+
+/// Removes an upgrade's private pin directory (and what is left in it).
+struct TmpDir(PathBuf);
+
+impl Drop for TmpDir {
+    fn drop(&mut self) {
+        let _ = crate::bpf::unpin_dir(&self.0);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Moving open sockets onto the new ops.
+
+#[derive(Debug, Default)]
+pub struct Moved {
+    pub matched: u64,
+    pub failed: u64,
+    pub namespaces: usize,
+    pub defaults_reset: usize,
+}
+
+/// Every network namespace a process of this host is in, and those named
+/// under /run/netns, once each (by device and inode).
+pub fn network_namespaces() -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    let mut add = |p: PathBuf| {
+        if let Ok(md) = std::fs::metadata(&p) {
+            if seen.insert((md.dev(), md.ino())) {
+                out.push(p);
+            }
+        }
+    };
+    add(PathBuf::from("/proc/self/ns/net"));
+    if let Ok(d) = std::fs::read_dir("/run/netns") {
+        for e in d.flatten() {
+            add(e.path());
+        }
+    }
+    if let Ok(d) = std::fs::read_dir("/proc") {
+        for e in d.flatten() {
+            let name = e.file_name();
+            if name
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+            {
+                add(Path::new("/proc").join(&name).join("ns/net"));
+            }
+        }
+    }
+    out
+}
+
+/// Run the migration iterator in every network namespace (a thread each,
+/// moved there with setns), and set a namespace's default CC again when it
+/// names `algo` (the default holds the ops it was set to).
+pub fn migrate_sockets(algo: Algo, verbose: bool) -> Result<Moved> {
+    use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+    use std::io::Read;
+    use std::mem::MaybeUninit;
+    let mut storage = MaybeUninit::uninit();
+    crate::bpf::start_capture(verbose);
+    let mut open = crate::skel::migrate::MigrateSkelBuilder::default()
+        .open(&mut storage)
+        .context("failed to open the migration object")?;
+    let name = algo.name().as_bytes();
+    let rodata = open
+        .maps
+        .rodata_data
+        .as_deref_mut()
+        .context("migration object has no .rodata")?;
+    for (d, s) in rodata.target.iter_mut().zip(name) {
+        *d = *s as _;
+    }
+    let skel = open
+        .load()
+        .map_err(|e| crate::bpf::load_error("the socket migration iterator", e, verbose))?;
+    let link = skel
+        .progs
+        .ccl_migrate
+        .attach()
+        .context("failed to attach the socket migration iterator")?;
+    let mut moved = Moved::default();
+    for ns in network_namespaces() {
+        let Ok(f) = std::fs::File::open(&ns) else {
+            continue; // the process left
+        };
+        let r = std::thread::scope(|s| {
+            s.spawn(|| -> Result<bool> {
+                // SAFETY: setns on a thread of our own, with an fd we hold open.
+                if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                    return Ok(false);
+                }
+                let mut it = libbpf_rs::Iter::new(&link)?;
+                let mut sink = Vec::new();
+                it.read_to_end(&mut sink)?;
+                // This thread's view of /proc/sys/net is its namespace's.
+                let p = "/proc/thread-self/../../sys/net/ipv4/tcp_congestion_control";
+                let reset = match std::fs::read_to_string(p) {
+                    Ok(cur) if cur.trim() == algo.name() => std::fs::write(p, algo.name()).is_ok(),
+                    _ => false,
+                };
+                Ok(reset)
+            })
+            .join()
+        });
+        match r {
+            Ok(Ok(reset)) => {
+                moved.namespaces += 1;
+                moved.defaults_reset += usize::from(reset);
+            }
+            Ok(Err(e)) => bail!("migrating {algo}'s sockets in {}: {e:#}", ns.display()),
+            Err(_) => bail!("migration thread panicked"),
+        }
+    }
+    let bss = skel
+        .maps
+        .bss_data
+        .as_deref()
+        .context("migration object has no .bss")?;
+    moved.matched = bss.matched;
+    moved.failed = bss.failed;
+    Ok(moved)
+}
