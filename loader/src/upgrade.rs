@@ -72,7 +72,9 @@ impl Report {
             .as_ref()
             .map_or("?".to_string(), Identity::describe);
         let to = self.to.as_ref().map_or("?".to_string(), Identity::describe);
-        l.push(format!("upgraded {algo} in place: {from} -> {to}"));
+        l.push(format!(
+            "upgraded {algo} in place (its object replaced): {from} -> {to}"
+        ));
         if !self.renewed.is_empty() {
             l.push(format!(
                 "  maps made anew (layout changed): {}; reused: {}",
