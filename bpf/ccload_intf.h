@@ -230,8 +230,9 @@ enum ccl_test_consts { CCL_NR_TEST_PARAMS = 1 }; /* its rows, last in every tabl
  * The upgrade tests' fixture objects only (tests/build.rs compiles ccpd
  * with CCL_FIXTURE_LAYOUT): one tunable more, before the test-only rows, so
  * that the fixture's params layout differs from this build's in size and in
- * the offsets of the rows after it, as an older or newer release's would.
- * No build of ccload defines it.
+ * the offsets of the rows after it, as an older or newer release's would
+ * (and a ring of another size, ccload_maps.bpf.h, so that the upgrade
+ * renews `events` too).  No build of ccload defines it.
  */
 #ifdef CCL_FIXTURE_LAYOUT
 #define CCL_FIXTURE_PARAMS(X) X(fixture_extra, "fixture_extra", 1, 7, 0, 100, "", "fixture objects of the upgrade tests only")

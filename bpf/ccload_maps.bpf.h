@@ -48,7 +48,11 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
+#ifdef CCL_FIXTURE_LAYOUT
+	__uint(max_entries, CCL_RINGBUF_BYTES / 2); /* the upgrade tests' fixture: another ring */
+#else
 	__uint(max_entries, CCL_RINGBUF_BYTES);
+#endif
 } events SEC(".maps");
 
 struct {

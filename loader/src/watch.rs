@@ -8,7 +8,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use libbpf_rs::RingBufferBuilder;
+use libbpf_rs::{MapCore, RingBufferBuilder};
 use tokio::io::unix::AsyncFd;
 
 use crate::algos::Algo;
@@ -258,6 +258,7 @@ pub fn run(o: WatchOpts) -> Result<()> {
         Format::Csv => Some(FastFormat::Csv),
         Format::Table => None,
     };
+    let o_algos = o.algos.clone();
     let opts = std::rc::Rc::new(o);
     let o = &*opts;
     let queue = std::rc::Rc::new(std::cell::RefCell::new(Vec::<Event>::new()));
@@ -280,6 +281,14 @@ pub fn run(o: WatchOpts) -> Result<()> {
         })?;
     }
     let rb = builder.build()?;
+    // An in-place upgrade that renews a ring (`attach --replace` to a
+    // release whose telemetry record differs) leaves this one silent: the
+    // watch says so and ends instead of waiting on it.
+    let ring_ids: Vec<u32> = maps
+        .iter()
+        .map(|m| m.info().map(|i| i.info.id).unwrap_or(0))
+        .collect();
+    let renewed = || -> Option<Algo> { ring_renewed(&o_algos, &ring_ids) };
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -307,7 +316,15 @@ pub fn run(o: WatchOpts) -> Result<()> {
                 _ = term.recv() => break,
                 _ = hup.recv() => break,
                 r = afd.readable() => r?.clear_ready(),
-                _ = tick => {}
+                _ = tick => {
+                    if let Some(a) = renewed() {
+                        eprintln!(
+                            "ccload: {a} was upgraded in place with a new telemetry ring; \
+                             this watch reads the old one: run `ccload watch` again"
+                        );
+                        break;
+                    }
+                }
             }
             // Readiness is cleared first and the ring drained until a pass
             // finds nothing: the kernel wakes a reader only when a record
@@ -376,6 +393,15 @@ pub fn run(o: WatchOpts) -> Result<()> {
     }
     drop(locks);
     Ok(())
+}
+
+/// The first of `algos` whose pinned `events` map is no longer the one with
+/// id `ids[i]` (renewed by an in-place upgrade; detached reads as unchanged).
+fn ring_renewed(algos: &[Algo], ids: &[u32]) -> Option<Algo> {
+    algos.iter().zip(ids).find_map(|(a, id)| {
+        let now = bpf::open_map(*a, "events").ok()?.info().ok()?.info.id;
+        (now != *id).then_some(*a)
+    })
 }
 
 /// A flow of the table, without formatting anything (a key per record must

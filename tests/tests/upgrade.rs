@@ -219,7 +219,9 @@ fn attach_replace_upgrades_another_layout_with_flows_running() {
         "{err}"
     );
 
-    // ... and upgrades it in place.
+    // ... and upgrades it in place.  A watch of the old ring ends, saying so.
+    let mut old_watch = Watch::start(&["--algo", "ccpd"]);
+    assert!(old_watch.wait_holding("ccpd"));
     let up = ccload_ok(&["attach", "--algo", "ccpd", "--replace"]);
     assert!(
         up.contains("removed tunable: fixture_extra (was 9)"),
@@ -232,6 +234,17 @@ fn attach_replace_upgrades_another_layout_with_flows_running() {
         .unwrap_or_else(|| panic!("{up}"));
     // the two senders and the listener (the clients are on the default CC)
     assert!(moved >= 3, "{up}");
+    assert!(up.contains("events"), "the fixture's ring differs: {up}");
+    assert!(
+        wait_until(Duration::from_secs(5), || old_watch
+            .child
+            .try_wait()
+            .unwrap()
+            .is_some()),
+        "a watch of the renewed ring kept running"
+    );
+    let err = old_watch.stop();
+    assert!(err.contains("run `ccload watch` again"), "{err}");
     let moving = flows.all_moving(Duration::from_millis(800));
     assert!(
         moving.iter().all(|n| *n > 0),

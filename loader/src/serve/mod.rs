@@ -36,7 +36,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use libbpf_rs::{MapHandle, RingBufferBuilder};
+use libbpf_rs::{MapCore, MapHandle, RingBufferBuilder};
 use tokio::io::unix::AsyncFd;
 use tokio::io::AsyncWriteExt;
 use tokio::signal::unix::{signal, SignalKind};
@@ -415,6 +415,9 @@ struct Rings {
     _locks: Vec<stream::ConsumerLock>,
     /// Attached controllers whose ring buffer could not be opened.
     missing: Vec<Algo>,
+    /// The rings read, by map id: an in-place upgrade that renews a ring,
+    /// or a controller attached meanwhile, makes them stale ([`Rings::stale`]).
+    ids: Vec<(Algo, u32)>,
 }
 
 impl Rings {
@@ -424,7 +427,19 @@ impl Rings {
             _maps: Box::new([]),
             _locks: Vec::new(),
             missing: Vec::new(),
+            ids: Vec::new(),
         }
+    }
+
+    /// Do the pinned rings differ from the ones read (renewed by an
+    /// upgrade, attached or detached since)?
+    fn stale(&self) -> bool {
+        let now: Vec<(Algo, u32)> = bpf::attached()
+            .into_iter()
+            .filter(|a| !self.missing.contains(a))
+            .filter_map(|a| Some((a, bpf::open_map(a, "events").ok()?.info().ok()?.info.id)))
+            .collect();
+        now != self.ids
     }
 
     /// Open what can be opened; an algorithm whose ring another consumer
@@ -443,9 +458,11 @@ impl Rings {
         let mut locks = Vec::new();
         let mut maps = Vec::new();
         let mut missing = Vec::new();
+        let mut ids = Vec::new();
         for a in bpf::attached() {
             match stream::lock_consumer(a).and_then(|l| Ok((l, bpf::open_map(a, "events")?))) {
                 Ok((l, m)) => {
+                    ids.push((a, m.info().map(|i| i.info.id).unwrap_or(0)));
                     locks.push(l);
                     maps.push(m);
                 }
@@ -476,6 +493,7 @@ impl Rings {
             _maps: maps,
             _locks: locks,
             missing,
+            ids,
         })
     }
 }
@@ -646,6 +664,7 @@ async fn main_loop(path: PathBuf, text: &str, st: Rc<State>, verbose: bool) -> R
             None => None,
         };
         let retry_at = tokio::time::Instant::now() + RING_RETRY;
+        let mut checked = std::time::Instant::now();
         let reload = loop {
             let readable = async {
                 match &afd {
@@ -705,6 +724,18 @@ async fn main_loop(path: PathBuf, text: &str, st: Rc<State>, verbose: bool) -> R
                     }
                 },
                 _ = tokio::time::sleep(Duration::from_millis(crate::bpf::RB_DRAIN_MS)) => {}
+            }
+            // Once a second: a ring renewed by an in-place upgrade (or a
+            // controller attached meanwhile) is read from now on.
+            if checked.elapsed() >= Duration::from_secs(1) {
+                checked = std::time::Instant::now();
+                if rings.stale() {
+                    log(
+                        6,
+                        "telemetry rings changed (attach, detach or upgrade): reopening",
+                    );
+                    break None;
+                }
             }
             // Controllers wake a reader only once a batch is waiting
             // (ccl_event_submit()): whatever woke this loop, drain the ring.
