@@ -633,6 +633,7 @@ impl Scenario {
                                         extra_delay_ms: extra_delays(flows, rtt),
                                         veth: g.veth,
                                         offloads: offl,
+                                        trace: None,
                                     },
                                     n_flows: n,
                                     buffer_bdp: *k,

@@ -27,6 +27,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crate::trace::{Limit, Trace, TraceQueue};
+
 /// Runs whose release lateness p99 exceeds this are invalid.
 pub const LATENESS_P99_LIMIT_US: u64 = 200;
 /// Histogram range; later releases land in the overflow bucket.
@@ -147,6 +149,46 @@ pub struct DirStats {
     pub realtime: bool,
     /// `hist[i]` = releases that were i us late; the last bucket is overflow.
     pub hist: Vec<u64>,
+    /// A trace-driven direction ([`Shaper`]): its bottleneck's counters.
+    pub trace: Option<TraceStats>,
+}
+
+/// What a trace-driven bottleneck did over a run.
+#[derive(Clone, Debug)]
+pub struct TraceStats {
+    /// Packets accepted into the bottleneck queue, and dropped at its tail.
+    pub packets: u64,
+    pub drops: u64,
+    /// Bytes the trace offered while the line ran (opportunities x 1500).
+    pub offered_bytes: u64,
+    /// How long the line ran, s.
+    pub secs: f64,
+    /// Queueing delay at the bottleneck, 100-us buckets (trace::qdelay_quantile).
+    pub qdelay_hist: Vec<u64>,
+}
+
+impl TraceStats {
+    /// Queueing delay quantile, ms.
+    pub fn qdelay_ms(&self, q: f64) -> f64 {
+        crate::trace::qdelay_quantile(&self.qdelay_hist, q)
+    }
+
+    /// The trace's capacity over the run, Mbit/s.
+    pub fn offered_mbit(&self) -> f64 {
+        self.offered_bytes as f64 * 8.0 / 1e6 / self.secs.max(1e-9)
+    }
+}
+
+/// A direction whose bottleneck is a capacity trace (crate::trace): the
+/// reader queues each packet in a drop-tail [`TraceQueue`] and releases it
+/// at its departure plus the propagation delay.  The router then has no
+/// TBF: the trace is the link.
+#[derive(Clone, Debug)]
+pub struct Shaper {
+    pub trace: Arc<Trace>,
+    /// Where in the trace the run starts, ms.
+    pub offset_ms: u64,
+    pub limit: Limit,
 }
 
 impl DirStats {
@@ -158,6 +200,7 @@ impl DirStats {
             write_errors: 0,
             realtime: false,
             hist: vec![0; HIST_US + 1],
+            trace: None,
         }
     }
 
@@ -294,6 +337,21 @@ impl DelayLine {
         loss: Option<SeededLoss>,
         extra: &[Duration],
     ) -> DelayLine {
+        DelayLine::start_shaped(a, b, fwd, rev, loss, extra, [None, None])
+    }
+
+    /// [`DelayLine::start_classes`] with a trace-driven bottleneck in the
+    /// directions that have a [`Shaper`] (forward, reverse); their traces
+    /// start together, now.
+    pub fn start_shaped(
+        a: OwnedFd,
+        b: OwnedFd,
+        fwd: Duration,
+        rev: Duration,
+        loss: Option<SeededLoss>,
+        extra: &[Duration],
+        shapers: [Option<Shaper>; 2],
+    ) -> DelayLine {
         assert!(
             extra.len() < u8::MAX as usize,
             "{} delay classes",
@@ -310,13 +368,16 @@ impl DelayLine {
         let (a, b) = (Arc::new(a), Arc::new(b));
         let mut threads = Vec::new();
         let mut writers = Vec::new();
-        for (dir, (src, dst, d, l)) in [
-            (a.clone(), b.clone(), fwd, Some(ctl.clone())),
-            (b, a, rev, None),
+        let t0 = now_ns();
+        let [sh_fwd, sh_rev] = shapers;
+        for (dir, (src, dst, d, l, sh)) in [
+            (a.clone(), b.clone(), fwd, Some(ctl.clone()), sh_fwd),
+            (b, a, rev, None, sh_rev),
         ]
         .into_iter()
         .enumerate()
         {
+            let tq = sh.map(|s| TraceQueue::new(s.trace, t0, s.offset_ms, s.limit));
             let mut txs = Vec::new();
             for x in std::iter::once(Duration::ZERO).chain(extra.iter().copied()) {
                 let (tx, rx) = mpsc::sync_channel::<Pkt>(MAX_QUEUED);
@@ -330,7 +391,7 @@ impl DelayLine {
             let by = classes.clone().map(|c| (c, dir == 0));
             threads.push((
                 dir,
-                std::thread::spawn(move || reader(src, txs, by, st, l, drops)),
+                std::thread::spawn(move || reader(src, txs, by, st, l, drops, tq)),
             ));
         }
         threads.extend(writers);
@@ -399,6 +460,7 @@ impl DelayLine {
             if seen[dir] == 0 {
                 dirs[dir].realtime = st.realtime;
                 dirs[dir].queue_drops = st.queue_drops;
+                dirs[dir].trace = st.trace;
             } else {
                 dirs[dir].merge(&st);
             }
@@ -427,7 +489,9 @@ fn reader(
     stop: Arc<AtomicBool>,
     ctl: Option<Arc<LossCtl>>,
     loss_drops: Arc<AtomicU64>,
+    mut tq: Option<TraceQueue>,
 ) -> DirStats {
+    let t0 = now_ns();
     // Packets read: the index of the loss draws.
     let mut idx = 0u64;
     // u64::MAX is no generation: the first packet reads the loss in force.
@@ -465,15 +529,23 @@ fn reader(
             if loss.is_some_and(|l| l.lost(idx - 1)) {
                 loss_drops.fetch_add(1, Ordering::Relaxed);
             } else {
-                let data = buf[..len as usize].to_vec();
-                let k = by.as_ref().map_or(0, |(c, dst)| c.of(&data, *dst));
-                let (tx, d_ns) = &txs[k.min(txs.len() - 1)];
-                let p = Pkt {
-                    due_ns: now_ns() + d_ns,
-                    data,
+                let now = now_ns();
+                // The trace's bottleneck: when it leaves, or a tail drop.
+                let left = match &mut tq {
+                    Some(q) => q.enqueue(now, len as u32),
+                    None => Some(now),
                 };
-                if tx.try_send(p).is_err() {
-                    st.queue_drops += 1;
+                if let Some(dep) = left {
+                    let data = buf[..len as usize].to_vec();
+                    let k = by.as_ref().map_or(0, |(c, dst)| c.of(&data, *dst));
+                    let (tx, d_ns) = &txs[k.min(txs.len() - 1)];
+                    let p = Pkt {
+                        due_ns: dep + d_ns,
+                        data,
+                    };
+                    if tx.try_send(p).is_err() {
+                        st.queue_drops += 1;
+                    }
                 }
             }
             // SAFETY: as above, zero timeout.
@@ -481,6 +553,17 @@ fn reader(
                 break;
             }
         }
+    }
+    if let Some(q) = tq {
+        let t1 = now_ns();
+        st.trace = Some(TraceStats {
+            packets: q.packets,
+            drops: q.drops,
+            offered_bytes: q.opportunities_between(t0, t1)
+                * u64::from(crate::trace::OPPORTUNITY_BYTES),
+            secs: (t1 - t0) as f64 / 1e9,
+            qdelay_hist: q.qdelay_hist,
+        });
     }
     st
 }

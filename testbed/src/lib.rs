@@ -4,6 +4,7 @@
 //! - [`netns`]: named network namespaces, removed on drop.
 //! - [`link`]: the papers' dumbbell (sender, router with TBF + drop-tail
 //!   pfifo, receiver) with random loss and a userspace [`delay`] line.
+//! - [`trace`]: trace-driven bottlenecks (mahimahi capacity traces).
 //! - [`traffic`]: bulk transfers with a chosen congestion control.
 //! - [`veth`]: two namespaces on one veth pair, nothing between them.
 //! - [`tcpinfo`], [`nl`]: per-socket TCP_INFO and qdisc sampling.
@@ -21,6 +22,7 @@ pub mod link;
 pub mod netns;
 pub mod nl;
 pub mod tcpinfo;
+pub mod trace;
 pub mod traffic;
 pub mod veth;
 

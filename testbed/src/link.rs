@@ -29,9 +29,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::delay::{tun_create, DelayLine, DelayReport, SeededLoss};
+use crate::delay::{tun_create, DelayLine, DelayReport, SeededLoss, Shaper};
 use crate::netns::{run_ok, NetNs};
 use crate::nl::{ifindex, QdiscProbe, QdiscStats};
+use crate::trace::{Limit, Trace};
 
 #[derive(Clone, Debug)]
 pub struct LinkCfg {
@@ -59,6 +60,23 @@ pub struct LinkCfg {
     /// TSO, GSO and GRO on at every device (off by default: a
     /// "100-packet" queue of 64-KiB GSO packets holds far more).
     pub offloads: bool,
+    /// A trace-driven bottleneck instead of the TBF: the delay line drains
+    /// a drop-tail queue at the trace's opportunities (crate::trace);
+    /// `rate_mbit` and `buffer_pkts` are then unused.
+    pub trace: Option<TraceLink>,
+}
+
+/// The capacity traces of a link, one per direction.
+#[derive(Clone, Debug)]
+pub struct TraceLink {
+    /// The data direction (sender to receiver).
+    pub down: Arc<Trace>,
+    /// The ACK direction; `None` = not shaped.
+    pub up: Option<Arc<Trace>>,
+    /// Where in the traces the run starts, ms.
+    pub offset_ms: u64,
+    /// Each direction's drop-tail buffer.
+    pub buffer: Limit,
 }
 
 impl Default for LinkCfg {
@@ -74,6 +92,7 @@ impl Default for LinkCfg {
             extra_delay_ms: Vec::new(),
             veth: false,
             offloads: false,
+            trace: None,
         }
     }
 }
@@ -149,6 +168,10 @@ impl Bottleneck {
                     && cfg.loss_seed.is_none()
                     && cfg.extra_delay_ms.is_empty()),
             "a veth link has no delay line: no delay, seeded loss or delay classes ({cfg:?})"
+        );
+        assert!(
+            !(cfg.veth && cfg.trace.is_some()),
+            "a trace-driven link needs the delay line, not a veth pair"
         );
         let (s, r, d) = (NetNs::new(), NetNs::new(), NetNs::new());
         let mtu = cfg.mtu.to_string();
@@ -229,7 +252,7 @@ impl Bottleneck {
         // and a one-packet bucket carried 480 of 1,000 Mbit/s.
         let burst =
             (cfg.mtu + cfg.mtu / 4).max((cfg.rate_mbit * TBF_TIMER_SLACK_US / 8.0).round() as u32);
-        let pfifo_parent = if cfg.veth && cfg.rate_mbit == 0.0 {
+        let pfifo_parent = if (cfg.veth && cfg.rate_mbit == 0.0) || cfg.trace.is_some() {
             "root"
         } else {
             in_ns(
@@ -241,12 +264,16 @@ impl Bottleneck {
             );
             "parent 1:1"
         };
+        // A trace's buffer is the delay line's queue: the router passes
+        // everything on at once.
+        let limit = if cfg.trace.is_some() {
+            100_000
+        } else {
+            cfg.buffer_pkts
+        };
         in_ns(
             &r,
-            &format!(
-                "tc qdisc add dev tr {pfifo_parent} handle 10: pfifo limit {}",
-                cfg.buffer_pkts
-            ),
+            &format!("tc qdisc add dev tr {pfifo_parent} handle 10: pfifo limit {limit}"),
         );
         let ms = |x: f64| Duration::from_nanos((x * 1e6).round() as u64);
         let seeded = cfg
@@ -254,14 +281,26 @@ impl Bottleneck {
             .filter(|_| cfg.loss > 0.0)
             .map(|seed| SeededLoss { p: cfg.loss, seed });
         let extra: Vec<Duration> = cfg.extra_delay_ms.iter().map(|&x| ms(x)).collect();
+        let shapers = match &cfg.trace {
+            Some(t) => {
+                let sh = |tr: &Arc<Trace>| Shaper {
+                    trace: tr.clone(),
+                    offset_ms: t.offset_ms,
+                    limit: t.buffer,
+                };
+                [Some(sh(&t.down)), t.up.as_ref().map(sh)]
+            }
+            None => [None, None],
+        };
         let delay = tuns.map(|(tr, td)| {
-            DelayLine::start_classes(
+            DelayLine::start_shaped(
                 tr,
                 td,
                 ms(cfg.delay_ms),
                 ms(cfg.rev_delay_ms.unwrap_or(cfg.delay_ms)),
                 seeded,
                 &extra,
+                shapers,
             )
         });
         let b = Bottleneck {

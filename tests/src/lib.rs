@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 pub use ccload_testbed::netns::{run_ok, NetNs};
 pub use ccload_testbed::traffic::{get_cc, set_cc, transfer, transfer_across, Transfer};
-pub use ccload_testbed::{delay, link, nl, tcpinfo};
+pub use ccload_testbed::{delay, link, nl, tcpinfo, trace};
 
 pub use ccload_testbed::privileged_skip_reason;
 
