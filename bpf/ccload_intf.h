@@ -32,6 +32,7 @@ typedef int64_t s64;
 enum ccl_consts {
 	CCL_NAME_MAX = 16,	     /* TCP_CA_NAME_MAX including the NUL */
 	CCL_VERSION_MAX = 24,	     /* ccl_meta.version including the NUL */
+	CCL_FIELDS_MAX = 1024,	     /* ccl_meta.params_fields including the NUL */
 	CCL_NR_PROFILES = 16,	     /* params map entries; 0 = the algorithm's defaults */
 	CCL_RINGBUF_BYTES = 1 << 22, /* per algorithm; ~30000 telemetry records */
 	/* Telemetry wakes its reader only once this much is waiting; readers
@@ -515,10 +516,10 @@ enum ccl_cg_stat {
 };
 
 /*
- * What ccload records about an attachment (`meta` map, one entry).  A
- * ccload reads the entry of another release by field name through the
- * map's BTF (loader/src/upgrade.rs), so fields may be added anywhere; a
- * renamed field reads as absent.
+ * What ccload records about an attachment (`meta` map, one entry).  It only
+ * grows at its end: a ccload reads another release's entry as the prefix
+ * they share (loader/src/layout.rs), and the params by the field names
+ * recorded here.
  */
 struct ccl_meta {
 	char prev_default[CCL_NAME_MAX]; /* default CC replaced by --default, "" = none */
@@ -529,6 +530,7 @@ struct ccl_meta {
 	u64 obj_id;			 /* identity of the BPF object it loaded, 0 = in change */
 	u64 upgraded_unix_s;		 /* last in-place upgrade, 0 = none */
 	char version[CCL_VERSION_MAX];	 /* release of the ccload that loaded the object */
+	char params_fields[CCL_FIELDS_MAX]; /* its params' C field names in order, ","-separated */
 };
 
 #endif /* __CCLOAD_INTF_H */

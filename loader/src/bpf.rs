@@ -593,7 +593,7 @@ pub fn attach(opts: &AttachOpts, sweep: Sweep) -> Result<AttachOutcome> {
             .unwrap_or(0),
         ..Default::default()
     };
-    crate::layout::stamp(&mut meta, &crate::layout::Identity::ours(algo));
+    crate::layout::stamp(&mut meta, algo, &crate::layout::Identity::ours(algo));
     let mut set_default = false;
     if opts.make_default {
         let prev = sysctl::default_cc()?;
@@ -674,6 +674,8 @@ pub fn attach_object_file(
         .open_file(path)
         .map_err(|e| load_error(&path.display().to_string(), e, false))?;
     share_sk_profile(&mut open)?;
+    let fields = crate::layout::open_params_fields(&open)
+        .with_context(|| format!("{}: no BTF for its params", path.display()))?;
     let mut obj = open
         .load()
         .map_err(|e| load_error(&path.display().to_string(), e, false))?;
@@ -692,9 +694,8 @@ pub fn attach_object_file(
         Ok(MapHandle::try_from(&m)?)
     };
     let params = find(&obj, "params")?;
-    let lay = crate::layout::pinned_layout(&params)?;
-    let mut bytes = vec![0u8; lay.value_size as usize];
-    for f in &lay.fields {
+    let mut bytes = vec![0u8; params.value_size() as usize];
+    for f in &fields {
         let v = values
             .iter()
             .find(|(n, _)| *n == f.name)
@@ -715,7 +716,14 @@ pub fn attach_object_file(
         attached_unix_s: 1,
         ..Default::default()
     };
-    crate::layout::stamp(&mut meta, identity);
+    crate::layout::stamp(&mut meta, algo, identity);
+    // The fixture's own fields, as its release would have recorded them.
+    let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
+    let text = names.join(",");
+    meta.params_fields = [0; intf::CCL_FIELDS_MAX as usize];
+    for (d, s) in meta.params_fields.iter_mut().zip(text.as_bytes()) {
+        *d = *s as _;
+    }
     find(&obj, "meta")?.update(&0u32.to_ne_bytes(), meta_bytes(&meta), MapFlags::ANY)?;
     for name in MAPS {
         let pin = tmp.join(name);
@@ -855,24 +863,22 @@ pub fn read_params(algo: Algo, profile: u32) -> Result<Params> {
     let bytes = map
         .lookup(&profile.to_ne_bytes(), MapFlags::ANY)?
         .with_context(|| format!("{algo}: no params entry for profile {profile}"))?;
-    if bytes.len() == algo.params_size() && crate::layout::params_layout_is_ours(&map, algo)? {
+    let meta = read_meta(algo)?;
+    if crate::layout::params_are_ours(algo, &meta, bytes.len()) {
         return Ok(Params::from_bytes(algo, &bytes)?);
     }
-    let lay = crate::layout::pinned_layout(&map)?;
-    if lay.fields.is_empty() {
-        return Ok(Params::from_bytes(algo, &bytes)?);
-    }
-    Ok(crate::layout::carry_params(algo, &bytes, &lay.fields).0)
+    let fields = crate::layout::params_fields(algo, &meta, bytes.len())?;
+    Ok(crate::layout::carry_params(algo, &bytes, &fields).0)
 }
 
 /// Write the tunables of `profile`; an object with another params layout
 /// (attached by another release) is refused with the way out.
 pub fn write_params(algo: Algo, params: &Params, profile: u32) -> Result<()> {
     let map = open_map(algo, "params")?;
-    if !crate::layout::params_layout_is_ours(&map, algo)? {
-        let who = read_meta(algo)
-            .map(|m| crate::layout::Identity::of(&m).describe())
-            .unwrap_or_else(|_| "another ccload".into());
+    let meta = read_meta(algo)?;
+    let size = map.value_size() as usize;
+    if !crate::layout::params_are_ours(algo, &meta, size) {
+        let who = crate::layout::Identity::of(&meta).describe();
         bail!(CclError::Layout(format!(
             "{algo} was attached by {who}, whose tunables are laid out differently; \
              `ccload attach --algo {algo} --replace` upgrades it in place (tunables carried over, \

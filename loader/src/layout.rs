@@ -1,10 +1,12 @@
-//! Layouts and identities of what ccload pins: which release loaded an
-//! attached controller, and each pinned map's value layout, read from the
-//! BTF the kernel keeps for it, so that one release reads what another
-//! wrote by field name (crate::upgrade carries it into a new object).
+//! Layouts and identities of what ccload pins, so that one release reads
+//! what another wrote (crate::upgrade carries it into a new object).
 //!
-//! Every attachment records who loaded it (`struct ccl_meta`: the layout
-//! identity, the object identity, the release).
+//! Every attachment records who loaded it in its `meta` entry (`struct
+//! ccl_meta`): the layout identity, the object identity, the release, and
+//! the C names of its params fields in order.  The meta struct only grows
+//! at its end, so any release reads another's entry as the prefix they
+//! share; the params are then read by field name.  Nothing here needs more
+//! than CAP_BPF (a map's BTF would need CAP_SYS_ADMIN to read back).
 
 use anyhow::{bail, Context, Result};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
@@ -109,7 +111,13 @@ impl Identity {
 }
 
 /// Write `identity` into a meta record.
-pub(crate) fn stamp(meta: &mut intf::ccl_meta, id: &Identity) {
+pub(crate) fn stamp(meta: &mut intf::ccl_meta, algo: Algo, id: &Identity) {
+    meta.params_fields = [0; intf::CCL_FIELDS_MAX as usize];
+    let names = fields_text(algo);
+    let n = names.len().min(meta.params_fields.len() - 1);
+    for (d, s) in meta.params_fields.iter_mut().zip(&names.as_bytes()[..n]) {
+        *d = *s as _;
+    }
     meta.layout_id = id.layout_id;
     meta.obj_id = id.obj_id;
     meta.upgraded_unix_s = id.upgraded_unix_s;
@@ -121,9 +129,9 @@ pub(crate) fn stamp(meta: &mut intf::ccl_meta, id: &Identity) {
 }
 
 // ---------------------------------------------------------------------------
-// Map value layouts from BTF.
+// Field layouts.
 
-/// One member of a map's value struct.
+/// One u32 field of a params value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Field {
     pub name: String,
@@ -132,120 +140,61 @@ pub struct Field {
     pub size: usize,
 }
 
-/// What a map holds, as its BTF describes it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MapLayout {
-    pub value_size: u32,
-    pub max_entries: u32,
-    /// The value struct's members; empty for a value that is not a struct
-    /// (a counter) or a map without a value (a ring buffer).
-    pub fields: Vec<Field>,
+/// `mode,kp_q10,...`: this build's params fields, as meta records them.
+fn fields_text(algo: Algo) -> String {
+    algo.fields()
+        .iter()
+        .map(|d| d.field)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
-/// libbpf's btf handle of a kernel BTF object, freed on drop.
-struct KernelBtf(*mut libbpf_sys::btf);
-
-impl Drop for KernelBtf {
-    fn drop(&mut self) {
-        // SAFETY: a btf that btf__load_from_kernel_by_id returned.
-        unsafe { libbpf_sys::btf__free(self.0) }
-    }
-}
-
-const BTF_KIND_STRUCT: u32 = 4;
-
-/// The members of struct type `tid` (after typedefs and modifiers), or
-/// none when it is not a struct.
-///
-/// # Safety
-/// `btf` is a live libbpf btf handle.
-unsafe fn struct_fields(btf: *const libbpf_sys::btf, tid: u32) -> Vec<Field> {
-    let resolved = libbpf_sys::btf__resolve_type(btf, tid);
-    if resolved <= 0 {
-        return Vec::new();
-    }
-    let t = libbpf_sys::btf__type_by_id(btf, resolved as u32);
-    if t.is_null() {
-        return Vec::new();
-    }
-    let info = (*t).info;
-    if (info >> 24) & 0x1f != BTF_KIND_STRUCT {
-        return Vec::new();
-    }
-    let kflag = info >> 31 != 0;
-    let vlen = (info & 0xffff) as usize;
-    // The members follow the type record (struct btf_member[vlen]).
-    let members = t.add(1) as *const libbpf_sys::btf_member;
-    (0..vlen)
-        .map(|i| {
-            let m = &*members.add(i);
-            let name = libbpf_sys::btf__name_by_offset(btf, m.name_off);
-            let name = if name.is_null() {
-                String::new()
-            } else {
-                std::ffi::CStr::from_ptr(name)
-                    .to_string_lossy()
-                    .into_owned()
-            };
-            let bits = if kflag {
-                m.offset & 0xff_ffff
-            } else {
-                m.offset
-            };
-            Field {
-                name,
-                off: (bits / 8) as usize,
-                size: libbpf_sys::btf__resolve_size(btf, m.type_).max(0) as usize,
-            }
+/// The params fields named in order, u32 each, as a layout.
+fn fields_of_names<'a>(names: impl Iterator<Item = &'a str>) -> Vec<Field> {
+    names
+        .enumerate()
+        .map(|(i, n)| Field {
+            name: n.to_string(),
+            off: 4 * i,
+            size: 4,
         })
         .collect()
 }
 
-/// The layout of a loaded (pinned) map, read from the kernel.
-pub fn pinned_layout(map: &MapHandle) -> Result<MapLayout> {
-    let info = map.info()?.info;
-    let mut fields = Vec::new();
-    if info.btf_id != 0 && info.btf_value_type_id != 0 {
-        // SAFETY: the returned pointer is checked and owned by KernelBtf.
-        let btf = unsafe { libbpf_sys::btf__load_from_kernel_by_id(info.btf_id) };
-        // SAFETY: libbpf_get_error accepts any pointer libbpf returned.
-        if btf.is_null() || unsafe { libbpf_sys::libbpf_get_error(btf as *const _) } != 0 {
-            bail!(
-                "failed to read the BTF (id {}) of a pinned map",
-                info.btf_id
-            );
+/// The layout of the params an attachment holds, from its meta entry; an
+/// attachment by a ccload from before meta recorded it has the fields of
+/// its release, which a value of the shipped size names.
+pub fn params_fields(algo: Algo, meta: &intf::ccl_meta, value_size: usize) -> Result<Vec<Field>> {
+    let text = c_text(&meta.params_fields);
+    if !text.is_empty() {
+        let f = fields_of_names(text.split(','));
+        if 4 * f.len() != value_size {
+            bail!(CclError::Layout(format!(
+                "{algo} params: meta names {} fields, the map holds {value_size} bytes",
+                f.len()
+            )));
         }
-        let btf = KernelBtf(btf);
-        // SAFETY: btf is live for this scope.
-        fields = unsafe { struct_fields(btf.0, info.btf_value_type_id) };
+        return Ok(f);
     }
-    Ok(MapLayout {
-        value_size: info.value_size,
-        max_entries: info.max_entries,
-        fields,
-    })
+    let shipped = algo.shipped_params();
+    if value_size == 4 * shipped.len() {
+        return Ok(fields_of_names(shipped.iter().map(|d| d.field)));
+    }
+    if value_size == algo.params_size() {
+        return Ok(fields_of_names(algo.fields().iter().map(|d| d.field)));
+    }
+    bail!(CclError::Layout(format!(
+        "{algo} params: {value_size} bytes in the map, attached by a ccload that did not record \
+         its layout; detach and attach it again"
+    )))
 }
 
-/// The layout of a map of an opened, not yet loaded, object.
-pub(crate) fn open_layout(obj: &libbpf_rs::OpenObject, name: &str) -> Option<MapLayout> {
-    use libbpf_rs::AsRawLibbpf;
-    let map = obj.maps().find(|m| m.name() == name)?;
-    let raw_map = map.as_libbpf_object().as_ptr();
-    // SAFETY: live libbpf objects borrowed for this call.
-    unsafe {
-        let btf = libbpf_sys::bpf_object__btf(obj.as_libbpf_object().as_ptr());
-        let tid = libbpf_sys::bpf_map__btf_value_type_id(raw_map);
-        let fields = if btf.is_null() || tid == 0 {
-            Vec::new()
-        } else {
-            struct_fields(btf, tid)
-        };
-        Some(MapLayout {
-            value_size: libbpf_sys::bpf_map__value_size(raw_map),
-            max_entries: libbpf_sys::bpf_map__max_entries(raw_map),
-            fields,
-        })
-    }
+/// A NUL-terminated C char array as text.
+fn c_text(b: &[std::os::raw::c_char]) -> String {
+    b.iter()
+        .take_while(|c| **c != 0)
+        .map(|c| *c as u8 as char)
+        .collect()
 }
 
 /// A u32 member `name` of a value laid out as `fields`.
@@ -258,87 +207,74 @@ fn get_u32(bytes: &[u8], fields: &[Field], name: &str) -> Option<u32> {
 // ---------------------------------------------------------------------------
 // Reading what another release wrote.
 
-/// The meta entry of a pinned `meta` map, its fields taken by name from
-/// whatever layout the attaching ccload had.
+/// The meta entry of a pinned `meta` map: the prefix this build and the
+/// writer's share (fields this build has and the writer had not read 0).
 pub fn decode_meta(algo: Algo, map: &MapHandle) -> Result<intf::ccl_meta> {
     let bytes = map
         .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)?
         .context("meta entry missing")?;
-    let lay = pinned_layout(map)?;
-    if lay.value_size as usize == std::mem::size_of::<intf::ccl_meta>()
-        && lay.fields == meta_fields()
-    {
-        // SAFETY: ccl_meta is plain old data and the layout was checked.
-        return Ok(unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const intf::ccl_meta) });
-    }
-    if lay.fields.is_empty() {
+    meta_from_bytes(algo, &bytes)
+}
+
+/// [`decode_meta`] of the entry's bytes.
+pub fn meta_from_bytes(algo: Algo, bytes: &[u8]) -> Result<intf::ccl_meta> {
+    // The oldest meta there was: prev_default, attached_unix_s,
+    // default_set, watchers.
+    if bytes.len() < 32 {
         bail!(CclError::Layout(format!(
-            "{algo} meta: {} bytes without BTF, {} expected",
-            bytes.len(),
-            std::mem::size_of::<intf::ccl_meta>()
+            "{algo} meta: {} bytes, not a ccload meta entry",
+            bytes.len()
         )));
     }
     let mut meta = intf::ccl_meta::default();
-    let ours = meta_fields();
-    // SAFETY: ccl_meta is plain old data; each copy stays inside both the
-    // struct (our field) and the value (its field).
-    let dst = unsafe {
-        std::slice::from_raw_parts_mut(
-            &mut meta as *mut _ as *mut u8,
-            std::mem::size_of::<intf::ccl_meta>(),
-        )
-    };
-    for f in &lay.fields {
-        if let (Some(o), Some(src)) = (
-            ours.iter().find(|o| o.name == f.name),
-            bytes.get(f.off..f.off + f.size),
-        ) {
-            let n = o.size.min(f.size);
-            dst[o.off..o.off + n].copy_from_slice(&src[..n]);
-        }
+    let n = bytes.len().min(std::mem::size_of::<intf::ccl_meta>());
+    // SAFETY: ccl_meta is plain old data; n is within both.
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), &mut meta as *mut _ as *mut u8, n);
     }
     // Strings copied short may have lost their NUL.
     *meta.prev_default.last_mut().unwrap() = 0;
     *meta.version.last_mut().unwrap() = 0;
+    *meta.params_fields.last_mut().unwrap() = 0;
     Ok(meta)
 }
 
-/// The members of this build's `struct ccl_meta`.
-fn meta_fields() -> Vec<Field> {
-    use std::mem::{offset_of, size_of_val};
-    let m = intf::ccl_meta::default();
-    macro_rules! f {
-        ($n:ident) => {
-            Field {
-                name: stringify!($n).into(),
-                off: offset_of!(intf::ccl_meta, $n),
-                size: size_of_val(&m.$n),
-            }
-        };
-    }
-    vec![
-        f!(prev_default),
-        f!(attached_unix_s),
-        f!(default_set),
-        f!(watchers),
-        f!(layout_id),
-        f!(obj_id),
-        f!(upgraded_unix_s),
-        f!(version),
-    ]
+/// Does an attachment hold its params in this build's layout?
+pub fn params_are_ours(algo: Algo, meta: &intf::ccl_meta, value_size: usize) -> bool {
+    value_size == algo.params_size()
+        && (meta.layout_id == layout_id(algo) || c_text(&meta.params_fields) == fields_text(algo))
 }
 
-/// Is the pinned `params` map of `algo` in this build's layout?
-pub fn params_layout_is_ours(map: &MapHandle, algo: Algo) -> Result<bool> {
-    let lay = pinned_layout(map)?;
-    Ok(lay.value_size as usize == algo.params_size()
-        && lay.fields.len() == algo.fields().len()
-        && lay
-            .fields
-            .iter()
-            .zip(algo.fields())
-            .enumerate()
-            .all(|(i, (f, d))| f.name == d.field && f.off == 4 * i && f.size == 4))
+/// The u32 fields of a struct type in an opened object's BTF (no kernel
+/// involved): for [`crate::bpf::attach_object_file`], which writes a
+/// foreign object's params by name.
+pub(crate) fn open_params_fields(obj: &libbpf_rs::OpenObject) -> Option<Vec<Field>> {
+    use libbpf_rs::AsRawLibbpf;
+    const BTF_KIND_STRUCT: u32 = 4;
+    let map = obj.maps().find(|m| m.name() == "params")?;
+    let raw_map = map.as_libbpf_object().as_ptr();
+    // SAFETY: live libbpf objects borrowed for this call; the members
+    // follow their struct's record (struct btf_member[vlen]).
+    unsafe {
+        let btf = libbpf_sys::bpf_object__btf(obj.as_libbpf_object().as_ptr());
+        let tid = libbpf_sys::bpf_map__btf_value_type_id(raw_map);
+        if btf.is_null() || tid == 0 {
+            return None;
+        }
+        let resolved = libbpf_sys::btf__resolve_type(btf, tid);
+        let t = libbpf_sys::btf__type_by_id(btf, resolved.max(0) as u32);
+        if t.is_null() || ((*t).info >> 24) & 0x1f != BTF_KIND_STRUCT {
+            return None;
+        }
+        let members = t.add(1) as *const libbpf_sys::btf_member;
+        let names: Vec<String> = (0..((*t).info & 0xffff) as usize)
+            .map(|i| {
+                let n = libbpf_sys::btf__name_by_offset(btf, (*members.add(i)).name_off);
+                std::ffi::CStr::from_ptr(n).to_string_lossy().into_owned()
+            })
+            .collect();
+        Some(fields_of_names(names.iter().map(String::as_str)))
+    }
 }
 
 /// What carrying one set of tunables across layouts did.
@@ -464,7 +400,7 @@ mod tests {
         assert_eq!(objs.len(), Algo::ALL.len());
         let mut m = intf::ccl_meta::default();
         let id = Identity::ours(Algo::Hetcp);
-        stamp(&mut m, &id);
+        stamp(&mut m, Algo::Hetcp, &id);
         assert_eq!(Identity::of(&m), id);
         assert!(Identity::of(&m).is_ours(Algo::Hetcp));
         assert!(!Identity::of(&m).is_ours(Algo::Ccpd));
@@ -474,13 +410,40 @@ mod tests {
             .contains("without layout identities"));
     }
 
+    /// The meta entry of a release from before layout identities (its
+    /// first four fields, 32 bytes) reads as what it says and no identity;
+    /// its params are the shipped fields in order.
     #[test]
-    fn meta_fields_cover_the_struct() {
-        let f = meta_fields();
-        let end = f.iter().map(|f| f.off + f.size).max().unwrap();
-        assert!(end <= std::mem::size_of::<intf::ccl_meta>());
-        let sum: usize = f.iter().map(|f| f.size).sum();
-        // every byte but padding belongs to a listed field
-        assert!(std::mem::size_of::<intf::ccl_meta>() - sum < 8);
+    fn an_older_meta_reads_as_its_prefix() {
+        let a = Algo::Ccpd;
+        let mut m = intf::ccl_meta {
+            attached_unix_s: 1234,
+            default_set: 1,
+            ..Default::default()
+        };
+        m.prev_default[..5]
+            .copy_from_slice(&[b'c' as _, b'u' as _, b'b' as _, b'i' as _, b'c' as _]);
+        stamp(&mut m, a, &Identity::ours(a));
+        // SAFETY: reading a plain-old-data struct as bytes.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(&m as *const _ as *const u8, std::mem::size_of_val(&m))
+        };
+        let old = meta_from_bytes(a, &bytes[..32]).unwrap();
+        assert_eq!((old.attached_unix_s, old.default_set), (1234, 1));
+        assert_eq!(c_text(&old.prev_default), "cubic");
+        assert_eq!(Identity::of(&old).layout_id, 0);
+        assert!(!params_are_ours(a, &old, a.params_size()));
+        let f = params_fields(a, &old, 4 * a.shipped_params().len()).unwrap();
+        assert_eq!(f.len(), a.shipped_params().len());
+        assert!(params_fields(a, &old, 4 * a.shipped_params().len() + 12).is_err());
+        assert!(meta_from_bytes(a, &bytes[..31]).is_err());
+        // This build's whole entry: ours, and the fields it names.
+        let new = meta_from_bytes(a, bytes).unwrap();
+        assert!(params_are_ours(a, &new, a.params_size()));
+        assert_eq!(
+            params_fields(a, &new, a.params_size()).unwrap().len(),
+            a.fields().len()
+        );
+        assert!(Identity::of(&new).is_ours(a));
     }
 }

@@ -6,10 +6,9 @@
 //! and `ccload serve` (when the attached object is not the one this binary
 //! embeds) run [`upgrade`]:
 //!
-//! 1. load this build's object; each of the maps `params`, `stats`,
-//!    `events`, `meta` and `agg` whose pinned value layout equals this
-//!    build's (size, entries, and the BTF member names and offsets) is
-//!    reused as it is, the others are made anew;
+//! 1. load this build's object; when the attachment's layout identity is
+//!    this build's, its maps `params`, `stats`, `events`, `meta` and `agg`
+//!    are reused as they are, else all are made anew;
 //! 2. into a new `params`, the tunables of every profile by name (a
 //!    tunable this build adds gets its default; one it no longer has, or a
 //!    value out of this build's range, is reported); into a new `meta`, its
@@ -28,11 +27,11 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use libbpf_rs::{MapCore, MapFlags, MapHandle};
+use libbpf_rs::{MapCore, MapFlags};
 
 use crate::algos::{Algo, Params};
 use crate::intf;
-use crate::layout::{carry_params, open_layout, pinned_layout, stamp, Carried, Identity};
+use crate::layout::{carry_params, params_are_ours, params_fields, stamp, Carried, Identity};
 
 /// The identity recorded by whoever attached `algo`.
 pub fn attached_identity(algo: Algo) -> Result<Identity> {
@@ -59,6 +58,8 @@ pub struct Report {
     pub sockets_moved: u64,
     pub sockets_failed: u64,
     pub namespaces: usize,
+    /// Namespaces it could not enter (their sockets keep the old code).
+    pub namespaces_unreached: usize,
     /// Namespaces whose default CC was set again to the new ops.
     pub defaults_reset: usize,
 }
@@ -123,6 +124,13 @@ impl Report {
                 String::new()
             }
         ));
+        if self.namespaces_unreached > 0 {
+            l.push(format!(
+                "  {} other network namespace(s) not entered (setns needs CAP_SYS_ADMIN): their \
+                 sockets keep the old code until they close",
+                self.namespaces_unreached
+            ));
+        }
         l
     }
 }
@@ -152,17 +160,22 @@ pub fn upgrade(
     // Everything read and validated before anything changes.
     let old_meta = crate::bpf::read_meta(algo)?;
     let old_params = open_map(algo, "params")?;
-    let old_lay = pinned_layout(&old_params)?;
+    let size = old_params.value_size() as usize;
+    let same_layout = old_meta.layout_id == crate::layout::layout_id(algo);
+    let old_fields = if params_are_ours(algo, &old_meta, size) {
+        None
+    } else {
+        Some(params_fields(algo, &old_meta, size)?)
+    };
     let mut params = Vec::new();
     for profile in 0..intf::CCL_NR_PROFILES {
         let Some(bytes) = old_params.lookup(&profile.to_ne_bytes(), MapFlags::ANY)? else {
             params.push(algo.defaults());
             continue;
         };
-        let (p, c) = if old_lay.fields.is_empty() {
-            (Params::from_bytes(algo, &bytes)?, Carried::default())
-        } else {
-            carry_params(algo, &bytes, &old_lay.fields)
+        let (p, c) = match &old_fields {
+            None => (Params::from_bytes(algo, &bytes)?, Carried::default()),
+            Some(f) => carry_params(algo, &bytes, f),
         };
         if profile == 0 {
             report.carried = c;
@@ -184,7 +197,7 @@ pub fn upgrade(
         obj_id: 0,
         ..ours.clone()
     };
-    stamp(&mut meta, &in_change);
+    stamp(&mut meta, algo, &in_change);
 
     crate::bpf::with_loaded_prepared(
         algo,
@@ -192,13 +205,12 @@ pub fn upgrade(
         verbose,
         |obj| {
             crate::bpf::share_sk_profile(obj)?;
+            // The same layout identity: every map is read and written alike
+            // by both objects, so all are kept.  Another: all are made
+            // anew (what carries over is carried by name below).
             for name in MAPS {
                 let pin = map_pin(algo, name);
-                let same = match (MapHandle::from_pinned_path(&pin), open_layout(obj, name)) {
-                    (Ok(h), Some(want)) => pinned_layout(&h).is_ok_and(|have| have == want),
-                    _ => false,
-                };
-                if same {
+                if same_layout && pin.exists() {
                     let mut m = obj
                         .maps_mut()
                         .find(|m| m.name() == name)
@@ -270,6 +282,7 @@ pub fn upgrade(
     report.sockets_moved = moved.matched;
     report.sockets_failed = moved.failed;
     report.namespaces = moved.namespaces;
+    report.namespaces_unreached = moved.unreached;
     report.defaults_reset = moved.defaults_reset;
 
     ours.upgraded_unix_s = std::time::SystemTime::now()
@@ -277,7 +290,7 @@ pub fn upgrade(
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let mut meta = crate::bpf::read_meta(algo)?;
-    stamp(&mut meta, &ours);
+    stamp(&mut meta, algo, &ours);
     open_map(algo, "meta")?
         .update(
             &0u32.to_ne_bytes(),
@@ -306,6 +319,8 @@ pub struct Moved {
     pub matched: u64,
     pub failed: u64,
     pub namespaces: usize,
+    /// Namespaces ccload could not enter (setns needs CAP_SYS_ADMIN).
+    pub unreached: usize,
     pub defaults_reset: usize,
 }
 
@@ -372,34 +387,37 @@ pub fn migrate_sockets(algo: Algo, verbose: bool) -> Result<Moved> {
         .attach()
         .context("failed to attach the socket migration iterator")?;
     let mut moved = Moved::default();
-    for ns in network_namespaces() {
+    // The first is ccload's own namespace: no setns (which needs
+    // CAP_SYS_ADMIN, a capability the unit and the DaemonSet do not grant).
+    for (i, ns) in network_namespaces().into_iter().enumerate() {
         let Ok(f) = std::fs::File::open(&ns) else {
             continue; // the process left
         };
         let r = std::thread::scope(|s| {
-            s.spawn(|| -> Result<bool> {
+            s.spawn(|| -> Result<Option<bool>> {
                 // SAFETY: setns on a thread of our own, with an fd we hold open.
-                if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                    return Ok(false);
+                if i > 0 && unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                    return Ok(None);
                 }
                 let mut it = libbpf_rs::Iter::new(&link)?;
                 let mut sink = Vec::new();
                 it.read_to_end(&mut sink)?;
-                // This thread's view of /proc/sys/net is its namespace's.
-                let p = "/proc/thread-self/../../sys/net/ipv4/tcp_congestion_control";
+                // /proc/sys/net is the namespace of the thread that opens it.
+                let p = "/proc/sys/net/ipv4/tcp_congestion_control";
                 let reset = match std::fs::read_to_string(p) {
                     Ok(cur) if cur.trim() == algo.name() => std::fs::write(p, algo.name()).is_ok(),
                     _ => false,
                 };
-                Ok(reset)
+                Ok(Some(reset))
             })
             .join()
         });
         match r {
-            Ok(Ok(reset)) => {
+            Ok(Ok(Some(reset))) => {
                 moved.namespaces += 1;
                 moved.defaults_reset += usize::from(reset);
             }
+            Ok(Ok(None)) => moved.unreached += 1,
             Ok(Err(e)) => bail!("migrating {algo}'s sockets in {}: {e:#}", ns.display()),
             Err(_) => bail!("migration thread panicked"),
         }

@@ -335,3 +335,37 @@ pub fn measured_on_a_valid_link<T>(what: &str, mut measure: impl FnMut() -> (T, 
     );
     v
 }
+
+/// The capabilities deploy/ccload.service grants (its
+/// CapabilityBoundingSet), which the DaemonSet grants too.
+pub fn unit_caps() -> Vec<String> {
+    let unit = std::fs::read_to_string(repo_root().join("deploy/ccload.service")).unwrap();
+    unit.lines()
+        .find_map(|l| l.strip_prefix("CapabilityBoundingSet="))
+        .expect("bounding set")
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+/// `setpriv --bounding-set` of exactly `caps`: `-all,+bpf,...`.
+pub fn setpriv_set(caps: &[String]) -> String {
+    let mut s = "-all".to_string();
+    for c in caps {
+        s.push_str(&format!(
+            ",+{}",
+            c.trim_start_matches("CAP_").to_lowercase()
+        ));
+    }
+    s
+}
+
+/// Run `ccload args...` with exactly the unit's capabilities.
+pub fn ccload_with_unit_caps(args: &[&str]) -> Output {
+    Command::new("setpriv")
+        .args(["--bounding-set", &setpriv_set(&unit_caps()), "--"])
+        .arg(ccload_bin())
+        .args(args)
+        .output()
+        .expect("setpriv (util-linux)")
+}

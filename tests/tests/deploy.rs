@@ -456,28 +456,6 @@ fn daemonset_is_well_formed_and_least_privilege() {
 }
 
 /// The capabilities the unit grants, as setpriv's bounding-set argument.
-fn unit_caps() -> Vec<String> {
-    let unit =
-        std::fs::read_to_string(ccload_itests::repo_root().join("deploy/ccload.service")).unwrap();
-    unit.lines()
-        .find_map(|l| l.strip_prefix("CapabilityBoundingSet="))
-        .expect("bounding set")
-        .split_whitespace()
-        .map(str::to_string)
-        .collect()
-}
-
-fn setpriv_set(caps: &[String]) -> String {
-    let mut s = "-all".to_string();
-    for c in caps {
-        s.push_str(&format!(
-            ",+{}",
-            c.trim_start_matches("CAP_").to_lowercase()
-        ));
-    }
-    s
-}
-
 /// Run `ccload serve` under `setpriv --bounding-set`, stderr to `log`.
 fn serve_with_caps(caps: &[String], cfg: &Path, log: &Path) -> std::process::Child {
     std::process::Command::new("setpriv")
