@@ -60,7 +60,7 @@ if [ "$(id -u)" = 0 ] && [ -e /sys/kernel/btf/vmlinux ]; then
         echo "layouts: FAILED (test build: ${test_ids:-none}; release build: ${prod_ids:-none})" | tee -a "$log"
         rc=1
     fi
-    DEMO_SECS=6 bash scripts/demo.sh 2>&1 | tee -a "$log"
+    DEMO_SECS=4 bash scripts/demo.sh 2>&1 | tee -a "$log"
     drc=${PIPESTATUS[0]}
     if [ "$drc" -ne 0 ]; then
         echo "demo: FAILED (exit $drc)" | tee -a "$log"
