@@ -2,26 +2,27 @@
 //! name (crate::layout) and carried into this build's object without
 //! closing a connection.
 //!
-//! `ccload attach --replace`
-//! and `ccload serve` (when the attached object is not the one this binary
-//! embeds) run [`upgrade`]:
+//! `ccload attach --replace` and `ccload serve` (when the attached object
+//! is not the one this binary embeds) run [`upgrade`]:
 //!
 //! 1. load this build's object; when the attachment's layout identity is
 //!    this build's, its maps `params`, `stats`, `events`, `meta` and `agg`
 //!    are reused as they are, else all are made anew;
 //! 2. into a new `params`, the tunables of every profile by name (a
 //!    tunable this build adds gets its default; one it no longer has, or a
-//!    value out of this build's range, is reported); into a new `meta`, its
-//!    fields by name; counters of a new `stats` or `agg` start at 0;
+//!    value out of this build's range, is reported); into a new `meta`, the
+//!    old entry's fields (the prefix the two releases share); counters of a
+//!    new `stats` or `agg` start at 0;
 //! 3. the new maps' pins replace the old ones (the meta entry says "in
 //!    change" until step 5, so an interrupted upgrade is redone);
 //! 4. the struct_ops link is updated to the new ops in one step
 //!    (BPF_LINK_UPDATE): new connections get the new code;
 //! 5. the open sockets on the old ops, and the listeners that would hand
 //!    the old ops to the connections they accept, are moved onto the new
-//!    ops by name in every network namespace (bpf/migrate.bpf.c), as is a
-//!    namespace's default CC that names the controller.  Their windows stay;
-//!    the controller's per-flow state starts afresh.
+//!    ops by name in ccload's network namespace and every other it may
+//!    enter (bpf/migrate.bpf.c), as is a namespace's default CC that names
+//!    the controller.  Their windows stay; the controller's per-flow state
+//!    starts afresh.
 
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
