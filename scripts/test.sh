@@ -30,14 +30,21 @@ rc=${PIPESTATUS[0]}
 # paths, over a veth pair and through the delay line); docs/lab.md.  Skipped with a reason where the
 # privileged tests are skipped.
 if [ "$(id -u)" = 0 ] && [ -e /sys/kernel/btf/vmlinux ]; then
-    cargo xtask lab check acceptance --quick --out "$accdir/acceptance" 2>&1 | tee -a "$log"
-    arc=${PIPESTATUS[0]}
-    if [ "$arc" -ne 0 ]; then
-        echo "acceptance: FAILED (exit $arc)" | tee -a "$log"
-        rc=1
-    else
-        echo "acceptance: PASSED" | tee -a "$log"
-    fi
+    # `step NAME CMD...`: CMD's output into the log, then one line
+    # `NAME: PASSED` or `NAME: FAILED (exit N)`.
+    step() {
+        local name=$1 r
+        shift
+        "$@" 2>&1 | tee -a "$log"
+        r=${PIPESTATUS[0]}
+        if [ "$r" -ne 0 ]; then
+            echo "$name: FAILED (exit $r)" | tee -a "$log"
+            rc=1
+        else
+            echo "$name: PASSED" | tee -a "$log"
+        fi
+    }
+    step acceptance cargo xtask lab check acceptance --quick --out "$accdir/acceptance"
     # A minute of flows, concurrent and killed commands, daemon reloads
     # and kills; the 30-minute run is in docs/testing.md.
     cargo xtask soak --minutes 1 --out "$accdir/soak" 2>&1 | tee -a "$log"
@@ -60,14 +67,7 @@ if [ "$(id -u)" = 0 ] && [ -e /sys/kernel/btf/vmlinux ]; then
         echo "layouts: FAILED (test build: ${test_ids:-none}; release build: ${prod_ids:-none})" | tee -a "$log"
         rc=1
     fi
-    DEMO_SECS=4 bash scripts/demo.sh 2>&1 | tee -a "$log"
-    drc=${PIPESTATUS[0]}
-    if [ "$drc" -ne 0 ]; then
-        echo "demo: FAILED (exit $drc)" | tee -a "$log"
-        rc=1
-    else
-        echo "demo: PASSED" | tee -a "$log"
-    fi
+    step demo env DEMO_SECS=4 bash scripts/demo.sh
     # Nothing of ours may outlive the suite: no pins, and no struct_ops map
     # of our controllers once their last sockets are gone (bounded wait).
     left=""

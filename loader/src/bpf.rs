@@ -423,7 +423,7 @@ impl Loaded<'_> {
 }
 
 macro_rules! load_skel {
-    ($builder:ty, $algo:expr, $allow:expr, $verbose:expr, $prep:expr, $f:expr) => {{
+    ($builder:ty, $algo:expr, $reuse:expr, $allow:expr, $verbose:expr, $f:expr) => {{
         let mut storage = MaybeUninit::uninit();
         let mut builder = <$builder>::default();
         builder.obj_builder.debug($verbose);
@@ -434,7 +434,7 @@ macro_rules! load_skel {
         if $allow {
             set_ca_flags($algo, open.open_object_mut(), TCP_CONG_NON_RESTRICTED)?;
         }
-        $prep(open.open_object_mut())?;
+        prepare($algo, open.open_object_mut(), $reuse)?;
         let mut skel = match open.load() {
             Ok(s) => s,
             Err(e) => return Err(load_error(&$algo.to_string(), e, $verbose)),
@@ -461,28 +461,16 @@ pub fn with_loaded<R>(
 }
 
 /// [`with_loaded`], the controller selectable by any process when `allow`.
-fn with_loaded_allow<R>(
+pub(crate) fn with_loaded_allow<R>(
     algo: Algo,
     reuse: bool,
     allow: bool,
     verbose: bool,
     f: impl FnOnce(&mut Loaded<'_>) -> Result<R>,
 ) -> Result<R> {
-    with_loaded_prepared(algo, allow, verbose, |obj| prepare(algo, obj, reuse), f)
-}
-
-/// Load `algo` after `prep` has set up the opened object (which maps to
-/// reuse), and run `f` on the loaded object.
-pub(crate) fn with_loaded_prepared<R>(
-    algo: Algo,
-    allow: bool,
-    verbose: bool,
-    prep: impl FnOnce(&mut OpenObject) -> Result<()>,
-    f: impl FnOnce(&mut Loaded<'_>) -> Result<R>,
-) -> Result<R> {
     macro_rules! load {
         ($builder:ty) => {
-            load_skel!($builder, algo, allow, verbose, prep, f)
+            load_skel!($builder, algo, reuse, allow, verbose, f)
         };
     }
     crate::algos::with_skel!(algo, load)
@@ -495,7 +483,6 @@ pub struct AttachOpts {
     pub algo: Algo,
     pub sets: Vec<(String, String)>,
     pub make_default: bool,
-    pub replace: bool,
     /// Selectable by unprivileged sockets (tcp_allowed_congestion_control).
     pub allow: bool,
     pub verbose: bool,
@@ -557,7 +544,8 @@ pub fn attach(opts: &AttachOpts, sweep: Sweep) -> Result<AttachOutcome> {
     require_root()?;
     require_kernel()?;
 
-    if is_attached(algo) && !opts.replace {
+    // Replacing an attached controller is an upgrade (crate::upgrade).
+    if is_attached(algo) {
         return Ok(AttachOutcome::AlreadyAttached);
     }
     if opts.make_default {
@@ -567,10 +555,6 @@ pub fn attach(opts: &AttachOpts, sweep: Sweep) -> Result<AttachOutcome> {
     sweep()?;
     if !is_attached(algo) && is_registered(algo.name()) {
         bail!(CclError::NameTaken(algo.name().to_string()));
-    }
-
-    if opts.replace && is_attached(algo) {
-        bail!("{algo} is attached: an attached controller is replaced in place by crate::upgrade::upgrade");
     }
 
     // Crash consistency: everything is pinned in a private directory first
@@ -598,11 +582,7 @@ pub fn attach(opts: &AttachOpts, sweep: Sweep) -> Result<AttachOutcome> {
     if opts.make_default {
         let prev = sysctl::default_cc()?;
         if prev != algo.name() {
-            let bytes = prev.as_bytes();
-            let n = bytes.len().min(meta.prev_default.len() - 1);
-            for (d, s) in meta.prev_default.iter_mut().zip(&bytes[..n]) {
-                *d = *s as _;
-            }
+            crate::layout::set_c_text(&mut meta.prev_default, &prev);
             meta.default_set = 1;
             set_default = true;
         }
@@ -719,11 +699,7 @@ pub fn attach_object_file(
     crate::layout::stamp(&mut meta, algo, identity);
     // The fixture's own fields, as its release would have recorded them.
     let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
-    let text = names.join(",");
-    meta.params_fields = [0; intf::CCL_FIELDS_MAX as usize];
-    for (d, s) in meta.params_fields.iter_mut().zip(text.as_bytes()) {
-        *d = *s as _;
-    }
+    crate::layout::set_c_text(&mut meta.params_fields, &names.join(","));
     find(&obj, "meta")?.update(&0u32.to_ne_bytes(), meta_bytes(&meta), MapFlags::ANY)?;
     for name in MAPS {
         let pin = tmp.join(name);
@@ -826,13 +802,7 @@ pub fn new_tmp_pin_dir(tag: &str) -> Result<PathBuf> {
     Ok(tmp)
 }
 
-pub fn c_name(bytes: &[std::os::raw::c_char]) -> String {
-    bytes
-        .iter()
-        .take_while(|c| **c != 0)
-        .map(|c| *c as u8 as char)
-        .collect()
-}
+pub use crate::layout::c_text as c_name;
 
 // ---------------------------------------------------------------------------
 // Pinned map access.

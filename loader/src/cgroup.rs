@@ -201,7 +201,6 @@ pub fn set(path: &Path, algo: &str, profile: u32, sweep: bpf::Sweep) -> Result<B
                 algo: a,
                 sets: Vec::new(),
                 make_default: false,
-                replace: false,
                 allow: false,
                 verbose: false,
             },

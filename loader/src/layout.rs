@@ -73,12 +73,7 @@ impl Identity {
         Identity {
             layout_id: meta.layout_id,
             obj_id: meta.obj_id,
-            version: meta
-                .version
-                .iter()
-                .take_while(|c| **c != 0)
-                .map(|c| *c as u8 as char)
-                .collect(),
+            version: c_text(&meta.version),
             upgraded_unix_s: meta.upgraded_unix_s,
         }
     }
@@ -112,20 +107,11 @@ impl Identity {
 
 /// Write `identity` into a meta record.
 pub(crate) fn stamp(meta: &mut intf::ccl_meta, algo: Algo, id: &Identity) {
-    meta.params_fields = [0; intf::CCL_FIELDS_MAX as usize];
-    let names = fields_text(algo);
-    let n = names.len().min(meta.params_fields.len() - 1);
-    for (d, s) in meta.params_fields.iter_mut().zip(&names.as_bytes()[..n]) {
-        *d = *s as _;
-    }
+    set_c_text(&mut meta.params_fields, &fields_text(algo));
     meta.layout_id = id.layout_id;
     meta.obj_id = id.obj_id;
     meta.upgraded_unix_s = id.upgraded_unix_s;
-    meta.version = [0; intf::CCL_VERSION_MAX as usize];
-    let n = id.version.len().min(meta.version.len() - 1);
-    for (d, s) in meta.version.iter_mut().zip(&id.version.as_bytes()[..n]) {
-        *d = *s as _;
-    }
+    set_c_text(&mut meta.version, &id.version);
 }
 
 // ---------------------------------------------------------------------------
@@ -190,11 +176,20 @@ pub fn params_fields(algo: Algo, meta: &intf::ccl_meta, value_size: usize) -> Re
 }
 
 /// A NUL-terminated C char array as text.
-fn c_text(b: &[std::os::raw::c_char]) -> String {
+pub fn c_text(b: &[std::os::raw::c_char]) -> String {
     b.iter()
         .take_while(|c| **c != 0)
         .map(|c| *c as u8 as char)
         .collect()
+}
+
+/// Fill a C char array with `s`, cut to leave room for the NUL, the rest 0.
+pub(crate) fn set_c_text(dst: &mut [std::os::raw::c_char], s: &str) {
+    dst.fill(0);
+    let n = s.len().min(dst.len().saturating_sub(1));
+    for (d, b) in dst.iter_mut().zip(&s.as_bytes()[..n]) {
+        *d = *b as _;
+    }
 }
 
 /// A u32 member `name` of a value laid out as `fields`.
@@ -318,15 +313,7 @@ mod tests {
     use super::*;
 
     fn layout_of(algo: Algo) -> Vec<Field> {
-        algo.fields()
-            .iter()
-            .enumerate()
-            .map(|(i, d)| Field {
-                name: d.field.to_string(),
-                off: 4 * i,
-                size: 4,
-            })
-            .collect()
+        fields_of_names(algo.fields().iter().map(|d| d.field))
     }
 
     /// Tunables travel by name: a field inserted before others moves their
@@ -421,8 +408,7 @@ mod tests {
             default_set: 1,
             ..Default::default()
         };
-        m.prev_default[..5]
-            .copy_from_slice(&[b'c' as _, b'u' as _, b'b' as _, b'i' as _, b'c' as _]);
+        set_c_text(&mut m.prev_default, "cubic");
         stamp(&mut m, a, &Identity::ours(a));
         // SAFETY: reading a plain-old-data struct as bytes.
         let bytes = unsafe {

@@ -154,12 +154,12 @@ pub fn upgrade(
         bail!(crate::error::CclError::NotAttached { algo: algo.name() });
     }
     sweep()?;
-    let mut report = Report {
-        from: attached_identity(algo).ok(),
-        ..Default::default()
-    };
     // Everything read and validated before anything changes.
     let old_meta = crate::bpf::read_meta(algo)?;
+    let mut report = Report {
+        from: Some(Identity::of(&old_meta)),
+        ..Default::default()
+    };
     let old_params = open_map(algo, "params")?;
     let size = old_params.value_size() as usize;
     let same_layout = old_meta.layout_id == crate::layout::layout_id(algo);
@@ -190,7 +190,13 @@ pub fn upgrade(
         .with_context(|| format!("failed to open the pinned link of {algo}"))?;
     let tmp = crate::bpf::new_tmp_pin_dir(&format!("{}-up", algo.name()))?;
     let cleanup = TmpDir(tmp.clone());
-    let renewed_cell: std::cell::RefCell<Vec<&'static str>> = Default::default();
+    // The same layout identity: every map is read and written alike by both
+    // objects, so all are kept.  Another: all are made anew (what carries
+    // over is carried by name above).
+    let renewed: Vec<&'static str> = MAPS
+        .into_iter()
+        .filter(|m| !(same_layout && map_pin(algo, m).exists()))
+        .collect();
     let mut meta = old_meta;
     let mut ours = Identity::ours(algo);
     // "In change" until the link runs the new ops.
@@ -200,78 +206,51 @@ pub fn upgrade(
     };
     stamp(&mut meta, algo, &in_change);
 
-    crate::bpf::with_loaded_prepared(
-        algo,
-        allow,
-        verbose,
-        |obj| {
-            crate::bpf::share_sk_profile(obj)?;
-            // The same layout identity: every map is read and written alike
-            // by both objects, so all are kept.  Another: all are made
-            // anew (what carries over is carried by name below).
-            for name in MAPS {
-                let pin = map_pin(algo, name);
-                if same_layout && pin.exists() {
-                    let mut m = obj
-                        .maps_mut()
-                        .find(|m| m.name() == name)
-                        .context("map vanished")?;
-                    m.reuse_pinned_map(&pin)
-                        .with_context(|| format!("failed to reuse {}", pin.display()))?;
-                } else {
-                    renewed_cell.borrow_mut().push(name);
-                }
-            }
-            Ok(())
-        },
-        |loaded| {
-            let renewed = renewed_cell.borrow();
-            if renewed.contains(&"params") {
-                let map = loaded.map("params")?;
-                for (profile, p) in params.iter().enumerate() {
-                    map.update(
-                        &(profile as u32).to_ne_bytes(),
-                        &p.to_bytes(),
-                        MapFlags::ANY,
-                    )
-                    .context("failed to write tunables")?;
-                }
-            } else if !sets.is_empty() {
-                loaded
-                    .map("params")?
-                    .update(&0u32.to_ne_bytes(), &params[0].to_bytes(), MapFlags::ANY)
-                    .context("failed to write tunables")?;
-            }
-            loaded
-                .map("meta")?
-                .update(
-                    &0u32.to_ne_bytes(),
-                    crate::bpf::meta_bytes(&meta),
+    crate::bpf::with_loaded_allow(algo, same_layout, allow, verbose, |loaded| {
+        if renewed.contains(&"params") {
+            let map = loaded.map("params")?;
+            for (profile, p) in params.iter().enumerate() {
+                map.update(
+                    &(profile as u32).to_ne_bytes(),
+                    &p.to_bytes(),
                     MapFlags::ANY,
                 )
-                .context("failed to write meta")?;
-            // The new maps' pins replace the old ones.
-            for name in renewed.iter() {
-                let t = tmp.join(name);
-                loaded
-                    .map(name)?
-                    .pin(&t)
-                    .with_context(|| format!("failed to pin {}", t.display()))?;
+                .context("failed to write tunables")?;
             }
-            for name in renewed.iter() {
-                std::fs::rename(tmp.join(name), map_pin(algo, name)).with_context(|| {
-                    format!(
-                        "failed to move the new {name} map into {}",
-                        map_pin(algo, name).display()
-                    )
-                })?;
-            }
-            // One step: new connections get the new code from here on.
-            loaded.update_link(&link)
-        },
-    )?;
+        } else if !sets.is_empty() {
+            loaded
+                .map("params")?
+                .update(&0u32.to_ne_bytes(), &params[0].to_bytes(), MapFlags::ANY)
+                .context("failed to write tunables")?;
+        }
+        loaded
+            .map("meta")?
+            .update(
+                &0u32.to_ne_bytes(),
+                crate::bpf::meta_bytes(&meta),
+                MapFlags::ANY,
+            )
+            .context("failed to write meta")?;
+        // The new maps' pins replace the old ones.
+        for name in renewed.iter() {
+            let t = tmp.join(name);
+            loaded
+                .map(name)?
+                .pin(&t)
+                .with_context(|| format!("failed to pin {}", t.display()))?;
+        }
+        for name in renewed.iter() {
+            std::fs::rename(tmp.join(name), map_pin(algo, name)).with_context(|| {
+                format!(
+                    "failed to move the new {name} map into {}",
+                    map_pin(algo, name).display()
+                )
+            })?;
+        }
+        // One step: new connections get the new code from here on.
+        loaded.update_link(&link)
+    })?;
     drop(cleanup);
-    let renewed = renewed_cell.into_inner();
     report.renewed = renewed.iter().map(|s| s.to_string()).collect();
     report.reused = MAPS
         .iter()

@@ -258,7 +258,6 @@ pub fn run(o: WatchOpts) -> Result<()> {
         Format::Csv => Some(FastFormat::Csv),
         Format::Table => None,
     };
-    let o_algos = o.algos.clone();
     let opts = std::rc::Rc::new(o);
     let o = &*opts;
     let queue = std::rc::Rc::new(std::cell::RefCell::new(Vec::<Event>::new()));
@@ -288,7 +287,6 @@ pub fn run(o: WatchOpts) -> Result<()> {
         .iter()
         .map(|m| m.info().map(|i| i.info.id).unwrap_or(0))
         .collect();
-    let renewed = || -> Option<Algo> { ring_renewed(&o_algos, &ring_ids) };
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -317,7 +315,7 @@ pub fn run(o: WatchOpts) -> Result<()> {
                 _ = hup.recv() => break,
                 r = afd.readable() => r?.clear_ready(),
                 _ = tick => {
-                    if let Some(a) = renewed() {
+                    if let Some(a) = ring_renewed(&o.algos, &ring_ids) {
                         eprintln!(
                             "ccload: {a} was upgraded in place with a new telemetry ring; \
                              this watch reads the old one: run `ccload watch` again"

@@ -105,11 +105,7 @@ impl Trace {
     /// `per_ms` opportunities every millisecond, for `period_ms`: a fixed
     /// rate of `per_ms` x 12 Mbit/s.
     pub fn fixed(per_ms: u32, period_ms: u64) -> Trace {
-        Trace {
-            opps_ms: (1..=period_ms)
-                .flat_map(|t| std::iter::repeat_n(t, per_ms as usize))
-                .collect(),
-        }
+        Trace::steps(&[(period_ms, per_ms)])
     }
 
     /// Opportunities at `per_ms[i].1` a millisecond for `per_ms[i].0` ms,

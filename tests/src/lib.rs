@@ -369,3 +369,127 @@ pub fn ccload_with_unit_caps(args: &[&str]) -> Output {
         .output()
         .expect("setpriv (util-linux)")
 }
+
+// ---------------------------------------------------------------------------
+// The daemon.
+
+/// A `ccload serve` child whose stderr lines are collected in `log`.
+pub struct Daemon {
+    pub child: std::process::Child,
+    pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Daemon {
+    pub fn start(config: &std::path::Path) -> Daemon {
+        Self::start_env(config, &[])
+    }
+    pub fn start_env(config: &std::path::Path, env: &[(&str, &str)]) -> Daemon {
+        let mut child = std::process::Command::new(ccload_bin())
+            .args(["serve", "--config", config.to_str().unwrap()])
+            .env_remove("JOURNAL_STREAM")
+            .env_remove("NOTIFY_SOCKET")
+            .envs(env.iter().copied())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let err = child.stderr.take().unwrap();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let l2 = log.clone();
+        std::thread::spawn(move || {
+            for l in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+                l2.lock().unwrap().push(l);
+            }
+        });
+        Daemon { child, log }
+    }
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+    }
+    pub fn logged(&self, s: &str) -> bool {
+        self.log.lock().unwrap().iter().any(|l| l.contains(s))
+    }
+    /// The metrics address the daemon bound (configs here say port 0, so
+    /// no port is picked, released and raced for).
+    pub fn addr(&self) -> String {
+        let mut a = None;
+        assert!(
+            wait_until(Duration::from_secs(15), || {
+                a = self.log.lock().unwrap().iter().find_map(|l| {
+                    let rest = l.split_once("metrics on http://")?.1;
+                    Some(rest.strip_suffix("/metrics")?.to_string())
+                });
+                a.is_some()
+            }),
+            "the daemon never listened: {:?}",
+            self.log.lock().unwrap()
+        );
+        a.unwrap()
+    }
+    pub fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+    /// What the daemon's fds point to (for a failure message).
+    pub fn fd_list(&self) -> Vec<String> {
+        let dir = format!("/proc/{}/fd", self.child.id());
+        let mut v: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| {
+                let e = e.ok()?;
+                let t = std::fs::read_link(e.path()).ok()?;
+                Some(format!(
+                    "{}:{}",
+                    e.file_name().to_string_lossy(),
+                    t.display()
+                ))
+            })
+            .collect();
+        v.sort();
+        v
+    }
+    /// Open file descriptors of the daemon.
+    pub fn fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))
+            .unwrap()
+            .count()
+    }
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        self.signal(libc::SIGTERM);
+        let st = self.child.wait().unwrap();
+        // Let the stderr thread drain.
+        std::thread::sleep(Duration::from_millis(100));
+        st
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// GET /metrics of a daemon at `addr` (200, the text format): the body.
+pub fn scrape(addr: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut r = String::new();
+    s.read_to_string(&mut r).ok()?;
+    let (head, body) = r.split_once("\r\n\r\n")?;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.contains("text/plain; version=0.0.4"), "{head}");
+    Some(body.to_string())
+}
+
+/// Value of the sample `name{labels}` (exact label text) in a scrape.
+pub fn metric(body: &str, series: &str) -> f64 {
+    body.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {series} in:\n{body}"))
+}

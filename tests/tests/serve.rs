@@ -5,7 +5,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,101 +13,6 @@ use ccload_itests::link::{Bottleneck, LinkCfg};
 use ccload_itests::*;
 
 const MB: u64 = 1 << 20;
-
-struct Daemon {
-    child: Child,
-    log: Arc<Mutex<Vec<String>>>,
-}
-
-impl Daemon {
-    fn start(config: &std::path::Path) -> Daemon {
-        Self::start_env(config, &[])
-    }
-    fn start_env(config: &std::path::Path, env: &[(&str, &str)]) -> Daemon {
-        let mut child = Command::new(ccload_bin())
-            .args(["serve", "--config", config.to_str().unwrap()])
-            .env_remove("JOURNAL_STREAM")
-            .env_remove("NOTIFY_SOCKET")
-            .envs(env.iter().copied())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let err = child.stderr.take().unwrap();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let l2 = log.clone();
-        std::thread::spawn(move || {
-            for l in BufReader::new(err).lines().map_while(Result::ok) {
-                l2.lock().unwrap().push(l);
-            }
-        });
-        Daemon { child, log }
-    }
-    fn signal(&self, sig: i32) {
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(self.child.id() as i32, sig) };
-    }
-    fn logged(&self, s: &str) -> bool {
-        self.log.lock().unwrap().iter().any(|l| l.contains(s))
-    }
-    /// The metrics address the daemon bound (configs here say port 0, so
-    /// no port is picked, released and raced for).
-    fn addr(&self) -> String {
-        let mut a = None;
-        assert!(
-            wait_until(Duration::from_secs(15), || {
-                a = self.log.lock().unwrap().iter().find_map(|l| {
-                    let rest = l.split_once("metrics on http://")?.1;
-                    Some(rest.strip_suffix("/metrics")?.to_string())
-                });
-                a.is_some()
-            }),
-            "the daemon never listened: {:?}",
-            self.log.lock().unwrap()
-        );
-        a.unwrap()
-    }
-    fn alive(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_none()
-    }
-    /// What the daemon's fds point to (for a failure message).
-    fn fd_list(&self) -> Vec<String> {
-        let dir = format!("/proc/{}/fd", self.child.id());
-        let mut v: Vec<String> = std::fs::read_dir(&dir)
-            .unwrap()
-            .filter_map(|e| {
-                let e = e.ok()?;
-                let t = std::fs::read_link(e.path()).ok()?;
-                Some(format!(
-                    "{}:{}",
-                    e.file_name().to_string_lossy(),
-                    t.display()
-                ))
-            })
-            .collect();
-        v.sort();
-        v
-    }
-    /// Open file descriptors of the daemon.
-    fn fds(&self) -> usize {
-        std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))
-            .unwrap()
-            .count()
-    }
-    fn stop(mut self) -> std::process::ExitStatus {
-        self.signal(libc::SIGTERM);
-        let st = self.child.wait().unwrap();
-        // Let the stderr thread drain.
-        std::thread::sleep(Duration::from_millis(100));
-        st
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Detach everything at the end, even on failure.
 struct Cleanup(std::path::PathBuf);
@@ -124,29 +29,6 @@ fn scratch(tag: &str) -> (std::path::PathBuf, Cleanup) {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     (dir.clone(), Cleanup(dir))
-}
-
-fn scrape(addr: &str) -> Option<String> {
-    let mut s = TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut r = String::new();
-    s.read_to_string(&mut r).ok()?;
-    let (head, body) = r.split_once("\r\n\r\n")?;
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    assert!(head.contains("text/plain; version=0.0.4"), "{head}");
-    Some(body.to_string())
-}
-
-/// Value of the sample `name{labels}` (exact label text) in a scrape.
-fn metric(body: &str, series: &str) -> f64 {
-    body.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("no {series} in:\n{body}"))
 }
 
 /// GET `path`: (status line, body), or None when the connection fails.

@@ -308,44 +308,10 @@ fn serve_upgrades_what_another_release_attached() {
         "[algos.ccpd]\n[serve]\nmetrics = \"127.0.0.1:0\"\non_exit = \"keep\"\n",
     )
     .unwrap();
-    let mut child = std::process::Command::new(ccload_bin())
-        .args(["serve", "--config", cfg.to_str().unwrap()])
-        .env_remove("JOURNAL_STREAM")
-        .env_remove("NOTIFY_SOCKET")
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let err = child.stderr.take().unwrap();
-    let log = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let l2 = log.clone();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for l in std::io::BufReader::new(err).lines().map_while(Result::ok) {
-            l2.lock().unwrap().push(l);
-        }
-    });
-    let addr = {
-        let mut a = None;
-        wait_until(Duration::from_secs(20), || {
-            a = log.lock().unwrap().iter().find_map(|l| {
-                let rest = l.split_once("metrics on http://")?.1;
-                Some(rest.strip_suffix("/metrics")?.to_string())
-            });
-            a.is_some()
-        });
-        a
-    };
-    let scrape = addr.as_ref().and_then(|a| {
-        let mut s = TcpStream::connect(a).ok()?;
-        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
-            .ok()?;
-        let mut body = String::new();
-        s.read_to_string(&mut body).ok()?;
-        Some(body)
-    });
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let _ = child.wait();
+    let d = Daemon::start(&cfg);
+    let scrape = scrape(&d.addr());
+    let log = d.log.clone();
+    d.stop();
     let _ = std::fs::remove_dir_all(&dir);
     let log = log.lock().unwrap().join("\n");
     assert!(log.contains("upgraded ccpd in place"), "{log}");

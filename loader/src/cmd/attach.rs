@@ -41,7 +41,6 @@ pub(super) fn attach(
         algo,
         sets,
         make_default: default,
-        replace,
         allow,
         verbose,
     };

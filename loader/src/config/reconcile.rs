@@ -230,7 +230,6 @@ pub fn execute(changes: &[Change], verbose: bool) -> Result<()> {
                         algo: *a,
                         sets: vec![],
                         make_default: false,
-                        replace: false,
                         allow: false,
                         verbose,
                     },
