@@ -1,6 +1,7 @@
 //! The testbed: the emulated bottleneck every ccload experiment and
 //! privileged test runs on.
 //!
+//! - [`awake`]: idle CPUs kept polling while a link runs (VM wake-ups).
 //! - [`netns`]: named network namespaces, removed on drop.
 //! - [`link`]: the papers' dumbbell (sender, router with TBF + drop-tail
 //!   pfifo, receiver) with random loss and a userspace [`delay`] line.
@@ -17,6 +18,7 @@ use std::process::{Command, Output};
 
 use anyhow::{bail, Context};
 
+pub mod awake;
 pub mod delay;
 pub mod link;
 pub mod netns;

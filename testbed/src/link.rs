@@ -129,6 +129,8 @@ pub struct Bottleneck {
     pub cfg: LinkCfg,
     /// The delay line's seeded-loss count (kept past `stop_delay`).
     seeded_drops: Arc<AtomicU64>,
+    /// Idle CPUs poll while the link exists (crate::awake).
+    _awake: crate::awake::Awake,
 }
 
 /// Run a whitespace-separated command line inside `ns`; it must succeed.
@@ -173,6 +175,7 @@ impl Bottleneck {
             !(cfg.veth && cfg.trace.is_some()),
             "a trace-driven link needs the delay line, not a veth pair"
         );
+        let awake = crate::awake::Awake::hold();
         let (s, r, d) = (NetNs::new(), NetNs::new(), NetNs::new());
         let mtu = cfg.mtu.to_string();
         // No IPv6 chatter (router solicitations, MLD) through the link.
@@ -314,6 +317,7 @@ impl Bottleneck {
             receiver_ip: Ipv4Addr::new(10, 77, 2, 2),
             sender_ip: Ipv4Addr::new(10, 77, 1, 1),
             cfg,
+            _awake: awake,
         };
         if seeded.is_none() {
             b.set_random_loss(b.cfg.loss);

@@ -364,19 +364,28 @@ fn a_veth_link_runs_at_lan_rates_and_rtts() {
     assert!(link.stop_delay().is_none(), "a veth link has no delay line");
     drop(link);
 
-    // A TBF of 1 Gbit/s carries it (a one-packet bucket carried 480:
-    // every packet waited for the qdisc's timer).
+    // A TBF of 500 Mbit/s carries it to within 15 % of the payload that
+    // rate holds (1448 of each 1514-byte frame: 478 Mbit/s), and never more.
+    // 500, not 1,000: at 1 Gbit/s the sender, the router and the receiver
+    // share this host's two CPUs, and the rate measured is theirs (743-815
+    // Mbit/s across runs of one hour), not the TBF's.
+    let rate = 500.0;
     let link = Bottleneck::new(LinkCfg {
-        rate_mbit: 1000.0,
+        rate_mbit: rate,
         buffer_pkts: 100,
         veth: true,
         ..Default::default()
     });
     let t = link.transfer("cubic", 200 << 20).expect("transfer");
-    eprintln!("veth at 1 Gbit/s: {:.1} Mbit/s", t.mbps());
+    let ceiling = rate * 1448.0 / 1514.0;
+    eprintln!(
+        "veth at {rate} Mbit/s: {:.1} Mbit/s ({:.3} of the payload ceiling {ceiling:.1})",
+        t.mbps(),
+        t.mbps() / ceiling
+    );
     assert!(
-        t.mbps() > 750.0 && t.mbps() < 1000.0,
-        "{:.1} Mbit/s through a 1-Gbit/s TBF",
+        t.mbps() > 0.85 * ceiling && t.mbps() < rate,
+        "{:.1} Mbit/s through a {rate}-Mbit/s TBF",
         t.mbps()
     );
     assert!(link.queue_drops() > 0, "cubic filled the 100-packet pfifo");
