@@ -5,13 +5,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# `took NAME`: the seconds since the last mark, one line at the end (CI must
+# stay under 30 minutes: this says where the time went).
+times=""
+mark=$SECONDS
+took() {
+    times+="$1 $((SECONDS - mark)) s, "
+    mark=$SECONDS
+}
+
 bash scripts/setup.sh
+took setup
 cargo fmt --all -- --check
 # The BPF C style (.clang-format); vmlinux.h is generated.
 clang-format --dry-run --Werror bpf/*.c bpf/*.h bpf/core/*.c bpf/core/*.h
 cargo clippy --locked --workspace --all-targets -- -D warnings
+took lints
 # The integration tests run the ccload binary: build it first.
 cargo build --locked --workspace
+took build
 log=$(mktemp)
 accdir=$(mktemp -d)
 trap 'rm -rf "$log" "$accdir"' EXIT
@@ -23,6 +35,7 @@ set +e
 export PROPTEST_CASES=${PROPTEST_CASES:-1000}
 cargo test --locked --workspace --no-fail-fast --lib --bins --tests -- --test-threads=2 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
+took tests
 # The controllers' acceptance cells through the emulated link (goodput,
 # retransmissions, RTT inflation, time in Recovery against the kernel's CCs
 # in the same run), then those of the scenarios acceptance names in `also`
@@ -45,6 +58,7 @@ if [ "$(id -u)" = 0 ] && [ -e /sys/kernel/btf/vmlinux ]; then
         fi
     }
     step acceptance cargo xtask lab check acceptance --quick --out "$accdir/acceptance"
+    took acceptance
     # A minute of flows, concurrent and killed commands, daemon reloads
     # and kills; the 30-minute run is in docs/testing.md.
     cargo xtask soak --minutes 1 --out "$accdir/soak" 2>&1 | tee -a "$log"
@@ -53,6 +67,7 @@ if [ "$(id -u)" = 0 ] && [ -e /sys/kernel/btf/vmlinux ]; then
         echo "soak: FAILED (exit $src)" | tee -a "$log"
         rc=1
     fi
+    took soak
     # One binary, one layout: the ccload a plain `cargo build` makes (no
     # test-faults feature) loads the same layouts and objects as the
     # workspace's test build.  Then the README's first command, as a new user
@@ -67,7 +82,9 @@ if [ "$(id -u)" = 0 ] && [ -e /sys/kernel/btf/vmlinux ]; then
         echo "layouts: FAILED (test build: ${test_ids:-none}; release build: ${prod_ids:-none})" | tee -a "$log"
         rc=1
     fi
+    took layouts
     step demo env DEMO_SECS=4 bash scripts/demo.sh
+    took demo
     # Nothing of ours may outlive the suite: no pins, and no struct_ops map
     # of our controllers once their last sockets are gone (bounded wait).
     left=""
@@ -110,5 +127,10 @@ for t in layouts demo; do
 done
 if grep -q '^leftovers: none' "$log"; then passed=$((passed + 1)); fi
 skipped=$(grep -c '^SKIPPED' "$log" || true)
+echo "time: ${times}total $SECONDS s"
+slow=$(awk '/^ +Running /{name=($2 == "unittests") ? $3 : $2}
+    /finished in [0-9.]+s/{match($0, /finished in [0-9.]+s/); print substr($0, RSTART + 12, RLENGTH - 13), name}' "$log" |
+    sort -rn | head -8 | awk '{printf "%s %.0f s, ", $2, $1}')
+echo "slowest test binaries: ${slow%, }"
 echo "tests: ${passed} passed, ${failed} failed, ${skipped} skipped"
 exit "$rc"
