@@ -6,12 +6,15 @@
 //! release times (p99 release lateness 2,000-2,700 us on a 20 Mbit/s link),
 //! the TBF watchdog that paces the bottleneck (a 500 Mbit/s TBF carried
 //! 418 Mbit/s), and the endpoints' own wake-ups (a 40-ms echo read
-//! 41.0-41.5 ms).  One spinning thread per CPU at `SCHED_IDLE` keeps each
-//! CPU busy whenever nothing else wants it; any other thread preempts it at
-//! once, so it takes no CPU time from the link, the flows or the kernel
-//! (measured on the same links: p99 lateness 36-48 us, 452 Mbit/s through
-//! the TBF, echoes at 40.55-40.72 ms).  This is the `idle=poll` of
-//! latency-sensitive hosts, for the life of an experiment only.
+//! 41.0-41.5 ms); reno at 50 Mbit/s, 40 ms, BDP/8 carried 17.7-20.0
+//! Mbit/s.  One spinning thread per CPU at `SCHED_IDLE` keeps each CPU busy
+//! whenever nothing else wants it; any other thread preempts it at once, so
+//! it takes no CPU time from the link, the flows or the kernel (measured on
+//! the same links: p99 lateness 36-87 us, 452 Mbit/s through the TBF,
+//! echoes at 40.55-40.72 ms, reno 35.0-38.2 Mbit/s).  One spinner for two
+//! CPUs is not enough (p99 0.5-3.3 ms).  This is the `idle=poll` of
+//! latency-sensitive hosts, for the life of an experiment only; docs/lab.md
+//! ("Timing") has what it leaves (the host's own stalls).
 //!
 //! [`Awake::hold`] is reference counted across the process: the spinners
 //! run while any hold is alive.  `CCLOAD_LAB_IDLE=1` turns them off, to
