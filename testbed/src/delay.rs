@@ -18,7 +18,10 @@
 //!
 //! The writer records how late each release was in a 1-us histogram; a run
 //! whose p99 lateness exceeds [`LATENESS_P99_LIMIT_US`] must be reported
-//! invalid by its caller.
+//! invalid by its caller.  Packets due at one instant (the opportunities of
+//! one millisecond of a trace) are written one after another, and each is
+//! late only from the end of the write before it: a trace's burst of 20
+//! opportunities is not 20 late releases.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
@@ -576,6 +579,10 @@ fn writer(
 ) -> DirStats {
     let mut st = DirStats::new();
     st.realtime = make_realtime();
+    // Packets due at one instant (a trace's opportunities of one ms) leave
+    // one after the other: each is late only from when the one before it
+    // was written.
+    let (mut prev_due, mut prev_end) = (0u64, 0u64);
     while !stop.load(Ordering::Relaxed) {
         let p = match rx.recv_timeout(Duration::from_millis(50)) {
             Ok(p) => p,
@@ -594,7 +601,13 @@ fn writer(
             st.write_errors += 1;
             continue;
         }
-        let late_us = ((t - p.due_ns) / 1000) as usize;
+        let from = if p.due_ns == prev_due {
+            p.due_ns.max(prev_end)
+        } else {
+            p.due_ns
+        };
+        (prev_due, prev_end) = (p.due_ns, now_ns());
+        let late_us = (t.saturating_sub(from) / 1000) as usize;
         st.hist[late_us.min(HIST_US)] += 1;
         st.packets += 1;
         st.bytes += p.data.len() as u64;

@@ -122,6 +122,90 @@ impl Trace {
         Trace { opps_ms }
     }
 
+    /// A capacity given per millisecond, Mbit/s of 1500-byte opportunities:
+    /// `rate_ms(t)` for t = 1..=`period_ms`.  Fractions carry over from one
+    /// ms to the next, so a rate of 6 Mbit/s is one opportunity every 2 ms.
+    /// The last millisecond always has an opportunity (its timestamp is
+    /// the period, so a capacity of 0 there would shorten the trace).
+    pub fn from_rate(period_ms: u64, mut rate_ms: impl FnMut(u64) -> f64) -> Trace {
+        let per_mbit_ms = 1e6 / 8.0 / f64::from(OPPORTUNITY_BYTES) / 1e3;
+        let mut opps_ms = Vec::new();
+        let mut credit = 0.0;
+        for t in 1..=period_ms.max(1) {
+            credit += rate_ms(t).max(0.0) * per_mbit_ms;
+            let n = credit.floor();
+            credit -= n;
+            opps_ms.extend(std::iter::repeat_n(t, n as usize));
+        }
+        if opps_ms.last() != Some(&period_ms.max(1)) {
+            opps_ms.push(period_ms.max(1));
+        }
+        Trace { opps_ms }
+    }
+
+    /// A capacity that alternates between `rates_mbit.0` and `.1`, each
+    /// stretch lasting a whole number of ms drawn uniformly from
+    /// `every_ms` (seeded), over `period_ms`.
+    pub fn alternating(
+        rates_mbit: (f64, f64),
+        every_ms: (u64, u64),
+        seed: u64,
+        period_ms: u64,
+    ) -> Trace {
+        let mut rng = SplitMix(seed);
+        let (lo, hi) = (every_ms.0.max(1), every_ms.1.max(every_ms.0.max(1)));
+        let mut ends = Vec::new();
+        let mut t = 0;
+        while t < period_ms {
+            t += lo + rng.below(hi - lo + 1);
+            ends.push(t);
+        }
+        let mut i = 0;
+        Trace::from_rate(period_ms, |ms| {
+            while ms > ends[i] {
+                i += 1;
+            }
+            if i % 2 == 0 {
+                rates_mbit.0
+            } else {
+                rates_mbit.1
+            }
+        })
+    }
+
+    /// A seeded random walk of the capacity with outages
+    /// ([`Walk`]): every `step_ms` the rate is multiplied by e^(sigma z),
+    /// z uniform in [-1, 1], pulled back towards the mean by a tenth of the
+    /// log distance and kept within [min, max]; outages (rate 0) start at
+    /// exponentially distributed gaps and last `outage_ms`.
+    pub fn random_walk(w: &Walk) -> Trace {
+        let mut rng = SplitMix(w.seed);
+        let mut rate = w.mean_mbit;
+        let mut next_step = w.step_ms.max(1);
+        let mut next_outage = w.outage_every_ms.map(|m| 1 + rng.exp(m as f64) as u64);
+        let mut outage_until = 0;
+        Trace::from_rate(w.period_ms, |ms| {
+            if ms >= next_step {
+                let z = rng.unit() * 2.0 - 1.0;
+                let pull = (w.mean_mbit / rate).ln() * 0.1;
+                rate = (rate * (w.sigma * z + pull).exp()).clamp(w.min_mbit, w.max_mbit);
+                next_step += w.step_ms.max(1);
+            }
+            if let Some(at) = next_outage {
+                if ms >= at {
+                    outage_until = ms + w.outage_ms;
+                    let gap = w.outage_every_ms.unwrap_or(u64::MAX) as f64;
+                    next_outage = Some(outage_until + 1 + rng.exp(gap) as u64);
+                }
+            }
+            if ms < outage_until {
+                0.0
+            } else {
+                rate
+            }
+        })
+    }
+
     /// The period: the last timestamp, ms.
     pub fn period_ms(&self) -> u64 {
         *self.opps_ms.last().unwrap()
@@ -139,6 +223,16 @@ impl Trace {
     /// Mean capacity, Mbit/s of IP bytes.
     pub fn mean_mbit(&self) -> f64 {
         self.len() as f64 * f64::from(OPPORTUNITY_BYTES) * 8.0 / (self.period_ms() as f64 * 1e3)
+    }
+
+    /// The capacity offered in trace time `[from_ms, to_ms)` (across
+    /// repetitions), Mbit/s of IP bytes.
+    pub fn mbit_between(&self, from_ms: u64, to_ms: u64) -> f64 {
+        if to_ms <= from_ms {
+            return 0.0;
+        }
+        let n = self.first_at_or_after(to_ms) - self.first_at_or_after(from_ms);
+        n as f64 * f64::from(OPPORTUNITY_BYTES) * 8.0 / ((to_ms - from_ms) as f64 * 1e3)
     }
 
     /// Time of opportunity `k` (counting across repetitions), ms.
@@ -159,6 +253,52 @@ impl Trace {
         }
         let i = self.opps_ms.partition_point(|&t| t < rel) as u64;
         rep * n + i
+    }
+}
+
+/// The parameters of [`Trace::random_walk`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Walk {
+    pub mean_mbit: f64,
+    pub min_mbit: f64,
+    pub max_mbit: f64,
+    /// The rate changes every this many ms ...
+    pub step_ms: u64,
+    /// ... by a factor of up to e^sigma either way.
+    pub sigma: f64,
+    /// Mean gap between outages, ms (None: no outages) ...
+    pub outage_every_ms: Option<u64>,
+    /// ... and how long each lasts.
+    pub outage_ms: u64,
+    pub seed: u64,
+    pub period_ms: u64,
+}
+
+/// splitmix64: small, seeded, the same sequence on every machine.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Uniform in [0, n).
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    /// Exponential with mean `mean`.
+    fn exp(&mut self, mean: f64) -> f64 {
+        -mean * (1.0 - self.unit()).ln()
     }
 }
 
@@ -347,6 +487,10 @@ mod tests {
         assert_eq!((t.len(), t.period_ms()), (3, 3));
         assert!((t.mean_mbit() - 12.0).abs() < 1e-9);
         assert!((Trace::fixed(1, 1000).mean_mbit() - 12.0).abs() < 1e-9);
+        // "1 1 3": [0, 3) holds the two at 1 ms, [1, 7) those at 1, 1, 3,
+        // 4, 4 and 6 ms.
+        assert!((t.mbit_between(0, 3) - 2.0 * 12.0 / 3.0).abs() < 1e-9);
+        assert!((t.mbit_between(1, 7) - 6.0 * 12.0 / 6.0).abs() < 1e-9);
     }
 
     /// The hand-worked sequence: trace "2 2 5" (period 5 ms: two
@@ -412,6 +556,87 @@ mod tests {
         assert_eq!(q.enqueue(1000 * MS, 1500), Some(1004 * MS));
         // Opportunities in [clock 1000, 1010) ms = trace [3, 13): 5, 7, 7, 10, 12, 12.
         assert_eq!(q.opportunities_between(1000 * MS, 1010 * MS), 6);
+    }
+
+    /// Opportunities per ms of `t` over [from, to) ms, as Mbit/s.
+    fn mbit_between(t: &Trace, from: u64, to: u64) -> f64 {
+        let n = t.opps_ms.iter().filter(|&&m| m > from && m <= to).count();
+        n as f64 * 1500.0 * 8.0 / ((to - from) as f64 * 1e3)
+    }
+
+    #[test]
+    fn synthetic_traces_hold_their_rates_and_seeds() {
+        // 6 Mbit/s is one opportunity every 2 ms; 18 three every 2 ms.
+        let t = Trace::from_rate(10, |_| 6.0);
+        assert_eq!(t.opps_ms, [2, 4, 6, 8, 10]);
+        let t = Trace::from_rate(4, |_| 18.0);
+        assert_eq!(t.opps_ms, [1, 2, 2, 3, 4, 4]);
+        // An outage at the end still ends the trace at its period.
+        assert_eq!(Trace::from_rate(5, |_| 0.0).opps_ms, [5]);
+
+        // Alternating 24 / 6 Mbit/s in stretches of 1-4 s: every stretch
+        // carries its own rate, stretches are 1-4 s, the seed decides them.
+        let a = Trace::alternating((24.0, 6.0), (1000, 4000), 7, 60_000);
+        assert_eq!(a, Trace::alternating((24.0, 6.0), (1000, 4000), 7, 60_000));
+        assert_ne!(a, Trace::alternating((24.0, 6.0), (1000, 4000), 8, 60_000));
+        assert_eq!(a.period_ms(), 60_000);
+        let mut rng = SplitMix(7);
+        let (mut t0, mut i) = (0, 0);
+        while t0 < 56_000 {
+            let len = 1000 + rng.below(3001);
+            assert!((1000..=4000).contains(&len));
+            let want = if i % 2 == 0 { 24.0 } else { 6.0 };
+            let got = mbit_between(&a, t0, (t0 + len).min(60_000));
+            assert!(
+                (got - want).abs() < 0.05 * want,
+                "stretch {i}: {got} of {want}"
+            );
+            t0 += len;
+            i += 1;
+        }
+        assert!(i >= 14, "{i} stretches in 56 s");
+
+        // The walk stays within its bounds outside outages, has outages of
+        // the given length, and its mean is near the given one.
+        let w = Walk {
+            mean_mbit: 12.0,
+            min_mbit: 2.0,
+            max_mbit: 30.0,
+            step_ms: 100,
+            sigma: 0.3,
+            outage_every_ms: Some(10_000),
+            outage_ms: 500,
+            seed: 3,
+            period_ms: 120_000,
+        };
+        let r = Trace::random_walk(&w);
+        assert_eq!(r, Trace::random_walk(&w));
+        assert_ne!(
+            r,
+            Trace::random_walk(&Walk {
+                seed: 4,
+                ..w.clone()
+            })
+        );
+        let mut dark = 0;
+        let mut ms = 0;
+        while ms + 100 <= 120_000 {
+            let got = mbit_between(&r, ms, ms + 100);
+            if got == 0.0 {
+                dark += 100;
+            } else {
+                // a 100-ms window holds whole opportunities: +-0.12 Mbit/s
+                assert!(got <= 30.0 + 0.2, "{got} Mbit/s at {ms} ms");
+            }
+            ms += 100;
+        }
+        // ~12 outages of 500 ms in 120 s (a window may straddle an edge)
+        assert!(
+            (2_000..=14_000).contains(&dark),
+            "{dark} ms without capacity"
+        );
+        let mean = r.mean_mbit();
+        assert!((6.0..=20.0).contains(&mean), "mean {mean}");
     }
 
     #[test]
