@@ -304,6 +304,16 @@ impl<'a> Judging<'a> {
                 &|a, b| (x * b).max(1.0) - a,
             );
         }
+        if let Some(x) = c.qdelay_ratio_max {
+            // a run without the emulator's queueing delay fails (NaN)
+            let qd = |r: &RunSummary| r.qdelay_p95_ms.unwrap_or(f64::NAN);
+            self.compare(
+                "qdelay_p95_ms",
+                &qd,
+                &|o| format!("<= max({x} x {o:.1}, 1)"),
+                &|a, b| (x * b).max(1.0) - a,
+            );
+        }
         // absolute floors on one of the run's own values
         self.confirm = floors;
         // the mix's `$cc` flows, by index: in reno's run of `$cc` + reno

@@ -249,8 +249,12 @@ fn e<E: std::fmt::Display>(x: E) -> anyhow::Error {
     anyhow::anyhow!("{x}")
 }
 
-/// Pantheon's view of a case: one point per run, goodput against p95 RTT
-/// (up and to the left is better), a colour per CC.
+/// Pantheon's view of a case: goodput against p95 delay, a colour per
+/// CC: each run a small ring, the mean over a CC's runs a dot with bars
+/// from the smallest to the largest run in each axis.  The delay is the
+/// bottleneck's p95 queueing delay where the emulator measured it (every
+/// run of the case), else the flows' p95 RTT.  Up and to the left is
+/// better, and the corner says so.
 fn scatter<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
     case: &str,
@@ -261,11 +265,24 @@ where
     DB::ErrorType: 'static,
 {
     root.fill(&WHITE).map_err(e)?;
-    let x_max = runs.iter().map(|r| r.rtt_p95_ms).fold(1.0f64, f64::max) * 1.1;
+    let queueing = runs.iter().all(|r| r.qdelay_p95_ms.is_some());
+    let x_of = |r: &crate::summary::RunSummary| {
+        if queueing {
+            r.qdelay_p95_ms.unwrap_or(0.0)
+        } else {
+            r.rtt_p95_ms
+        }
+    };
+    let x_max = runs.iter().map(|r| x_of(r)).fold(1.0f64, f64::max) * 1.1;
     let y_max = runs.iter().map(|r| r.goodput_mbit).fold(1.0f64, f64::max) * 1.1;
+    let what = if queueing {
+        "p95 queueing delay"
+    } else {
+        "p95 RTT"
+    };
     let mut ch = ChartBuilder::on(&root)
         .caption(
-            format!("{case}: goodput vs p95 RTT (one point per run)"),
+            format!("{case}: goodput vs {what} (dot: mean per CC, bars: its runs' range)"),
             ("sans-serif", 16),
         )
         .margin(10)
@@ -274,22 +291,46 @@ where
         .build_cartesian_2d(0.0..x_max, 0.0..y_max)
         .map_err(e)?;
     ch.configure_mesh()
-        .x_desc("p95 RTT (ms)")
+        .x_desc(format!("{what} (ms)"))
         .y_desc("goodput (Mbit/s)")
         .label_style(("sans-serif", 11))
         .draw()
         .map_err(e)?;
+    ch.draw_series(std::iter::once(Text::new(
+        "better: up and to the left",
+        (x_max * 0.02, y_max * 0.97),
+        ("sans-serif", 12),
+    )))
+    .map_err(e)?;
     for (ci, cc) in ccs.iter().enumerate() {
         let c = COLORS[ci % COLORS.len()];
-        let pts: Vec<_> = runs
+        let mine: Vec<(f64, f64)> = runs
             .iter()
             .filter(|r| &r.cc == cc)
-            .map(|r| Circle::new((r.rtt_p95_ms, r.goodput_mbit), 5, c.filled()))
+            .map(|r| (x_of(r), r.goodput_mbit))
             .collect();
-        if pts.is_empty() {
+        if mine.is_empty() {
             continue;
         }
-        ch.draw_series(pts)
+        let n = mine.len() as f64;
+        let mean = (
+            mine.iter().map(|p| p.0).sum::<f64>() / n,
+            mine.iter().map(|p| p.1).sum::<f64>() / n,
+        );
+        let range = |f: fn(&(f64, f64)) -> f64| {
+            mine.iter()
+                .map(f)
+                .fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)))
+        };
+        let ((x0, x1), (y0, y1)) = (range(|p| p.0), range(|p| p.1));
+        ch.draw_series(mine.iter().map(|&p| Circle::new(p, 3, c.stroke_width(1))))
+            .map_err(e)?;
+        ch.draw_series([
+            PathElement::new(vec![(x0, mean.1), (x1, mean.1)], c.stroke_width(2)),
+            PathElement::new(vec![(mean.0, y0), (mean.0, y1)], c.stroke_width(2)),
+        ])
+        .map_err(e)?;
+        ch.draw_series(std::iter::once(Circle::new(mean, 6, c.filled())))
             .map_err(e)?
             .label(cc.clone())
             .legend(move |(x, y)| Circle::new((x + 6, y), 4, c.filled()));

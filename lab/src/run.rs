@@ -31,6 +31,8 @@ pub fn run_case(
 ) -> anyhow::Result<RunResult> {
     let mut cfg = case.link.clone();
     cfg.loss_seed = sc.loss_seed_for(&case.label, rep);
+    let trace_link = sc.trace_link(case)?;
+    cfg.trace = trace_link.clone();
     let mut link = Bottleneck::new(cfg);
     let (cc_name, _) = parse_cc(cc);
     let flows: Vec<Flow> = case
@@ -152,7 +154,29 @@ pub fn run_case(
         qfinal.drops as u64,
         random_drops,
     );
+    // A trace-driven link: the delay line's own bottleneck counters.
+    let tr = rep_delay.as_ref().and_then(|r| r.forward.trace.clone());
+    let payload = (case.link.mtu - 52) as f64 / case.link.mtu as f64;
+    // What the trace offered over the window goodput is measured in (the
+    // delay line's trace clock starts a few ms before t0).
+    let offered = trace_link.as_ref().map(|l| {
+        let ms = |s: f64| l.offset_ms + (s * 1e3) as u64;
+        l.down.mbit_between(ms(sc.warmup_s), ms(t_end))
+    });
     let summary = RunSummary {
+        qdelay_p50_ms: tr
+            .as_ref()
+            .map(|t| t.qdelay_ms(0.5))
+            .or(summary.qdelay_p50_ms),
+        qdelay_p95_ms: tr
+            .as_ref()
+            .map(|t| t.qdelay_ms(0.95))
+            .or(summary.qdelay_p95_ms),
+        offered_mbit: offered,
+        utilisation: match offered {
+            Some(o) if o > 0.0 => summary.goodput_mbit / (o * payload),
+            _ => summary.utilisation,
+        },
         lateness_p50_us: late(0.5),
         lateness_p99_us: late(0.99),
         lateness_max_us: late(1.0),

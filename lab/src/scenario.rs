@@ -5,7 +5,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use ccload_testbed::link::LinkCfg;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use ccload_testbed::link::{LinkCfg, TraceLink};
+use ccload_testbed::trace::{Limit, Trace, Walk};
 
 /// The kernel congestion controls a scenario may name beside ours.
 pub const KERNEL_CCS: [&str; 3] = ["reno", "cubic", "bbr"];
@@ -56,6 +60,11 @@ pub struct Scenario {
     /// Absent from the serialised scenario when empty (runs' identity).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub also: Vec<String>,
+    /// The directory of the scenario file ([`Scenario::load`]): trace files
+    /// are relative to it.  None for a scenario read from a run's record,
+    /// which runs nothing.
+    #[serde(skip)]
+    pub dir: Option<std::path::PathBuf>,
 }
 
 /// One grid case and the CCs to run in it.
@@ -100,6 +109,9 @@ pub struct Check {
     pub buffer_bdp: Vec<f64>,
     #[serde(default)]
     pub loss: Vec<f64>,
+    /// Only cases on these `[[grid.traces]]` (by name; empty = every case).
+    #[serde(default)]
+    pub trace: Vec<String>,
     /// goodput(cc) >= x * goodput(against)
     pub goodput_ratio_min: Option<f64>,
     /// retransmitted segments: retx(cc) <= x * retx(against) + retrans_slack
@@ -124,7 +136,12 @@ pub struct Check {
     pub retrans_after_warmup: bool,
     /// p95 RTT inflation over the base RTT: (p95 - base)(cc) <= x * (p95 - base)(against)
     pub rtt_inflation_ratio_max: Option<f64>,
-    /// absolute: utilisation(cc) >= x
+    /// p95 queueing delay at the bottleneck (the emulator's, per packet on
+    /// a trace, sampled on a TBF): q95(cc) <= x * q95(against), with 1 ms
+    /// of room when the reference queues nothing
+    pub qdelay_ratio_max: Option<f64>,
+    /// absolute: utilisation(cc) >= x (of the capacity a trace offered
+    /// over the run, on a trace-driven link)
     pub utilisation_min: Option<f64>,
     /// Only these `[[mixes]]` (empty = every case).
     #[serde(default)]
@@ -251,6 +268,191 @@ pub struct Grid {
     /// (labelled `_offl` when on); absent: off.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub offloads: Vec<bool>,
+    /// Variable-capacity links, a case each (labelled `<name>_`): when
+    /// given, they replace the rates.  Absent when empty (runs' identity).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub traces: Vec<TraceSpec>,
+}
+
+/// A variable-capacity bottleneck (`[[grid.traces]]`): a measured mahimahi
+/// trace per direction, or a synthetic capacity.  The delay line queues the
+/// data in the case's drop-tail buffer and drains it at the trace's
+/// opportunities ([`ccload_testbed::trace`]); there is no TBF.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TraceSpec {
+    /// The cases' label prefix and what a check's `trace` filter names.
+    pub name: String,
+    /// The data direction's trace file (relative to the scenario's
+    /// directory) ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub down: Option<String>,
+    /// ... and the ACK direction's (absent: not shaped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub up: Option<String>,
+    /// The down trace's mean capacity, Mbit/s: buffers in BDPs and the
+    /// case's rate are of it.  Needed with `down` (the run's record must
+    /// not need the file) and checked against the file when loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_mbit: Option<f64>,
+    /// Where in the traces each run starts, s.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub offset_s: f64,
+    /// A synthetic capacity instead of files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alternate: Option<Alternate>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub walk: Option<WalkSpec>,
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
+}
+
+/// A capacity alternating between two rates, each stretch a seeded
+/// uniform draw from `every_s`.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Alternate {
+    pub rates_mbit: [f64; 2],
+    pub every_s: [f64; 2],
+    pub seed: u64,
+}
+
+/// A seeded random walk of the capacity with outages
+/// ([`ccload_testbed::trace::Walk`]).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WalkSpec {
+    pub mean_mbit: f64,
+    pub min_mbit: f64,
+    pub max_mbit: f64,
+    pub step_ms: u64,
+    pub sigma: f64,
+    /// Mean gap between outages, s (absent: none), and their length.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outage_every_s: Option<f64>,
+    #[serde(default)]
+    pub outage_s: f64,
+    pub seed: u64,
+}
+
+/// The period of a synthetic trace, ms (runs are shorter).
+const SYNTHETIC_PERIOD_MS: u64 = 300_000;
+
+impl TraceSpec {
+    /// The capacity the case is sized by, Mbit/s.
+    pub fn nominal_mbit(&self) -> f64 {
+        match (&self.alternate, &self.walk) {
+            (Some(a), _) => (a.rates_mbit[0] + a.rates_mbit[1]) / 2.0,
+            (_, Some(w)) => w.mean_mbit,
+            _ => self.mean_mbit.unwrap_or(0.0),
+        }
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        let n = &self.name;
+        anyhow::ensure!(
+            !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'),
+            "trace {n:?}: a name of letters, digits and '-'"
+        );
+        let kinds = [
+            self.down.is_some(),
+            self.alternate.is_some(),
+            self.walk.is_some(),
+        ];
+        anyhow::ensure!(
+            kinds.iter().filter(|&&k| k).count() == 1,
+            "trace {n}: give exactly one of down (a file), alternate, walk"
+        );
+        anyhow::ensure!(
+            self.down.is_some() || self.up.is_none(),
+            "trace {n}: `up` goes with a `down` file (a synthetic link shapes the data only)"
+        );
+        anyhow::ensure!(
+            self.down.is_none() || self.mean_mbit.is_some_and(|m| m > 0.0),
+            "trace {n}: a trace file needs mean_mbit, its mean capacity (checked against the file)"
+        );
+        anyhow::ensure!(self.offset_s >= 0.0, "trace {n}: offset_s >= 0");
+        if let Some(a) = &self.alternate {
+            anyhow::ensure!(
+                a.rates_mbit.iter().all(|&r| r > 0.0 && r <= DELAY_LINE_MAX_MBIT)
+                    && a.every_s[0] > 0.0
+                    && a.every_s[1] >= a.every_s[0],
+                "trace {n}: alternate rates in (0, {DELAY_LINE_MAX_MBIT}] Mbit/s,                  0 < every_s[0] <= every_s[1]"
+            );
+        }
+        if let Some(w) = &self.walk {
+            anyhow::ensure!(
+                0.0 < w.min_mbit
+                    && w.min_mbit <= w.mean_mbit
+                    && w.mean_mbit <= w.max_mbit
+                    && w.max_mbit <= DELAY_LINE_MAX_MBIT
+                    && w.step_ms > 0
+                    && (0.0..=2.0).contains(&w.sigma)
+                    && w.outage_s >= 0.0
+                    && w.outage_every_s.is_none_or(|g| g > 0.0),
+                "trace {n}: walk needs 0 < min <= mean <= max <= {DELAY_LINE_MAX_MBIT} Mbit/s,                  step_ms > 0, sigma in [0, 2], outage_every_s > 0"
+            );
+        }
+        Ok(())
+    }
+
+    /// The data direction's trace and the ACK direction's, loaded (files
+    /// relative to `dir`, read once per process) or generated.
+    pub fn traces(
+        &self,
+        dir: Option<&std::path::Path>,
+    ) -> anyhow::Result<(Arc<Trace>, Option<Arc<Trace>>)> {
+        if let Some(a) = &self.alternate {
+            let ms = |s: f64| (s * 1e3).round() as u64;
+            let t = Trace::alternating(
+                (a.rates_mbit[0], a.rates_mbit[1]),
+                (ms(a.every_s[0]), ms(a.every_s[1])),
+                a.seed,
+                SYNTHETIC_PERIOD_MS,
+            );
+            return Ok((Arc::new(t), None));
+        }
+        if let Some(w) = &self.walk {
+            let t = Trace::random_walk(&Walk {
+                mean_mbit: w.mean_mbit,
+                min_mbit: w.min_mbit,
+                max_mbit: w.max_mbit,
+                step_ms: w.step_ms,
+                sigma: w.sigma,
+                outage_every_ms: w.outage_every_s.map(|g| (g * 1e3).round() as u64),
+                outage_ms: (w.outage_s * 1e3).round() as u64,
+                seed: w.seed,
+                period_ms: SYNTHETIC_PERIOD_MS,
+            });
+            return Ok((Arc::new(t), None));
+        }
+        let file = |f: &String| -> anyhow::Result<Arc<Trace>> {
+            let p = dir.map_or_else(|| std::path::PathBuf::from(f), |d| d.join(f));
+            load_trace(&p)
+        };
+        let down = file(
+            self.down
+                .as_ref()
+                .expect("validated: down or a synthetic link"),
+        )?;
+        let up = self.up.as_ref().map(file).transpose()?;
+        Ok((down, up))
+    }
+}
+
+/// A trace file, parsed once per process (a grid runs each many times).
+fn load_trace(path: &std::path::Path) -> anyhow::Result<Arc<Trace>> {
+    static CACHE: std::sync::Mutex<BTreeMap<std::path::PathBuf, Arc<Trace>>> =
+        std::sync::Mutex::new(BTreeMap::new());
+    let mut c = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(t) = c.get(path) {
+        return Ok(t.clone());
+    }
+    let t = Arc::new(Trace::load(path)?);
+    c.insert(path.to_path_buf(), t.clone());
+    Ok(t)
 }
 
 /// The highest rate the delay line is validated to carry, Mbit/s; a veth
@@ -356,6 +558,7 @@ pub struct Quick {
     pub flows: Option<Vec<FlowSpec>>,
     pub mixes: Option<Vec<Mix>>,
     pub cells: Option<Vec<Cell>>,
+    pub traces: Option<Vec<TraceSpec>>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -370,10 +573,53 @@ pub struct PaperRow {
 impl Scenario {
     pub fn load(path: &std::path::Path) -> anyhow::Result<Scenario> {
         let text = std::fs::read_to_string(path)?;
-        let s: Scenario = toml::from_str(&text)
+        let mut s: Scenario = toml::from_str(&text)
             .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.to_string().trim_end()))?;
         s.validate()?;
+        s.dir = path.parent().map(std::path::Path::to_path_buf);
+        s.check_traces()?;
         Ok(s)
+    }
+
+    /// Every trace file of the grid read and parsed, its mean checked
+    /// against `mean_mbit` (within 3 %) and its period against the offset
+    /// and the run: a bad file is one error before any run starts.
+    pub fn check_traces(&self) -> anyhow::Result<()> {
+        for t in &self.grid.traces {
+            let (down, up) = t.traces(self.dir.as_deref())?;
+            let (got, said) = (down.mean_mbit(), t.nominal_mbit());
+            anyhow::ensure!(
+                (got - said).abs() <= 0.03 * said,
+                "trace {}: its mean capacity is {got:.2} Mbit/s, mean_mbit says {said}",
+                t.name
+            );
+            for (dir, tr) in [("down", Some(&down)), ("up", up.as_ref())] {
+                if let Some(tr) = tr {
+                    anyhow::ensure!(
+                        (t.offset_s * 1e3) < tr.period_ms() as f64,
+                        "trace {}: offset_s {} is past the end of its {dir} trace ({} ms)",
+                        t.name,
+                        t.offset_s,
+                        tr.period_ms()
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The trace-driven link of `case` (None on a fixed-rate one).
+    pub fn trace_link(&self, case: &Case) -> anyhow::Result<Option<TraceLink>> {
+        let Some(t) = &case.trace else {
+            return Ok(None);
+        };
+        let (down, up) = t.traces(self.dir.as_deref())?;
+        Ok(Some(TraceLink {
+            down,
+            up,
+            offset_ms: (t.offset_s * 1e3).round() as u64,
+            buffer: Limit::Packets(case.link.buffer_pkts),
+        }))
     }
 
     /// What decides the runs, without what only documents or judges them
@@ -433,6 +679,28 @@ impl Scenario {
                 "offloads = [true] needs a veth link: through the delay line's TUN devices a \
                  queue of 64-KiB GSO packets is not the buffer it says"
             );
+        }
+        for t in &g.traces {
+            t.validate()?;
+            anyhow::ensure!(
+                !g.veth,
+                "trace {}: a trace-driven link needs the delay line, not a veth pair",
+                t.name
+            );
+            anyhow::ensure!(
+                g.traces.iter().filter(|o| o.name == t.name).count() == 1,
+                "two traces named {}",
+                t.name
+            );
+        }
+        for c in &self.checks {
+            for n in &c.trace {
+                anyhow::ensure!(
+                    g.traces.iter().any(|t| &t.name == n),
+                    "check on {}: no trace named {n}",
+                    c.cc
+                );
+            }
         }
         let labels: Vec<String> = self.cases().into_iter().map(|c| c.label).collect();
         for c in &self.cells {
@@ -544,6 +812,7 @@ impl Scenario {
         ov!(s.flows, q.flows);
         ov!(s.mixes, q.mixes);
         ov!(s.cells, q.cells);
+        ov!(s.grid.traces, q.traces);
         if let Some(v) = q.buffer_bdp.clone() {
             s.grid.buffer_bdp = v;
             s.grid.buffer_pkts.clear();
@@ -568,8 +837,16 @@ impl Scenario {
         } else {
             g.offloads.clone()
         };
+        let links: Vec<(f64, Option<&TraceSpec>)> = if g.traces.is_empty() {
+            rates.iter().map(|&r| (r, None)).collect()
+        } else {
+            g.traces
+                .iter()
+                .map(|t| (t.nominal_mbit(), Some(t)))
+                .collect()
+        };
         let mut out = Vec::new();
-        for &rate in &rates {
+        for &(rate, trace) in &links {
             for &rtt in &g.rtt_ms {
                 let bufs: Vec<(String, f64, f64)> = if g.buffer_bdp.is_empty() {
                     g.buffer_pkts
@@ -599,10 +876,14 @@ impl Scenario {
                         for &n in &g.n_flows {
                             for Mix { name: mix, flows } in &mixes {
                                 let mut label = match (g.rates_mbit.is_empty(), rate == 0.0) {
+                                    _ if trace.is_some() => String::new(),
                                     (true, _) => String::new(),
                                     (false, true) => "unlim_".to_string(),
                                     (false, false) => format!("{rate}M_"),
                                 };
+                                if let Some(t) = trace {
+                                    label += &format!("{}_", t.name);
+                                }
                                 if g.veth {
                                     label += &format!("veth_{blabel}");
                                 } else {
@@ -635,6 +916,7 @@ impl Scenario {
                                         offloads: offl,
                                         trace: None,
                                     },
+                                    trace: trace.cloned(),
                                     n_flows: n,
                                     buffer_bdp: *k,
                                     rtt_ms: rtt,
@@ -734,7 +1016,11 @@ impl Scenario {
 #[derive(Clone, Debug)]
 pub struct Case {
     pub label: String,
+    /// The link; on a trace-driven case `link.rate_mbit` is the trace's
+    /// nominal mean and `link.trace` is filled in when the run starts
+    /// ([`Scenario::trace_link`]).
     pub link: LinkCfg,
+    pub trace: Option<TraceSpec>,
     pub n_flows: u32,
     /// Buffer as a BDP fraction (0 when given in packets).
     pub buffer_bdp: f64,
@@ -766,6 +1052,11 @@ impl Case {
 pub(crate) fn applies(case: &Case, c: &Check) -> bool {
     in_filter(case, &c.rate_mbit, &c.rtt_ms, &c.buffer_bdp, &c.loss)
         && (c.mix.is_empty() || c.mix.contains(&case.mix))
+        && (c.trace.is_empty()
+            || case
+                .trace
+                .as_ref()
+                .is_some_and(|t| c.trace.contains(&t.name)))
 }
 
 pub(crate) fn in_filter(case: &Case, rate: &[f64], rtt: &[f64], bdp: &[f64], loss: &[f64]) -> bool {
@@ -843,6 +1134,108 @@ pub(crate) mod tests {
              duration_s = 10\nrepetitions = {reps}\nflows = [{{ cc = \"$cc\" }}]\n{rest}"
         ))
         .unwrap()
+    }
+
+    /// `[[grid.traces]]`: cases per trace sized by its mean, files read
+    /// and checked when the scenario is loaded (one error naming the file,
+    /// before any run), synthetic links generated, checks filtered by
+    /// trace name.
+    #[test]
+    fn trace_grids_load_check_and_label_their_cases() {
+        let dir = std::env::temp_dir().join(format!("ccl-lab-tr-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("tr")).unwrap();
+        // 2 opportunities a ms for 1 s: 24 Mbit/s.
+        let two: String = (1..=1000).map(|t| format!("{t}\n{t}\n")).collect();
+        std::fs::write(dir.join("tr/two.down"), &two).unwrap();
+        std::fs::write(dir.join("tr/bad.down"), "1\n5\n4\n").unwrap();
+        let text = |down: &str, mean: f64, offset: f64| {
+            format!(
+                r#"title = "t"
+paper = "p"
+description = "d"
+ccs = ["ccpd", "bbr"]
+duration_s = 10
+repetitions = 1
+flows = [{{ cc = "$cc" }}]
+[grid]
+rate_mbit = 20
+rtt_ms = [40]
+buffer_bdp = [1, 4]
+[[grid.traces]]
+name = "two"
+down = "{down}"
+mean_mbit = {mean}
+offset_s = {offset}
+[[grid.traces]]
+name = "alt"
+alternate = {{ rates_mbit = [24, 6], every_s = [1, 4], seed = 1 }}
+[quick]
+[[checks]]
+cc = "ccpd"
+against = "bbr"
+trace = ["alt"]
+goodput_ratio_min = 0.9
+why = "w"
+"#
+            )
+        };
+        let load = |t: String| {
+            let p = dir.join("s.toml");
+            std::fs::write(&p, t).unwrap();
+            Scenario::load(&p).map_err(|e| format!("{e:#}"))
+        };
+        let s = load(text("tr/two.down", 24.0, 0.5)).unwrap();
+        let cases = s.cases();
+        let labels: Vec<&str> = cases.iter().map(|c| c.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "two_40ms_1bdp",
+                "two_40ms_4bdp",
+                "alt_40ms_1bdp",
+                "alt_40ms_4bdp"
+            ]
+        );
+        // 24 Mbit/s x 40 ms = 80 packets; alt's nominal rate is 15.
+        assert_eq!(cases[0].link.buffer_pkts, 80);
+        assert_eq!(cases[2].link.buffer_pkts, 50);
+        assert_eq!(cases[0].link.rate_mbit, 24.0);
+        let tl = s.trace_link(&cases[1]).unwrap().unwrap();
+        assert_eq!((tl.offset_ms, tl.buffer), (500, Limit::Packets(320)));
+        assert!((tl.down.mean_mbit() - 24.0).abs() < 1e-9 && tl.up.is_none());
+        let alt = s.trace_link(&cases[2]).unwrap().unwrap();
+        assert!(
+            (alt.down.mean_mbit() - 15.0).abs() < 2.0,
+            "{}",
+            alt.down.mean_mbit()
+        );
+        // The check applies to alt's cases only.
+        let c = &s.checks[0];
+        assert!(!applies(&cases[0], c) && applies(&cases[2], c));
+        // The record of a run (no files) still has its cases.
+        let rec: Scenario = serde_json::from_value(serde_json::to_value(&s).unwrap()).unwrap();
+        assert_eq!(rec.cases().len(), 4);
+
+        // Bad files, means and offsets: one error each, naming the file.
+        let e = load(text("tr/bad.down", 24.0, 0.0)).unwrap_err();
+        assert!(e.contains("bad.down") && e.contains("line 3"), "{e}");
+        let e = load(text("tr/none.down", 24.0, 0.0)).unwrap_err();
+        assert!(e.contains("none.down"), "{e}");
+        let e = load(text("tr/two.down", 12.0, 0.0)).unwrap_err();
+        assert!(
+            e.contains("24.00 Mbit/s") && e.contains("mean_mbit says 12"),
+            "{e}"
+        );
+        let e = load(text("tr/two.down", 24.0, 2.0)).unwrap_err();
+        assert!(e.contains("offset_s 2 is past the end"), "{e}");
+        let e = load(text("tr/two.down", 24.0, 0.0).replace("name = \"alt\"", "name = \"two\""))
+            .unwrap_err();
+        assert!(e.contains("two traces named two"), "{e}");
+        let e =
+            load(text("tr/two.down", 24.0, 0.0).replace("trace = [\"alt\"]", "trace = [\"x\"]"))
+                .unwrap_err();
+        assert!(e.contains("no trace named x"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

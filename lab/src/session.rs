@@ -437,7 +437,7 @@ fn say(bar: &indicatif::ProgressBar, line: String) {
 /// One finished run as `lab run` prints it.
 fn run_line(s: &RunSummary) -> String {
     format!(
-        "{:<28} {:<18} rep {}: {:7.2} Mbit/s util {:.3} rtt {:6.1} p95 {:6.1} ms q {:5.1} retx {:5} ({:.5}/seg) rec {:.3} jain {:.3} bins {:.3}{}{}",
+        "{:<28} {:<18} rep {}: {:7.2} Mbit/s util {:.3} rtt {:6.1} p95 {:6.1} ms q {:5.1}{} retx {:5} ({:.5}/seg) rec {:.3} jain {:.3} bins {:.3}{}{}",
         s.case,
         s.cc,
         s.rep + 1,
@@ -446,6 +446,10 @@ fn run_line(s: &RunSummary) -> String {
         s.rtt_mean_ms,
         s.rtt_p95_ms,
         s.queue_mean_pkts,
+        match (s.qdelay_p50_ms, s.qdelay_p95_ms) {
+            (Some(a), Some(b)) => format!(" qdelay {a:.1}/{b:.1} ms"),
+            _ => String::new(),
+        },
         s.retransmits,
         s.retrans_per_seg,
         s.recovery_share,

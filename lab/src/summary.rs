@@ -135,6 +135,18 @@ pub struct RunSummary {
     /// runs recorded before the guard.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repairs: Option<[u64; 2]>,
+    /// Queueing delay at the bottleneck, ms: per packet from the delay
+    /// line on a trace-driven link (the whole run), else the TBF queue's
+    /// backlog over the rate in the 10-ms samples after the warm-up.  None
+    /// on an unlimited link and in runs recorded before the fields.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qdelay_p50_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qdelay_p95_ms: Option<f64>,
+    /// A trace-driven link: the capacity its trace offered over the run,
+    /// Mbit/s of IP bytes (utilisation is of this, not the nominal mean).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offered_mbit: Option<f64>,
     pub lateness_p50_us: u64,
     pub lateness_p99_us: u64,
     pub lateness_max_us: u64,
@@ -439,6 +451,18 @@ pub(crate) fn summarise(
         flows: per_flow,
         ..Default::default()
     };
+    if case.link.rate_mbit > 0.0 && case.trace.is_none() {
+        // backlog bytes / rate: the delay a packet joining the queue saw
+        let mut d: Vec<f64> = queue
+            .iter()
+            .filter(|s| s.t >= w0)
+            .map(|s| s.backlog as f64 * 8.0 / (case.link.rate_mbit * 1e3))
+            .collect();
+        if !d.is_empty() {
+            r.qdelay_p50_ms = Some(quantile(&mut d.clone(), 0.5));
+            r.qdelay_p95_ms = Some(quantile(&mut d, 0.95));
+        }
+    }
     fill_from_samples(&mut r, samples, w0);
     r
 }
