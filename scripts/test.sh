@@ -40,8 +40,9 @@ took tests
 # retransmissions, RTT inflation, time in Recovery against the kernel's CCs
 # in the same run), then those of the scenarios acceptance names in `also`
 # (flows that share the link, ccpd under heavy random loss, ccpd on LAN
-# paths, over a veth pair and through the delay line); docs/lab.md.  Skipped with a reason where the
-# privileged tests are skipped.
+# paths, over a veth pair and through the delay line; every controller on
+# a measured LTE trace and a synthetic variable link); docs/lab.md.
+# Skipped with a reason where the privileged tests are skipped.
 if [ "$(id -u)" = 0 ] && [ -e /sys/kernel/btf/vmlinux ]; then
     # `step NAME CMD...`: CMD's output into the log, then one line
     # `NAME: PASSED` or `NAME: FAILED (exit N)`.
