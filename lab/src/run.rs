@@ -14,7 +14,9 @@ use ccload_testbed::tcpinfo::tcp_info;
 use ccload_testbed::traffic::{connect, set_cc, socket_for};
 
 use crate::scenario::{delay_class, parse_cc, Case, Scenario};
-use crate::summary::{summarise, Flow, FlowSample, QueueSample, RunResult, RunSummary};
+use crate::summary::{
+    payload_share, summarise, Flow, FlowSample, QueueSample, RunResult, RunSummary,
+};
 
 /// Set by Ctrl-C: runs stop early and the guards remove their namespaces;
 /// the session keeps no run that was in progress.
@@ -155,8 +157,8 @@ pub fn run_case(
         random_drops,
     );
     // A trace-driven link: the delay line's own bottleneck counters.
-    let tr = rep_delay.as_ref().and_then(|r| r.forward.trace.clone());
-    let payload = (case.link.mtu - 52) as f64 / case.link.mtu as f64;
+    let tr = rep_delay.as_ref().and_then(|r| r.forward.trace.as_ref());
+    let payload = payload_share(case.link.mtu);
     // What the trace offered over the window goodput is measured in (the
     // delay line's trace clock starts a few ms before t0).
     let offered = trace_link.as_ref().map(|l| {
@@ -164,14 +166,8 @@ pub fn run_case(
         l.down.mbit_between(ms(sc.warmup_s), ms(t_end))
     });
     let summary = RunSummary {
-        qdelay_p50_ms: tr
-            .as_ref()
-            .map(|t| t.qdelay_ms(0.5))
-            .or(summary.qdelay_p50_ms),
-        qdelay_p95_ms: tr
-            .as_ref()
-            .map(|t| t.qdelay_ms(0.95))
-            .or(summary.qdelay_p95_ms),
+        qdelay_p50_ms: tr.map(|t| t.qdelay_ms(0.5)).or(summary.qdelay_p50_ms),
+        qdelay_p95_ms: tr.map(|t| t.qdelay_ms(0.95)).or(summary.qdelay_p95_ms),
         offered_mbit: offered,
         utilisation: match offered {
             Some(o) if o > 0.0 => summary.goodput_mbit / (o * payload),

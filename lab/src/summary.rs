@@ -307,6 +307,12 @@ fn convergence(
     (jain_09, late_fair)
 }
 
+/// The share of an MTU-sized packet that is TCP payload (40 bytes of
+/// headers and 12 of timestamps): goodput over the link's rate at most.
+pub(crate) fn payload_share(mtu: u32) -> f64 {
+    (mtu - 52) as f64 / mtu as f64
+}
+
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn summarise(
     sc: &Scenario,
@@ -321,7 +327,7 @@ pub(crate) fn summarise(
     random_drops: u64,
 ) -> RunSummary {
     let w0 = sc.warmup_s;
-    let payload = (case.link.mtu - 52) as f64 / case.link.mtu as f64;
+    let payload = payload_share(case.link.mtu);
     let mut per_flow = Vec::new();
     let mut all_rtt = Vec::new();
     let mut by_flow: BTreeMap<usize, Vec<&FlowSample>> = BTreeMap::new();
