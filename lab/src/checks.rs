@@ -314,6 +314,27 @@ impl<'a> Judging<'a> {
                 &|a, b| (x * b).max(1.0) - a,
             );
         }
+        if let (Some(x), Some(bin), Some(q)) = (
+            c.slowdown_ratio_max,
+            c.slowdown_bin.as_deref(),
+            c.slowdown_q,
+        ) {
+            if let Some(metric) = crate::arrivals::slowdown_metric(bin, q) {
+                // a run whose mix had no flow of the bin fails (NaN)
+                let sd = |r: &RunSummary| {
+                    r.fct.iter().find(|b| b.bin == bin).map_or(f64::NAN, |b| {
+                        if q < 0.9 {
+                            b.p50
+                        } else {
+                            b.p99
+                        }
+                    })
+                };
+                self.compare(metric, &sd, &|o| format!("<= {x} x {o:.2}"), &|a, b| {
+                    x * b - a
+                });
+            }
+        }
         // absolute floors on one of the run's own values
         self.confirm = floors;
         // the mix's `$cc` flows, by index: in reno's run of `$cc` + reno

@@ -5,6 +5,7 @@
 //!   cases, the paper's rows and the `[[checks]]` thresholds.
 //! - [`run`]: one (case, cc, repetition) through a fresh bottleneck.
 //! - [`summary`]: what a run measured, and aggregates over repetitions.
+//! - [`arrivals`]: a short-flow mix's flows and their completion times.
 //! - [`session`]: a whole scenario: attach, run, write, check.
 //! - [`report`], [`plot`]: report.md and the PNG/SVG plots.
 //!
@@ -15,6 +16,7 @@
 //! `cargo xtask lab list|run|check`, `cargo xtask soak` and `cargo xtask
 //! bench` are the front ends.
 
+pub mod arrivals;
 pub mod bench;
 pub mod checks;
 pub mod demo;

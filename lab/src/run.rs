@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use ccload_testbed::link::{Bottleneck, PFIFO};
@@ -48,6 +48,7 @@ pub fn run_case(
             start: f.start_s,
             stop: f.stop_s.unwrap_or(sc.duration_s).min(sc.duration_s),
             bytes: f.bytes,
+            arrival: f.arrival,
             path_rtt_ms: (!case.link.extra_delay_ms.is_empty())
                 .then(|| f.rtt_ms.unwrap_or(case.rtt_ms)),
             class: delay_class(&case.flows, f, case.rtt_ms),
@@ -67,6 +68,8 @@ pub fn run_case(
     let mut next_tick = 0.0;
     let end = sc.duration_s;
     let mut started = vec![false; flows.len()];
+    // arrivals connecting on their own threads, until their streams show
+    let mut pending: Vec<(usize, Arc<OnceLock<Arc<TcpStream>>>)> = Vec::new();
     loop {
         let t = t0.elapsed().as_secs_f64();
         if t >= end || STOP.load(Ordering::Relaxed) {
@@ -81,14 +84,31 @@ pub fn run_case(
             .collect();
         for &i in &due {
             started[i] = true;
-            socks[i] = Some(connect_flow(&link, i, &flows[i], t0)?);
+            if flows[i].arrival {
+                let (th, s) = start_arrival(&link, i, &flows[i], t0, stop_all.clone())?;
+                threads.push(th);
+                pending.push((i, s));
+            } else {
+                socks[i] = Some(connect_flow(&link, i, &flows[i], t0)?);
+            }
         }
-        for &i in &due {
+        for &i in due.iter().filter(|&&i| !flows[i].arrival) {
             let s = socks[i].clone().expect("connected above");
             threads.push(start_sender(s, &flows[i], t0, stop_all.clone()));
         }
+        pending.retain(|(i, s)| match s.get() {
+            Some(s) => {
+                socks[*i] = Some(s.clone());
+                false
+            }
+            None => true,
+        });
         for (i, s) in socks.iter().enumerate() {
             let Some(s) = s else { continue };
+            // a finished short flow has nothing more to show
+            if flows[i].arrival && flows[i].done_at.lock().unwrap().is_some() {
+                continue;
+            }
             if let Some(ti) = tcp_info(s.as_raw_fd()) {
                 samples.push(FlowSample {
                     t,
@@ -206,6 +226,74 @@ fn connect_flow(
     f: &Flow,
     t0: Instant,
 ) -> anyhow::Result<Arc<TcpStream>> {
+    let addr = start_receiver(link, f, t0)?;
+    let cc = f.cc.clone();
+    let stream = link
+        .sender
+        .run(move || -> std::io::Result<TcpStream> {
+            let sock = socket_for(addr)?;
+            set_cc(sock.as_raw_fd(), &cc)?;
+            connect(sock, addr)
+        })
+        .map_err(|e| anyhow::anyhow!("flow {i} ({}): {e}", f.cc))?;
+    Ok(Arc::new(stream))
+}
+
+/// A short-flow mix's arrival: its receiver now, its connect and its bytes
+/// on a thread of its own (a connect takes a round trip, which the
+/// sampling loop and the next arrivals must not wait for); its stream is
+/// published once connected, for sampling.
+fn start_arrival(
+    link: &Bottleneck,
+    i: usize,
+    f: &Flow,
+    t0: Instant,
+    stop_all: Arc<AtomicBool>,
+) -> anyhow::Result<(FlowThread, Arc<OnceLock<Arc<TcpStream>>>)> {
+    let addr = start_receiver(link, f, t0)?;
+    let cc = f.cc.clone();
+    // a socket made in the sender's namespace stays there
+    let sock = link
+        .sender
+        .run(move || -> std::io::Result<std::os::fd::OwnedFd> {
+            let sock = socket_for(addr)?;
+            set_cc(sock.as_raw_fd(), &cc)?;
+            Ok(sock)
+        })
+        .map_err(|e| anyhow::anyhow!("flow {i} ({}): {e}", f.cc))?;
+    let shown = Arc::new(OnceLock::new());
+    let publish = shown.clone();
+    let (stop, bytes) = (f.stop, f.bytes);
+    let th = std::thread::spawn(move || {
+        // a SYN lost in a full buffer is sent again after 1 s, 3 s, ...:
+        // the connect gives up when the flow's time is over (a blocking
+        // connect waits at most SO_SNDTIMEO)
+        let left = (stop - t0.elapsed().as_secs_f64()).max(0.1);
+        let tv = libc::timeval {
+            tv_sec: left as libc::time_t,
+            tv_usec: (left.fract() * 1e6) as libc::suseconds_t,
+        };
+        // SAFETY: a valid timeval of the right size on a socket we own.
+        unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_SNDTIMEO,
+                (&tv as *const libc::timeval).cast(),
+                std::mem::size_of::<libc::timeval>() as u32,
+            );
+        }
+        let Ok(s) = connect(sock, addr) else { return };
+        let s = Arc::new(s);
+        let _ = publish.set(s.clone());
+        send_until(&s, stop, bytes, t0, &stop_all);
+    });
+    Ok((th, shown))
+}
+
+/// Listen for flow `f` on the receiver's side and read what arrives,
+/// marking when its byte count is complete; returns the address.
+fn start_receiver(link: &Bottleneck, f: &Flow, t0: Instant) -> anyhow::Result<SocketAddr> {
     let bind: SocketAddr = (link.receiver_ip, 0).into();
     let cc = f.cc.clone();
     let listener = link.receiver.run(move || -> std::io::Result<TcpListener> {
@@ -233,16 +321,7 @@ fn connect_flow(
             }
         }
     });
-    let cc = f.cc.clone();
-    let stream = link
-        .sender
-        .run(move || -> std::io::Result<TcpStream> {
-            let sock = socket_for(addr)?;
-            set_cc(sock.as_raw_fd(), &cc)?;
-            connect(sock, addr)
-        })
-        .map_err(|e| anyhow::anyhow!("flow {i} ({}): {e}", f.cc))?;
-    Ok(Arc::new(stream))
+    Ok(addr)
 }
 
 /// Send on a connected flow until its stop time, its byte count or the
@@ -254,25 +333,29 @@ fn start_sender(
     stop_all: Arc<AtomicBool>,
 ) -> FlowThread {
     let (stop, bytes) = (f.stop, f.bytes);
-    std::thread::spawn(move || {
-        let chunk = vec![0x5au8; 1 << 16];
-        let mut left = bytes.unwrap_or(u64::MAX);
-        let mut w: &TcpStream = &s2;
-        // Blocking writes; a send timeout lets the loop see its deadline.
-        let _ = s2.set_write_timeout(Some(Duration::from_millis(50)));
-        while left > 0
-            && !stop_all.load(Ordering::Relaxed)
-            && !STOP.load(Ordering::Relaxed)
-            && t0.elapsed().as_secs_f64() < stop
-        {
-            let n = left.min(chunk.len() as u64) as usize;
-            match w.write(&chunk[..n]) {
-                Ok(k) => left -= k as u64,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
-                Err(_) => break,
-            }
+    std::thread::spawn(move || send_until(&s2, stop, bytes, t0, &stop_all))
+}
+
+/// Write `bytes` (None: without end) until the flow's stop time or the
+/// end of the run, then close the sending side.
+fn send_until(s: &TcpStream, stop: f64, bytes: Option<u64>, t0: Instant, stop_all: &AtomicBool) {
+    let chunk = vec![0x5au8; 1 << 16];
+    let mut left = bytes.unwrap_or(u64::MAX);
+    let mut w: &TcpStream = s;
+    // Blocking writes; a send timeout lets the loop see its deadline.
+    let _ = s.set_write_timeout(Some(Duration::from_millis(50)));
+    while left > 0
+        && !stop_all.load(Ordering::Relaxed)
+        && !STOP.load(Ordering::Relaxed)
+        && t0.elapsed().as_secs_f64() < stop
+    {
+        let n = left.min(chunk.len() as u64) as usize;
+        match w.write(&chunk[..n]) {
+            Ok(k) => left -= k as u64,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => break,
         }
-        let _ = s2.shutdown(std::net::Shutdown::Write);
-    })
+    }
+    let _ = s.shutdown(std::net::Shutdown::Write);
 }

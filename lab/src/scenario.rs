@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use ccload_testbed::link::{LinkCfg, TraceLink};
+
+use crate::arrivals::Arrivals;
 use ccload_testbed::trace::{Limit, Trace, Walk};
 
 /// The kernel congestion controls a scenario may name beside ours.
@@ -140,6 +142,15 @@ pub struct Check {
     /// a trace, sampled on a TBF): q95(cc) <= x * q95(against), with 1 ms
     /// of room when the reference queues nothing
     pub qdelay_ratio_max: Option<f64>,
+    /// A short-flow mix: the arrivals' slowdown (FCT over the ideal) in
+    /// size bin `slowdown_bin` ("small": under 100 KB, "medium", "large":
+    /// 1 MB or more) at quantile `slowdown_q` (0.5 or 0.99): s(cc) is at
+    /// most x * s(against)
+    pub slowdown_ratio_max: Option<f64>,
+    #[serde(default)]
+    pub slowdown_bin: Option<String>,
+    #[serde(default)]
+    pub slowdown_q: Option<f64>,
     /// absolute: utilisation(cc) >= x (of the capacity a trace offered
     /// over the run, on a trace-driven link)
     pub utilisation_min: Option<f64>,
@@ -531,6 +542,10 @@ pub struct FlowSpec {
     /// difference for the others, half in each direction.
     #[serde(default)]
     pub rtt_ms: Option<f64>,
+    /// One of a mix's `arrivals` (a short flow): what it adds to the link
+    /// counts in the run's goodput, its completion time in the slowdowns.
+    #[serde(skip)]
+    pub arrival: bool,
 }
 
 /// A named set of flows sharing the bottleneck (`[[mixes]]`).
@@ -539,6 +554,9 @@ pub struct FlowSpec {
 pub struct Mix {
     pub name: String,
     pub flows: Vec<FlowSpec>,
+    /// Fixed-size flows arriving beside `flows` (a short-flow mix).
+    #[serde(default)]
+    pub arrivals: Option<Arrivals>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
@@ -777,8 +795,36 @@ impl Scenario {
                 "mix {}: no flow of the control under test ($cc)",
                 m.name
             );
+            if let Some(a) = &m.arrivals {
+                a.validate()
+                    .map_err(|e| anyhow::anyhow!("mix {}: {e}", m.name))?;
+                anyhow::ensure!(
+                    g.n_flows.iter().all(|&n| n == 1),
+                    "mix {}: arrivals with n_flows > 1",
+                    m.name
+                );
+                anyhow::ensure!(
+                    !g.traces.is_empty()
+                        || (g.rates_mbit.is_empty() && g.rate_mbit > 0.0)
+                        || (!g.rates_mbit.is_empty() && g.rates_mbit.iter().all(|&r| r > 0.0)),
+                    "mix {}: arrivals need a link rate (their load is of it)",
+                    m.name
+                );
+            }
         }
         for c in &self.checks {
+            if c.slowdown_ratio_max.is_some() {
+                anyhow::ensure!(
+                    c.against.is_some()
+                        && crate::arrivals::slowdown_metric(
+                            c.slowdown_bin.as_deref().unwrap_or(""),
+                            c.slowdown_q.unwrap_or(0.0)
+                        )
+                        .is_some(),
+                    "check on {}: slowdown_ratio_max needs `against`, slowdown_bin (small, medium, large) and slowdown_q (0.5 or 0.99)",
+                    c.cc
+                );
+            }
             for m in &c.mix {
                 anyhow::ensure!(
                     self.mixes.iter().any(|x| &x.name == m),
@@ -861,13 +907,33 @@ impl Scenario {
                         .map(|&k| (format!("{k}bdp"), (k * bdp).round().max(2.0), k))
                         .collect()
                 };
-                let mixes = if self.mixes.is_empty() {
+                let mixes: Vec<Mix> = if self.mixes.is_empty() {
                     vec![Mix {
                         name: String::new(),
                         flows: self.flows.clone(),
+                        arrivals: None,
                     }]
                 } else {
-                    self.mixes.clone()
+                    self.mixes
+                        .iter()
+                        .map(|m| {
+                            let mut m = m.clone();
+                            if let Some(a) = &m.arrivals {
+                                m.flows
+                                    .extend(a.flows(rate, self.duration_s).into_iter().map(
+                                        |(start_s, bytes)| FlowSpec {
+                                            cc: a.cc.clone(),
+                                            start_s,
+                                            stop_s: None,
+                                            bytes: Some(bytes),
+                                            rtt_ms: None,
+                                            arrival: true,
+                                        },
+                                    ));
+                            }
+                            m
+                        })
+                        .collect()
                 };
                 for ((blabel, bpkts, k), &offl) in bufs
                     .iter()
@@ -875,7 +941,10 @@ impl Scenario {
                 {
                     for &loss in &g.loss {
                         for &n in &g.n_flows {
-                            for Mix { name: mix, flows } in &mixes {
+                            for Mix {
+                                name: mix, flows, ..
+                            } in &mixes
+                            {
                                 let mut label = match (g.rates_mbit.is_empty(), rate == 0.0) {
                                     _ if trace.is_some() => String::new(),
                                     (true, _) => String::new(),
@@ -1135,6 +1204,67 @@ pub(crate) mod tests {
              duration_s = 10\nrepetitions = {reps}\nflows = [{{ cc = \"$cc\" }}]\n{rest}"
         ))
         .unwrap()
+    }
+
+    /// A short-flow mix: its arrivals join the mix's flows as fixed-size
+    /// arrivals, the same in every run of the case, their load of the
+    /// case's rate; bad arrivals and slowdown checks are refused.
+    #[test]
+    fn a_short_flow_mix_expands_its_arrivals_and_checks_them() {
+        let text = |arrivals: &str, check: &str| {
+            format!(
+                "[grid]\nrate_mbit = 40\nrtt_ms = [40]\nbuffer_bdp = [1]\n\
+                 [[mixes]]\nname = \"web\"\nflows = [{{ cc = \"$cc\" }}]\n\
+                 arrivals = {{ {arrivals} }}\n[quick]\n\
+                 [[checks]]\ncc = \"ccpd\"\nagainst = \"cubic\"\n{check}why = \"w\"\n"
+            )
+        };
+        let good = "load = 0.5, sizes = \"web_search\", seed = 1, from_s = 1";
+        let check = "slowdown_ratio_max = 1.0\nslowdown_bin = \"small\"\nslowdown_q = 0.99\n";
+        let s = scenario(r#"["ccpd", "cubic"]"#, 1, &text(good, check));
+        s.validate().unwrap();
+        let c = s.cases();
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].label, "40ms_1bdp_web");
+        let f: Vec<&FlowSpec> = c[0].run_flows().collect();
+        // the long flow, then the arrivals: 0.5 x 40 Mbit/s over 9 s of
+        // 1.67-MB flows is about 13
+        assert!(!f[0].arrival && f[0].bytes.is_none());
+        let a = &f[1..];
+        assert!((5..30).contains(&a.len()), "{}", a.len());
+        assert!(a
+            .iter()
+            .all(|x| x.arrival && x.bytes.is_some() && x.cc == "$cc"));
+        assert!(a.iter().all(|x| (1.0..10.0).contains(&x.start_s)));
+        let again = s.cases();
+        assert!(again[0]
+            .run_flows()
+            .zip(c[0].run_flows())
+            .all(|(x, y)| x.start_s == y.start_s && x.bytes == y.bytes));
+        for (arr, chk, want) in [
+            (
+                "load = 1.5, sizes = \"web_search\", seed = 1",
+                check,
+                "load",
+            ),
+            ("load = 0.5, sizes = \"hadoop\", seed = 1", check, "hadoop"),
+            (
+                good,
+                "slowdown_ratio_max = 1.0\nslowdown_bin = \"tiny\"\nslowdown_q = 0.99\n",
+                "slowdown_bin",
+            ),
+            (
+                good,
+                "slowdown_ratio_max = 1.0\nslowdown_bin = \"small\"\nslowdown_q = 0.9\n",
+                "slowdown_q",
+            ),
+        ] {
+            let e = scenario(r#"["ccpd", "cubic"]"#, 1, &text(arr, chk))
+                .validate()
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{e}");
+        }
     }
 
     /// `[[grid.traces]]`: cases per trace sized by its mean, files read

@@ -437,7 +437,7 @@ fn say(bar: &indicatif::ProgressBar, line: String) {
 /// One finished run as `lab run` prints it.
 fn run_line(s: &RunSummary) -> String {
     format!(
-        "{:<28} {:<18} rep {}: {:7.2} Mbit/s util {:.3} rtt {:6.1} p95 {:6.1} ms q {:5.1}{} retx {:5} ({:.5}/seg) rec {:.3} jain {:.3} bins {:.3}{}{}",
+        "{:<28} {:<18} rep {}: {:7.2} Mbit/s util {:.3} rtt {:6.1} p95 {:6.1} ms q {:5.1}{} retx {:5} ({:.5}/seg) rec {:.3} jain {:.3} bins {:.3}{}{}{}",
         s.case,
         s.cc,
         s.rep + 1,
@@ -455,11 +455,26 @@ fn run_line(s: &RunSummary) -> String {
         s.recovery_share,
         s.jain,
         s.jain_bins,
-        match (s.flows.len() > 1, s.jain_09_s) {
+        match (s.flows.len() > 1 && s.fct.is_empty(), s.jain_09_s) {
             (false, _) => String::new(),
             (true, Some(t)) => format!(" (>= 0.9 from {t:.0} s)"),
             (true, None) => " (never >= 0.9)".into(),
         },
+        s.fct
+            .iter()
+            .map(|b| format!(
+                " {} {}{} slowdown {:.1}/{:.1}",
+                b.bin,
+                b.flows,
+                if b.unfinished > 0 {
+                    format!(" ({} unfinished)", b.unfinished)
+                } else {
+                    String::new()
+                },
+                b.p50,
+                b.p99
+            ))
+            .collect::<String>(),
         if s.valid {
             String::new()
         } else {

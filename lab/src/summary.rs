@@ -15,6 +15,8 @@ pub(crate) struct Flow {
     pub(crate) start: f64,
     pub(crate) stop: f64,
     pub(crate) bytes: Option<u64>,
+    /// A short-flow mix's arrival ([`crate::scenario::FlowSpec::arrival`]).
+    pub(crate) arrival: bool,
     /// Its base RTT where the case's flows have different ones; its delay
     /// class.
     pub(crate) path_rtt_ms: Option<f64>,
@@ -154,6 +156,9 @@ pub struct RunSummary {
     /// False when the delay line's p99 lateness exceeded its limit.
     pub valid: bool,
     pub flows: Vec<FlowSummary>,
+    /// A short-flow mix: the arrivals' slowdowns per size bin.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fct: Vec<crate::arrivals::FctBin>,
 }
 
 /// The shortest delay-line hold-up that counts as a path stall, us (see
@@ -339,11 +344,23 @@ pub(crate) fn summarise(
         let v = by_flow.get(&i).cloned().unwrap_or_default();
         let from = w0.max(f.start);
         let win: Vec<&&FlowSample> = v.iter().filter(|s| s.t >= from).collect();
-        let good = match (win.first(), win.last()) {
-            (Some(a), Some(b)) if b.t > a.t => {
-                (b.rx_bytes - a.rx_bytes) as f64 * 8.0 / (b.t - a.t) / 1e6
+        let good = if f.arrival {
+            // a short flow: what it added to the link over the window (its
+            // own rate is its slowdown's business)
+            let rx = f.rx.load(Ordering::Relaxed);
+            let before = if f.start >= w0 {
+                0
+            } else {
+                win.first().map_or(rx, |a| a.rx_bytes)
+            };
+            rx.saturating_sub(before) as f64 * 8.0 / (t_end - w0).max(1e-3) / 1e6
+        } else {
+            match (win.first(), win.last()) {
+                (Some(a), Some(b)) if b.t > a.t => {
+                    (b.rx_bytes - a.rx_bytes) as f64 * 8.0 / (b.t - a.t) / 1e6
+                }
+                _ => 0.0,
             }
-            _ => 0.0,
         };
         total_good += good;
         let mut rtts: Vec<f64> = win.iter().map(|s| s.srtt_us as f64 / 1e3).collect();
@@ -366,23 +383,44 @@ pub(crate) fn summarise(
             path_rtt_ms: f.path_rtt_ms,
         });
     }
-    // Jain's index over 1-s bins where every flow is active.
-    let t_last = flows.iter().map(|f| f.start).fold(0.0, f64::max);
-    let stop_min = flows
+    // Jain's index over 1-s bins where every flow is active; a short-flow
+    // mix's arrivals come and go, and only its long flows share.
+    let steady: Vec<usize> = (0..flows.len()).filter(|&i| !flows[i].arrival).collect();
+    let t_last = steady.iter().map(|&i| flows[i].start).fold(0.0, f64::max);
+    let stop_min = steady
         .iter()
-        .map(|f| f.stop)
+        .map(|&i| flows[i].stop)
         .fold(f64::MAX, f64::min)
         .min(t_end);
     let mut bins = Vec::new();
     let mut t = w0.max(t_last);
     while t + 1.0 <= stop_min {
-        let rates = bin_bytes(&by_flow, flows.len(), t);
+        let all = bin_bytes(&by_flow, flows.len(), t);
+        let rates: Vec<f64> = steady.iter().map(|&i| all[i]).collect();
         if rates.iter().any(|&r| r > 0.0) {
             bins.push(jain(&rates));
         }
         t += 1.0;
     }
-    let (jain_09_s, late_fair_s) = convergence(flows, &by_flow, t_last, stop_min);
+    let (jain_09_s, late_fair_s) = if steady.len() == flows.len() {
+        convergence(flows, &by_flow, t_last, stop_min)
+    } else {
+        (None, None)
+    };
+    let fct = crate::arrivals::fct_bins(
+        &flows
+            .iter()
+            .filter(|f| f.arrival && f.start < t_end)
+            .map(|f| {
+                let bytes = f.bytes.unwrap_or(0);
+                let done = *f.done_at.lock().unwrap();
+                let rtt = f.path_rtt_ms.unwrap_or(case.rtt_ms);
+                let ideal = crate::arrivals::ideal_fct_s(bytes, case.link.rate_mbit * payload, rtt);
+                let took = done.unwrap_or(t_end) - f.start;
+                (bytes, took / ideal, done.is_some())
+            })
+            .collect::<Vec<_>>(),
+    );
     let mut q: Vec<f64> = queue
         .iter()
         .filter(|s| s.t >= w0)
@@ -398,7 +436,7 @@ pub(crate) fn summarise(
     } else {
         all_rtt.iter().sum::<f64>() / all_rtt.len() as f64
     };
-    let goods: Vec<f64> = per_flow.iter().map(|f| f.goodput_mbit).collect();
+    let goods: Vec<f64> = steady.iter().map(|&i| per_flow[i].goodput_mbit).collect();
     let after: Vec<&FlowSample> = samples.iter().filter(|s| s.t >= w0).collect();
     let recovery_share = if after.is_empty() {
         0.0
@@ -455,6 +493,7 @@ pub(crate) fn summarise(
         realtime: false,
         valid: false,
         flows: per_flow,
+        fct,
         ..Default::default()
     };
     if case.link.rate_mbit > 0.0 && case.trace.is_none() {
@@ -670,6 +709,66 @@ mod tests {
         assert_eq!(after_warmup(&[], 5.0), (0, 0));
     }
 
+    /// A short-flow mix: an arrival adds its bytes after the warm-up to the
+    /// run's goodput (not its own rate), its completion time over the
+    /// ideal is its slowdown (one still running counts with the time it
+    /// had), and Jain's index is of the long flows only.
+    #[test]
+    fn a_mix_counts_its_arrivals_in_goodput_and_slowdowns() {
+        let mut sc = crate::scenario::tests::scenario(
+            r#"["ccpd"]"#,
+            1,
+            "[grid]\nrate_mbit = 40\nrtt_ms = [40]\nbuffer_bdp = [1]\n[quick]\n",
+        );
+        sc.warmup_s = 5.0;
+        let case = &sc.cases()[0];
+        let flow = |start: f64, bytes: Option<u64>, rx: u64, done: Option<f64>| Flow {
+            cc: "ccpd".into(),
+            start,
+            stop: 10.0,
+            bytes,
+            arrival: bytes.is_some(),
+            path_rtt_ms: None,
+            class: 0,
+            rx: Arc::new(AtomicU64::new(rx)),
+            done_at: Arc::new(std::sync::Mutex::new(done)),
+        };
+        let flows = [
+            flow(0.0, None, 5_000_000, None),
+            flow(6.0, Some(50_000), 50_000, Some(6.5)),
+            flow(8.0, Some(2_000_000), 1_000_000, None),
+            // arrives after the run: not a flow of it
+            flow(11.0, Some(10_000), 0, None),
+        ];
+        let s = |t: f64, rx: u64| FlowSample {
+            t,
+            flow: 0,
+            rx_bytes: rx,
+            ..Default::default()
+        };
+        let samples = [s(5.0, 0), s(10.0, 5_000_000)];
+        let r = summarise(&sc, case, "ccpd", 0, &flows, &samples, &[], 10.0, 0, 0);
+        // 8 Mbit/s, plus 50 KB and 1 MB over the 5 s after the warm-up
+        assert!(
+            (r.goodput_mbit - (8.0 + 0.08 + 1.6)).abs() < 1e-9,
+            "{}",
+            r.goodput_mbit
+        );
+        assert_eq!((r.jain, r.jain_09_s), (1.0, None));
+        // ideal: 60 ms plus the size at 40 x 1448/1500 Mbit/s of payload
+        let pay = 40.0 * 1448.0 / 1500.0 * 1e6;
+        let small = 0.5 / (0.06 + 50_000.0 * 8.0 / pay);
+        let large = 2.0 / (0.06 + 2_000_000.0 * 8.0 / pay);
+        assert_eq!(r.fct.len(), 2);
+        assert_eq!(
+            (r.fct[0].bin.as_str(), r.fct[0].flows, r.fct[0].unfinished),
+            ("small", 1, 0)
+        );
+        assert!((r.fct[0].p50 - small).abs() < 1e-9 && (small - 7.107).abs() < 1e-3);
+        assert_eq!((r.fct[1].bin.as_str(), r.fct[1].unfinished), ("large", 1));
+        assert!((r.fct[1].p99 - large).abs() < 1e-9, "{:?}", r.fct[1]);
+    }
+
     /// A flow joins at 10 s at 1 MB/s beside one at 9 MB/s and gains 1 MB/s
     /// each second: the joiner first gets 0.8x the fair share (4 of 5 MB) in
     /// the bin from 13 s, where Jain's index first reaches 0.9 (6:4 MB,
@@ -682,6 +781,7 @@ mod tests {
             start,
             stop: 30.0,
             bytes: None,
+            arrival: false,
             path_rtt_ms: None,
             class: 0,
             rx: Default::default(),

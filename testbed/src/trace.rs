@@ -275,7 +275,7 @@ pub struct Walk {
 }
 
 /// splitmix64: small, seeded, the same sequence on every machine.
-struct SplitMix(u64);
+pub struct SplitMix(pub u64);
 
 impl SplitMix {
     fn next(&mut self) -> u64 {
@@ -287,7 +287,7 @@ impl SplitMix {
     }
 
     /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
+    pub fn unit(&mut self) -> f64 {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
 
@@ -297,7 +297,7 @@ impl SplitMix {
     }
 
     /// Exponential with mean `mean`.
-    fn exp(&mut self, mean: f64) -> f64 {
+    pub fn exp(&mut self, mean: f64) -> f64 {
         -mean * (1.0 - self.unit()).ln()
     }
 }
