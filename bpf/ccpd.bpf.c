@@ -46,7 +46,9 @@
  * 11. Paced at the kernel's ratios, except a pair's quota and under
  *     rtt_floor ("Pacing").
  * 12. Flows to one destination share C, m and the buffer's delay, drain in
- *     step and compete with loss-based senders ("Sharing a bottleneck").
+ *     step and compete with loss-based senders ("Sharing a bottleneck"); a
+ *     drain whose queue grew met a slower link, not a sender ("A drain in a
+ *     capacity dip is not a competitor").
  * 13. m >= rtt_floor, and under 1 ms of m the delivery rate is read over
  *     1-ms windows ("Paths of microseconds").
  * 14. Under 1 ms of m the law's base RTT is m plus a noise floor learned

@@ -267,8 +267,12 @@ struct ccpd {
 	u32 w_q10;		/* CCPD window, segments x 1024 */
 	union {
 		struct {
-			s32 e_prev_q10; /* last error (derivative memory), segments x 1024 */
-			s32 d_q10;	/* derivative term in force, segments x 1024 */
+			union {
+				s32 e_prev_q10; /* last error (derivative memory), segments x 1024 */
+				u32 drain_s_us; /* share, draining (e_valid = 0): the smoothed
+						 * RTT when the drain began, us */
+			};
+			s32 d_q10; /* derivative term in force, segments x 1024 */
 		};
 		struct {
 			/* slow start, paced: the run of RTT samples that showed a queue */
@@ -1204,7 +1208,13 @@ CCL_CORE bool ccpd_drain_ends(const struct ccpd *ca, u32 now_us)
  *     queue d = w (s - m) / s too small and took more than its share);
  *   - a queue that stays is another sender's, one that does not back off from
  *     delay (cubic, reno): the flow competes (below) until a drain sees the
- *     queue empty again.
+ *     queue empty again.  Unless it grew: when even the drain's smallest
+ *     RTT sample is above the smoothed RTT at its start, the link's
+ *     capacity fell during the drain (a cellular link's outage: the LTE
+ *     trace raised the RTT from 53 to 282 ms in one), and the queue is the
+ *     flow's own earlier rate.  A competitor's queue does not grow through
+ *     a drain: the flow takes its own packets out of it, and reno or cubic
+ *     add a few segments in its 2 RTTs.
  * A drain's empty queue ends competing only when the path's ccpd flows
  * carried at least 3/4 of C before it (a->path_sps, the rates the flows
  * reported at the drain's start, summed per path by bpf/ccpd.bpf.c; at
@@ -1222,6 +1232,7 @@ CCL_CORE_GLOBAL u32 ccpd_drain(struct ccpd *ca, const struct ccl_ccpd_params *p,
 {
 	u32 slot, m, s, w, qmax, dq, enter, leave;
 	u64 mine, path;
+	bool grew;
 
 	/* a global subprogram (inlined, cong_control goes past the
 	 * verifier's 1M-instruction limit): it checks its pointers */
@@ -1244,6 +1255,8 @@ CCL_CORE_GLOBAL u32 ccpd_drain(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		ca->sh |= CCPD_SH_DRAINING;
 		ca->w_saved = w;
 		ca->drain_min_us = CCL_U32_MAX;
+		ca->drain_s_us = s;
+		ca->e_valid = 0;
 		ca->drain_end_us = a->now_us + (u32)ccl_max64(CCPD_DRAIN_MIN_US, 2 * (u64)s);
 		o->drain_sps = ccl_sat32(s ? (u64)w * CCL_USEC_PER_SEC / s : 0);
 		o->drain_slot = slot;
@@ -1267,7 +1280,9 @@ CCL_CORE_GLOBAL u32 ccpd_drain(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		 * errs low, towards competing) */
 		mine = ca->rtt_max_us ? (u64)ca->w_saved * CCL_USEC_PER_SEC / ca->rtt_max_us : 0;
 		path = ccl_max64(a->path_sps, mine);
-		if (dq > enter && !(ca->sh & CCPD_SH_COMP))
+		/* the queue grew through the drain: the link slowed (below) */
+		grew = ca->drain_min_us > ca->drain_s_us;
+		if (dq > enter && !grew && !(ca->sh & CCPD_SH_COMP))
 			ca->sh = (ca->sh | CCPD_SH_COMP) & ~CCPD_SH_CLOSS;
 		else if (dq <= leave && (path << 10) >= (u64)c_sps * CCPD_COMP_EXIT_Q10)
 			ca->sh &= ~CCPD_SH_COMP;
@@ -1615,6 +1630,7 @@ CCL_CORE u32 ccpd_on_ssthresh(struct ccpd *ca, const struct ccl_ccpd_params *p, 
 		/* a loss in a drain: judge the window the flow had before it */
 		hold = snd_cwnd = snd_cwnd > ca->w_saved ? snd_cwnd : ca->w_saved;
 		ca->sh &= ~CCPD_SH_DRAINING;
+		ca->e_valid = 0; /* e_prev_q10 held drain_s_us */
 		ca->sh |= CCPD_SH_DLOSS;
 	}
 	if (m == CCL_U32_MAX || !c) {

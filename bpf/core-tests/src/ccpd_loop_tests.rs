@@ -1442,6 +1442,58 @@ fn ccpd_drain_holds_the_pipe_share_and_detects_a_competitor() {
     );
 }
 
+/// A drain whose queue grew, its smallest RTT sample above the smoothed RTT
+/// at its start, met the link slowing down (a cellular link's outage), not
+/// another sender: it does not start competing.  One whose queue stayed
+/// under that does.
+#[test]
+fn ccpd_drain_in_a_capacity_dip_does_not_compete() {
+    let p = ccpd_params(&[("drain_ms", "5000")]);
+    let mut ca = shared_flow(&p);
+    ca.phase = intf::CCL_PHASE_CA as u8;
+    ca.rtt_min_us = 40_000;
+    ca.rtt_max_us = 300_000;
+    ca.rtts_q3 = 53_000 << 3;
+    ca.w_q10 = 100 << 10;
+    ca.e_valid = 1;
+    let drain = |ca: &mut intf::ccpd, t_ms: u32| {
+        let a = intf::ccpd_ack {
+            now_us: t_ms * 1000,
+            ca_state: intf::CCL_CA_OPEN,
+            ..Default::default()
+        };
+        let mut o = intf::ccpd_out::default();
+        unsafe { intf::ccpd_drain(ca, &p, &a, 8_333, &mut o) }
+    };
+    let sample = |ca: &mut intf::ccpd, rtt: i32, t_ms: u32| unsafe {
+        intf::ccpd_on_rtt(ca, &p, intf::CCL_CA_OPEN, rtt, 0, t_ms * 1000, 100)
+    };
+    let competing = |ca: &intf::ccpd| ca.sh as u32 & intf::CCPD_SH_COMP != 0;
+    drain(&mut ca, 1_000);
+    // the pipe share of 100 segments at 53 ms over 40
+    assert_eq!(drain(&mut ca, 5_001), 75);
+    assert_eq!(ca.e_valid, 0, "a drain has no derivative memory");
+    // the capacity falls: the RTT rises to 282 ms through the drain
+    for (i, rtt) in [120_000, 200_000, 282_000].into_iter().enumerate() {
+        sample(&mut ca, rtt, 5_050 + 50 * i as u32);
+    }
+    // max(200 ms, 2 x the 53 ms it began at)
+    assert_eq!(drain(&mut ca, 5_210), 0, "the drain ends");
+    assert!(
+        !competing(&ca),
+        "a queue that grew through the drain: the link's"
+    );
+    // the next drain, on a path whose buffer holds 30 ms: 15 ms of queue
+    // stay (over a quarter of 30), under the 60 ms it began at
+    ca.rtt_max_us = 70_000;
+    ca.rtts_q3 = 60_000 << 3;
+    ca.w_q10 = 100 << 10;
+    assert!(drain(&mut ca, 10_001) > 0);
+    sample(&mut ca, 55_000, 10_050);
+    assert_eq!(drain(&mut ca, 10_210), 0);
+    assert!(competing(&ca), "a queue that stayed: another sender's");
+}
+
 /// The base RTT m the law reads is at least `rtt_floor` (default 250 us):
 /// a veth pair's smallest sample, 4 us, made every packet past the first
 /// two a queue.  A path of milliseconds keeps its own m; 0 is the paper's.
