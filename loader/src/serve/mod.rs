@@ -595,6 +595,12 @@ async fn fan_out(
 
 /// `text` is the config file's content that `st` was applied from.
 async fn main_loop(path: PathBuf, text: &str, st: Rc<State>, verbose: bool) -> Result<Exit> {
+    // The handlers first: a SIGTERM that comes once the listeners are up
+    // (systemd sends one any time after READY=1) is a clean stop, never
+    // the default action's kill.
+    let mut hup = signal(SignalKind::hangup())?;
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
     let (mlisten, sock_path, limits) = {
         let d = st.desired.borrow();
         let limits = http::Limits {
@@ -642,9 +648,6 @@ async fn main_loop(path: PathBuf, text: &str, st: Rc<State>, verbose: bool) -> R
     // `[[pods]]`: the node's pods, from the Kubernetes API.
     let mut podw = pods::PodWatch::new();
     podw.sync(&st.desired.borrow(), &st);
-    let mut hup = signal(SignalKind::hangup())?;
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
     let mut unix_backoff = Duration::from_millis(10);
     loop {
         // SAFETY: the epoll fd belongs to `rings.rb`, which outlives `afd`
