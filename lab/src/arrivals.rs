@@ -131,6 +131,20 @@ pub struct FctBin {
     pub p99: f64,
 }
 
+impl FctBin {
+    /// The slowdown at quantile `q` (0.5 or 0.99, what
+    /// [`slowdown_metric`] names); None for any other.
+    pub fn at(&self, q: f64) -> Option<f64> {
+        if q == 0.5 {
+            Some(self.p50)
+        } else if q == 0.99 {
+            Some(self.p99)
+        } else {
+            None
+        }
+    }
+}
+
 /// The completion time of a flow of `bytes` alone on a link of
 /// `payload_mbit` (its TCP payload rate) and `rtt_ms`: the handshake's
 /// round trip, the last byte's one-way trip, the bytes at the rate.

@@ -322,13 +322,11 @@ impl<'a> Judging<'a> {
             if let Some(metric) = crate::arrivals::slowdown_metric(bin, q) {
                 // a run whose mix had no flow of the bin fails (NaN)
                 let sd = |r: &RunSummary| {
-                    r.fct.iter().find(|b| b.bin == bin).map_or(f64::NAN, |b| {
-                        if q < 0.9 {
-                            b.p50
-                        } else {
-                            b.p99
-                        }
-                    })
+                    r.fct
+                        .iter()
+                        .find(|b| b.bin == bin)
+                        .and_then(|b| b.at(q))
+                        .unwrap_or(f64::NAN)
                 };
                 self.compare(metric, &sd, &|o| format!("<= {x} x {o:.2}"), &|a, b| {
                     x * b - a

@@ -227,16 +227,27 @@ fn connect_flow(
     t0: Instant,
 ) -> anyhow::Result<Arc<TcpStream>> {
     let addr = start_receiver(link, f, t0)?;
+    let sock = sender_socket(link, i, f, addr)?;
+    let stream = connect(sock, addr).map_err(|e| anyhow::anyhow!("flow {i} ({}): {e}", f.cc))?;
+    Ok(Arc::new(stream))
+}
+
+/// Flow `i`'s socket, made in the sender's namespace (where it stays
+/// wherever it is used), its congestion control set before the handshake.
+fn sender_socket(
+    link: &Bottleneck,
+    i: usize,
+    f: &Flow,
+    addr: SocketAddr,
+) -> anyhow::Result<std::os::fd::OwnedFd> {
     let cc = f.cc.clone();
-    let stream = link
-        .sender
-        .run(move || -> std::io::Result<TcpStream> {
+    link.sender
+        .run(move || -> std::io::Result<std::os::fd::OwnedFd> {
             let sock = socket_for(addr)?;
             set_cc(sock.as_raw_fd(), &cc)?;
-            connect(sock, addr)
+            Ok(sock)
         })
-        .map_err(|e| anyhow::anyhow!("flow {i} ({}): {e}", f.cc))?;
-    Ok(Arc::new(stream))
+        .map_err(|e| anyhow::anyhow!("flow {i} ({}): {e}", f.cc))
 }
 
 /// A short-flow mix's arrival: its receiver now, its connect and its bytes
@@ -251,16 +262,7 @@ fn start_arrival(
     stop_all: Arc<AtomicBool>,
 ) -> anyhow::Result<(FlowThread, Arc<OnceLock<Arc<TcpStream>>>)> {
     let addr = start_receiver(link, f, t0)?;
-    let cc = f.cc.clone();
-    // a socket made in the sender's namespace stays there
-    let sock = link
-        .sender
-        .run(move || -> std::io::Result<std::os::fd::OwnedFd> {
-            let sock = socket_for(addr)?;
-            set_cc(sock.as_raw_fd(), &cc)?;
-            Ok(sock)
-        })
-        .map_err(|e| anyhow::anyhow!("flow {i} ({}): {e}", f.cc))?;
+    let sock = sender_socket(link, i, f, addr)?;
     let shown = Arc::new(OnceLock::new());
     let publish = shown.clone();
     let (stop, bytes) = (f.stop, f.bytes);

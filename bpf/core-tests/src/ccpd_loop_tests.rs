@@ -1344,6 +1344,36 @@ fn shared_flow(p: &intf::ccl_ccpd_params) -> intf::ccpd {
     ca
 }
 
+/// ccpd_drain on an ACK in Open at `t_ms`, with capacity `c_sps` and the
+/// path's summed rate `path_sps`: (the window to hold, the rate a drain
+/// that began reported).
+fn drain_at(
+    ca: &mut intf::ccpd,
+    p: &intf::ccl_ccpd_params,
+    c_sps: u32,
+    t_ms: u32,
+    path_sps: u32,
+) -> (u32, u32) {
+    let a = intf::ccpd_ack {
+        now_us: t_ms * 1000,
+        ca_state: intf::CCL_CA_OPEN,
+        path_sps,
+        ..Default::default()
+    };
+    let mut o = intf::ccpd_out::default();
+    let w = unsafe { intf::ccpd_drain(ca, p, &a, c_sps, &mut o) };
+    (w, o.drain_sps)
+}
+
+/// An RTT sample of `rtt` us at `t_ms` in Open, the window `cwnd`.
+fn rtt_at(ca: &mut intf::ccpd, p: &intf::ccl_ccpd_params, rtt: i32, t_ms: u32, cwnd: u32) {
+    unsafe { intf::ccpd_on_rtt(ca, p, intf::CCL_CA_OPEN, rtt, 0, t_ms * 1000, cwnd) }
+}
+
+fn competing(ca: &intf::ccpd) -> bool {
+    ca.sh as u32 & intf::CCPD_SH_COMP != 0
+}
+
 /// One drain: a flow in CA holds its pipe share w m / s (3/4 of it competing) for max(200 ms, 2 s)
 /// from the first ACK of a new slot, and reports its rate for the path's
 /// sum; a drain whose smallest RTT shows a queue of more than a quarter of
@@ -1363,21 +1393,8 @@ fn ccpd_drain_holds_the_pipe_share_and_detects_a_competitor() {
     let c = 8_333; // C: 3/4 of it is 6_250 segments/s
 
     // (the window to hold, the rate a drain that began reported)
-    let drain = |ca: &mut intf::ccpd, t_ms: u32, path_sps: u32| {
-        let a = intf::ccpd_ack {
-            now_us: t_ms * 1000,
-            ca_state: intf::CCL_CA_OPEN,
-            path_sps,
-            ..Default::default()
-        };
-        let mut o = intf::ccpd_out::default();
-        let w = unsafe { intf::ccpd_drain(ca, &p, &a, c, &mut o) };
-        (w, o.drain_sps)
-    };
-    let sample = |ca: &mut intf::ccpd, rtt: i32, t_ms: u32| unsafe {
-        intf::ccpd_on_rtt(ca, &p, intf::CCL_CA_OPEN, rtt, 0, t_ms * 1000, 200)
-    };
-    let competing = |ca: &intf::ccpd| ca.sh as u32 & intf::CCPD_SH_COMP != 0;
+    let drain = |ca: &mut intf::ccpd, t_ms: u32, path_sps: u32| drain_at(ca, &p, c, t_ms, path_sps);
+    let sample = |ca: &mut intf::ccpd, rtt: i32, t_ms: u32| rtt_at(ca, &p, rtt, t_ms, 200);
     assert_eq!(
         drain(&mut ca, 1_000, 0),
         (0, 0),
@@ -1456,19 +1473,8 @@ fn ccpd_drain_in_a_capacity_dip_does_not_compete() {
     ca.rtts_q3 = 53_000 << 3;
     ca.w_q10 = 100 << 10;
     ca.e_valid = 1;
-    let drain = |ca: &mut intf::ccpd, t_ms: u32| {
-        let a = intf::ccpd_ack {
-            now_us: t_ms * 1000,
-            ca_state: intf::CCL_CA_OPEN,
-            ..Default::default()
-        };
-        let mut o = intf::ccpd_out::default();
-        unsafe { intf::ccpd_drain(ca, &p, &a, 8_333, &mut o) }
-    };
-    let sample = |ca: &mut intf::ccpd, rtt: i32, t_ms: u32| unsafe {
-        intf::ccpd_on_rtt(ca, &p, intf::CCL_CA_OPEN, rtt, 0, t_ms * 1000, 100)
-    };
-    let competing = |ca: &intf::ccpd| ca.sh as u32 & intf::CCPD_SH_COMP != 0;
+    let drain = |ca: &mut intf::ccpd, t_ms: u32| drain_at(ca, &p, 8_333, t_ms, 0).0;
+    let sample = |ca: &mut intf::ccpd, rtt: i32, t_ms: u32| rtt_at(ca, &p, rtt, t_ms, 100);
     drain(&mut ca, 1_000);
     // the pipe share of 100 segments at 53 ms over 40
     assert_eq!(drain(&mut ca, 5_001), 75);
