@@ -135,13 +135,19 @@ impl FctBin {
     /// The slowdown at quantile `q` (0.5 or 0.99, what
     /// [`slowdown_metric`] names); None for any other.
     pub fn at(&self, q: f64) -> Option<f64> {
-        if q == 0.5 {
-            Some(self.p50)
-        } else if q == 0.99 {
-            Some(self.p99)
-        } else {
-            None
-        }
+        is_p99(q).map(|p99| if p99 { self.p99 } else { self.p50 })
+    }
+}
+
+/// Whether the quantile `q` is the p99 (0.99) or the p50 (0.5) a bin
+/// reports; None for any other.
+fn is_p99(q: f64) -> Option<bool> {
+    if q == 0.99 {
+        Some(true)
+    } else if q == 0.5 {
+        Some(false)
+    } else {
+        None
     }
 }
 
@@ -191,14 +197,7 @@ fn rank(sorted: &[f64], q: f64) -> f64 {
 /// The metric name of a slowdown comparison in size bin `bin` at quantile
 /// `q`; None for a bin or a quantile the summary does not keep.
 pub fn slowdown_metric(bin: &str, q: f64) -> Option<&'static str> {
-    let p99 = if q == 0.99 {
-        true
-    } else if q == 0.5 {
-        false
-    } else {
-        return None;
-    };
-    Some(match (bin, p99) {
+    Some(match (bin, is_p99(q)?) {
         ("small", false) => "slowdown_p50_small",
         ("small", true) => "slowdown_p99_small",
         ("medium", false) => "slowdown_p50_medium",
