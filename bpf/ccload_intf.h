@@ -216,15 +216,13 @@ enum ccl_phase {
 	X(trace_ms, "trace_ms", 1, 0, 0, 60000, "ms", "at most one record per flow per N ms; 0 = no time limit")
 
 /*
- * Tunables of test builds only, the last rows of every controller's table
- * (its struct, clamps and descriptors).  They are in every build, so that
- * the params layout is one whatever cargo command built ccload; only a
- * build with the `test-faults` feature of the ccload crate (the testbed,
- * and so the integration tests and the lab, turn it on) accepts a value
- * for them.  Any other build refuses them by name and leaves them 0.
+ * Tunables for the integration tests only, the last rows of every
+ * controller's table (its struct, clamps and descriptors).  ccload refuses
+ * them by name and leaves them 0; a test that injects a fault writes the
+ * row into the pinned params map itself (tests/src/lib.rs, set_test_param).
  */
 #define CCL_TEST_PARAMS(X) \
-	X(fault_skip, "fault_skip", 1, 0, 0, 1000, "", "test builds: 1 in N ssthresh() calls returns what one the kernel skipped returns; 0 = off")
+	X(fault_skip, "fault_skip", 1, 0, 0, 1000, "", "tests only (they write it into the map): 1 in N ssthresh() calls returns what one the kernel skipped returns; 0 = off")
 enum ccl_test_consts { CCL_NR_TEST_PARAMS = 1 }; /* its rows, last in every table */
 
 /*

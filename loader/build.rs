@@ -188,8 +188,7 @@ fn main() {
 
     // No feature reaches the C side: the BPF objects, their layouts and
     // the descriptor tables are the same whatever cargo command (and so
-    // whatever feature set) built ccload.  `test-faults` only lets the Rust
-    // side accept the test-only tunables (algos.rs).
+    // whatever feature set) built ccload.
     let rows = algos_of(&bpf_dir.join("ccload_intf.h"));
     let objs: Vec<String> = rows
         .iter()

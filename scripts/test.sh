@@ -69,18 +69,18 @@ if [ "$(id -u)" = 0 ] && [ -e /sys/kernel/btf/vmlinux ]; then
         rc=1
     fi
     took soak
-    # One binary, one layout: the ccload a plain `cargo build` makes (no
-    # test-faults feature) loads the same layouts and objects as the
-    # workspace's test build.  Then the README's first command, as a new user
-    # runs it, its runs shortened.
+    # One binary, one layout: a plain `cargo build` (ccload alone, as the
+    # README's first command runs it) after the workspace's build rebuilds
+    # nothing that changes the layouts and objects.  Then the README's first
+    # command, as a new user runs it, its runs shortened.
     ids() { target/debug/ccload algos --json | grep -Eo '"(algo|layout_id|obj_id)":"[^"]*"' | tr '\n' ' '; }
     test_ids=$(ids)
     cargo build --locked -q
     prod_ids=$(ids)
     if [ -n "$test_ids" ] && [ "$test_ids" = "$prod_ids" ]; then
-        echo "layouts: PASSED (test and release builds: $prod_ids)" | tee -a "$log"
+        echo "layouts: PASSED (workspace build and cargo build: $prod_ids)" | tee -a "$log"
     else
-        echo "layouts: FAILED (test build: ${test_ids:-none}; release build: ${prod_ids:-none})" | tee -a "$log"
+        echo "layouts: FAILED (workspace build: ${test_ids:-none}; cargo build: ${prod_ids:-none})" | tee -a "$log"
         rc=1
     fi
     took layouts

@@ -35,33 +35,23 @@ impl Algo {
         })
     }
 
-    /// The tunables this build accepts and shows: [`Algo::shipped_params`],
-    /// and in a test build (the `test-faults` feature) the test-only ones
-    /// too.  Always a prefix of [`Algo::fields`], so an index into it is an
-    /// index into [`Params::raw`].
+    /// The tunables ccload accepts and shows: [`Algo::fields`] without the
+    /// test-only rows, so an index into it is an index into
+    /// [`Params::raw`].  The integration tests write the test-only rows
+    /// into the params map themselves.
     pub fn params(self) -> &'static [ParamDesc] {
-        if TEST_BUILD {
-            self.fields()
-        } else {
-            self.shipped_params()
-        }
-    }
-
-    /// The tunables of every build: [`Algo::fields`] without the test-only
-    /// rows.
-    pub fn shipped_params(self) -> &'static [ParamDesc] {
         let all = self.fields();
         &all[..all.len() - intf::CCL_NR_TEST_PARAMS as usize]
     }
 
     /// The tunables as the Markdown table of docs/<algo>.md: name, default,
     /// range, unit and meaning, from the descriptor table of
-    /// bpf/ccload_intf.h (a test holds the page to it); a test build's
-    /// own tunables are not in it.
+    /// bpf/ccload_intf.h (a test holds the page to it); the test-only rows
+    /// are not in it.
     pub fn tunables_markdown(self) -> String {
         let mut t =
             String::from("| tunable | default | range | unit | meaning |\n|---|---|---|---|---|\n");
-        for pd in self.shipped_params() {
+        for pd in self.params() {
             let unit = if pd.unit.is_empty() { "-" } else { pd.unit };
             t += &format!(
                 "| `{}` | {} | {} | {unit} | {} |\n",
@@ -135,12 +125,6 @@ impl FromStr for Algo {
             })
     }
 }
-
-/// Whether this ccload accepts the test-only tunables (the `test-faults`
-/// feature; the testbed turns it on for the integration tests and the lab).
-/// Nothing else depends on it: the BPF objects and their layouts are the
-/// same in every build.
-pub const TEST_BUILD: bool = cfg!(feature = "test-faults");
 
 /// One tunable: a u32 field of the params struct.
 #[derive(Clone, Debug)]
@@ -332,28 +316,25 @@ impl clap::ValueEnum for Algo {
 #[cfg(test)]
 mod tests {
 
-    /// fault_skip is a field of every controller's params in every build
-    /// (one layout), a tunable only a test build accepts, and never in the
-    /// tables the docs show.
+    /// fault_skip is a field of every controller's params (one layout in
+    /// every build), last in its table, a tunable ccload refuses by name,
+    /// and never in the tables the docs show.
     #[test]
-    fn test_tunables_are_in_every_layout_but_set_only_by_test_builds() {
+    fn test_tunables_are_in_every_layout_but_never_set_by_ccload() {
         for a in Algo::ALL {
             let has = |ps: &[ParamDesc]| ps.iter().any(|d| d.name == "fault_skip");
             assert!(has(a.fields()), "{a}");
+            assert_eq!(a.fields().last().map(|d| d.name), Some("fault_skip"), "{a}");
             assert_eq!(a.fields().len() * 4, a.params_size(), "{a}");
-            assert_eq!(has(a.params()), TEST_BUILD, "{a}");
-            assert!(!has(a.shipped_params()), "{a}");
+            assert!(!has(a.params()), "{a}");
             assert!(!a.tunables_markdown().contains("fault_skip"), "{a}");
             let mut p = a.defaults();
-            let r = p.apply(&[("fault_skip".into(), "1".into())]);
-            if TEST_BUILD {
-                r.unwrap();
-                assert_eq!(p.get("fault_skip"), Some(1), "{a}");
-            } else {
-                let e = r.unwrap_err().to_string();
-                assert!(e.contains("test build"), "{a}: {e}");
-                assert_eq!(p, a.defaults(), "{a}: a refused set changed nothing");
-            }
+            let e = p
+                .apply(&[("fault_skip".into(), "1".into())])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("test-only"), "{a}: {e}");
+            assert_eq!(p, a.defaults(), "{a}: a refused set changed nothing");
         }
     }
 

@@ -15,8 +15,8 @@ pub enum CclError {
     },
 
     #[error(
-        "{algo}: `{name}` is a tunable of test builds only (ccload built with its \
-         `test-faults` feature); this ccload refuses it; nothing was changed"
+        "{algo}: `{name}` is a test-only field of the params map (the integration \
+         tests write it there themselves); ccload refuses it; nothing was changed"
     )]
     TestOnlyTunable { algo: &'static str, name: String },
 

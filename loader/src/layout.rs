@@ -162,7 +162,7 @@ pub fn params_fields(algo: Algo, meta: &intf::ccl_meta, value_size: usize) -> Re
         }
         return Ok(f);
     }
-    let shipped = algo.shipped_params();
+    let shipped = algo.params();
     if value_size == 4 * shipped.len() {
         return Ok(fields_of_names(shipped.iter().map(|d| d.field)));
     }
@@ -292,8 +292,8 @@ pub fn carry_params(algo: Algo, bytes: &[u8], fields: &[Field]) -> (Params, Carr
         match get_u32(bytes, fields, d.field) {
             Some(v) if (d.min..=d.max).contains(&v) => p.raw[i] = v,
             Some(v) => c.reset.push((d.name.to_string(), v)),
-            // A test-only field (0 unless a test build set it) is no news.
-            None if algo.shipped_params().iter().any(|s| s.field == d.field) => {
+            // A test-only field (0 unless a test wrote it) is no news.
+            None if algo.params().iter().any(|s| s.field == d.field) => {
                 c.added.push(d.name.to_string())
             }
             None => {}
@@ -419,9 +419,9 @@ mod tests {
         assert_eq!(c_text(&old.prev_default), "cubic");
         assert_eq!(Identity::of(&old).layout_id, 0);
         assert!(!params_are_ours(a, &old, a.params_size()));
-        let f = params_fields(a, &old, 4 * a.shipped_params().len()).unwrap();
-        assert_eq!(f.len(), a.shipped_params().len());
-        assert!(params_fields(a, &old, 4 * a.shipped_params().len() + 12).is_err());
+        let f = params_fields(a, &old, 4 * a.params().len()).unwrap();
+        assert_eq!(f.len(), a.params().len());
+        assert!(params_fields(a, &old, 4 * a.params().len() + 12).is_err());
         assert!(meta_from_bytes(a, &bytes[..31]).is_err());
         // This build's whole entry: ours, and the fields it names.
         let new = meta_from_bytes(a, bytes).unwrap();

@@ -152,6 +152,34 @@ impl Drop for Attached {
     }
 }
 
+/// Write test-only tunable `name` (a `CCL_TEST_PARAMS` row of
+/// bpf/ccload_intf.h, such as `fault_skip`) into profile 0 of attached
+/// controller `algo`'s pinned params map, which `ccload attach --set`
+/// writes too; ccload itself refuses these rows.  They are the last rows
+/// of every table, in one order, so this also serves a controller this
+/// build does not know (the fifth-controller recipe's `demo`).
+pub fn set_test_param(algo: &str, name: &str, value: u32) -> Result<(), String> {
+    use libbpf_rs::{MapCore, MapFlags, MapHandle};
+    let rows = ccload::algos::Algo::ALL[0].fields();
+    let tests = &rows[rows.len() - ccload::intf::CCL_NR_TEST_PARAMS as usize..];
+    let Some(pos) = tests.iter().position(|d| d.name == name) else {
+        return Err(format!("{name}: not a test-only tunable"));
+    };
+    let pin = std::path::Path::new(ccload::bpf::PIN_ROOT)
+        .join(algo)
+        .join("params");
+    let map = MapHandle::from_pinned_path(&pin).map_err(|e| format!("{}: {e}", pin.display()))?;
+    let key = 0u32.to_ne_bytes();
+    let mut bytes = map
+        .lookup(&key, MapFlags::ANY)
+        .map_err(|e| format!("{algo}: reading params: {e}"))?
+        .ok_or_else(|| format!("{algo}: no params for profile 0"))?;
+    let at = bytes.len() - 4 * (tests.len() - pos);
+    bytes[at..at + 4].copy_from_slice(&value.to_ne_bytes());
+    map.update(&key, &bytes, MapFlags::ANY)
+        .map_err(|e| format!("{algo}: writing {name}: {e}"))
+}
+
 pub fn registered(name: &str) -> bool {
     ccload::bpf::is_registered(name)
 }

@@ -215,7 +215,7 @@ fn install_into_a_destdir_gives_a_unit_that_verifies() {
     }
 }
 
-/// `cargo xtask dist` (of the test build: the release build is `static`,
+/// `cargo xtask dist` (of the debug build: the release build is `static`,
 /// this one is not, which dist warns about): the tarball holds the install
 /// tree; the .deb, installed into a scratch root by dpkg, puts the files
 /// in place, records the config as a conffile and enables the unit, and

@@ -201,8 +201,7 @@ fn the_recipe_builds_and_registers_a_fifth_controller() {
         block(&doc, "**The program**", "c"),
     )
     .unwrap();
-    // Step 4: build (own target dir: the suite's is locked by cargo test),
-    // a test build: fault_skip exists.
+    // Step 4: build (own target dir: the suite's is locked by cargo test).
     let target = std::env::var_os("CCLOAD_FIFTH_TARGET")
         .map(PathBuf::from)
         .unwrap_or_else(|| ccload_itests::repo_root().join("target/fifth-controller"));
@@ -210,15 +209,7 @@ fn the_recipe_builds_and_registers_a_fifth_controller() {
     let b = Command::new(env!("CARGO"))
         .current_dir(&dir)
         .env("CARGO_TARGET_DIR", &target)
-        .args([
-            "build",
-            "--locked",
-            "-q",
-            "-p",
-            "ccload",
-            "--features",
-            "test-faults",
-        ])
+        .args(["build", "--locked", "-q", "-p", "ccload"])
         .output()
         .expect("cargo build");
     assert!(
@@ -236,15 +227,16 @@ fn the_recipe_builds_and_registers_a_fifth_controller() {
     };
     let (ok, out) = run(&["watch", "--help-fields", "--algo", "demo"]);
     assert!(ok && out.contains("acked"), "{out}");
-    let (ok, out) = run(&["attach", "--algo", "demo", "--set", "fault_skip=1"]);
+    let (ok, out) = run(&["attach", "--algo", "demo"]);
     assert!(ok, "attach demo: {out}");
+    let faulted = ccload_itests::set_test_param("demo", "fault_skip", 1);
     let registered = ccload::bpf::is_registered("demo");
     let (ok_show, show) = run(&["tune", "--algo", "demo", "--show"]);
     // The guard: every ssthresh() of demo returns what a skipped one
     // returns (the garbage of the trampoline's return slot) and leaves no
     // mark; the wrappers' guard repairs each on the next ACK.  A lossy
     // 4-packet buffer, as the_guard_repairs_what_a_skipped_ssthresh_leaves.
-    let guarded = registered.then(|| {
+    let guarded = (registered && faulted.is_ok()).then(|| {
         let l = Bottleneck::new(LinkCfg {
             rate_mbit: 20.0,
             delay_ms: 5.0,
@@ -258,6 +250,7 @@ fn the_recipe_builds_and_registers_a_fifth_controller() {
     });
     let (ok_detach, out_detach) = run(&["detach", "--algo", "demo"]);
     assert!(registered, "demo not in tcp_available_congestion_control");
+    faulted.expect("fault_skip = 1 into demo's params");
     assert!(ok_show && show.contains("trace_every"), "{show}");
     assert!(ok_detach, "detach demo: {out_detach}");
     assert!(!ccload::bpf::is_registered("demo"), "demo still registered");

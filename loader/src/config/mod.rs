@@ -326,7 +326,7 @@ mod tests {
             }
             assert_eq!(
                 sec.lines().filter(|l| l.starts_with("| `")).count(),
-                a.shipped_params().len(),
+                a.params().len(),
                 "docs/config.md, {a}: a tunable it lists is gone"
             );
         }
