@@ -35,8 +35,7 @@ fn link(k: f64) -> Bottleneck {
 /// or drift (0.986-1.003).
 fn pair(k: f64, bytes: u64, skip: f64) -> f64 {
     let l = link(k);
-    let (mut u, mut r) = (0.0, 0.0);
-    for cc in ["ub_reno", "reno"] {
+    let mbps = |cc: &str| {
         let t = l.transfer(cc, bytes).expect("transfer");
         assert_eq!(t.bytes, bytes);
         assert_eq!((t.sender_cc.as_str(), t.receiver_cc.as_str()), (cc, cc));
@@ -45,12 +44,9 @@ fn pair(k: f64, bytes: u64, skip: f64) -> f64 {
             "k = {k}: {cc} {m:.2} Mbit/s after {skip} s ({:.2} whole transfer)",
             t.mbps()
         );
-        if cc == "ub_reno" {
-            u += m;
-        } else {
-            r += m;
-        }
-    }
+        m
+    };
+    let (u, r) = (mbps("ub_reno"), mbps("reno"));
     eprintln!("k = {k}: ub_reno/reno {:.3}", u / r);
     u / r
 }
