@@ -37,6 +37,20 @@ if ! have kubectl && ! have kustomize && [ -x "$gobin" ]; then
     GOBIN=/usr/local/bin GOFLAGS=-mod=mod "$gobin" install sigs.k8s.io/kustomize/kustomize/v5@v5.7.1
 fi
 
+# Prometheus and promtool, for the monitoring tests (tests/tests/prometheus.rs):
+# the two binaries of Debian's package, unpacked rather than installed, since
+# the package's service would run a Prometheus on :9090 of every machine that
+# runs the tests.
+if ! have prometheus || ! have promtool; then
+    echo "setup: unpacking prometheus and promtool from Debian's package"
+    tmp=$(mktemp -d)
+    (cd "$tmp" && { apt-get download -qq prometheus 2>/dev/null ||
+        { apt-get update -qq && apt-get download -qq prometheus; }; })
+    dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/x"
+    install -m 0755 "$tmp/x/usr/bin/prometheus" "$tmp/x/usr/bin/promtool" /usr/local/bin/
+    rm -rf "$tmp"
+fi
+
 if ! have cargo; then
     echo "setup: cargo not found; install Rust >= 1.89 (rustup) first" >&2
     exit 2

@@ -521,3 +521,62 @@ pub fn metric(body: &str, series: &str) -> f64 {
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
         .unwrap_or_else(|| panic!("no {series} in:\n{body}"))
 }
+
+// ---------------------------------------------------------------------------
+// Flows from a cgroup.
+
+/// A long flow from cgroup `cg` through `link`, by the socket helper (it
+/// joins the cgroup before connecting); killed when dropped.
+pub struct Flow(Vec<std::process::Child>);
+impl Drop for Flow {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A `ccl-sockhelper` listening in `link`'s receiver namespace: the child
+/// (its later output drained) and its port.
+pub fn listener(link: &link::Bottleneck) -> (std::process::Child, String) {
+    let helper = ccload_bin().with_file_name("ccl-sockhelper");
+    let mut srv = std::process::Command::new(&helper)
+        .args(["-", &link.receiver.name, "listen", "10.77.2.2"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(srv.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let port = line
+        .trim()
+        .strip_prefix("PORT ")
+        .expect("PORT line")
+        .to_string();
+    // The server prints more later: keep its pipe open and drained.
+    std::thread::spawn(move || {
+        let mut sink = String::new();
+        while matches!(out.read_line(&mut sink), Ok(n) if n > 0) {
+            sink.clear();
+        }
+    });
+    (srv, port)
+}
+
+pub fn long_flow(link: &link::Bottleneck, cg: &str) -> Flow {
+    let helper = ccload_bin().with_file_name("ccl-sockhelper");
+    let (srv, port) = listener(link);
+    let cli = std::process::Command::new(&helper)
+        .args([
+            cg,
+            &link.sender.name,
+            "connect",
+            &format!("10.77.2.2:{port}"),
+            &(4u64 << 30).to_string(),
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    Flow(vec![cli, srv])
+}

@@ -94,11 +94,16 @@ fn hist_metric(name: &str) -> (&'static str, f64, &'static str, &'static [f64]) 
                 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 4096.0, 16384.0,
             ],
         ),
+        // Bytes, Prometheus's base unit (`promtool check metrics` flags
+        // bits); 1 kbit/s is 125 bytes/s, the bounds are 0.1 Mbit/s to
+        // 100 Gbit/s.
         "rate" => (
-            "delivery_rate_bits_per_second",
-            1e3,
+            "delivery_rate_bytes_per_second",
+            125.0,
             "rate_sum_kbps",
-            &[1e5, 1e6, 1e7, 5e7, 1e8, 5e8, 1e9, 1e10, 1e11],
+            &[
+                1.25e4, 1.25e5, 1.25e6, 6.25e6, 1.25e7, 6.25e7, 1.25e8, 1.25e9, 1.25e10,
+            ],
         ),
         other => panic!("histogram {other} has no metric (serve/metrics.rs)"),
     }

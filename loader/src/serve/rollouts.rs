@@ -16,11 +16,21 @@ use std::sync::{Arc, Mutex};
 
 use crate::rollout::{self, End, Opts};
 
+/// The states a rollout is in: `Status::state`.
+const STATES: [&str; 6] = [
+    "running",
+    "done",
+    "rolled_back",
+    "aborted",
+    "promoted",
+    "failed",
+];
+
 /// What `/metrics` shows of one rollout.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Status {
     pub algo: String,
-    /// running, done, rolled_back, aborted, promoted, failed
+    /// One of `STATES`.
     pub state: &'static str,
     pub intervals: u32,
     pub failing: u32,
@@ -107,15 +117,19 @@ impl Rollouts {
             o,
             "ccload_rollout_state",
             "gauge",
-            "1 for the state each rollout of the config is in.",
+            "1 for the state each rollout of the config is in, 0 for the others.",
         );
+        // Every state, as a state set: `{state="rolled_back"} == 1` then
+        // has a series to compare on a rollout that is still running.
         for (c, s) in st.iter() {
-            let _ = writeln!(
-                o,
-                "ccload_rollout_state{{{},state=\"{}\"}} 1",
-                lbl(c, s),
-                s.state
-            );
+            for state in STATES {
+                let _ = writeln!(
+                    o,
+                    "ccload_rollout_state{{{},state=\"{state}\"}} {}",
+                    lbl(c, s),
+                    u8::from(s.state == state)
+                );
+            }
         }
         fam(
             o,
