@@ -247,6 +247,7 @@ pub struct Grid {
     /// Several rates (overrides rate_mbit; cases are labelled `<rate>M_`).
     #[serde(default)]
     pub rates_mbit: Vec<f64>,
+    #[serde(default)]
     pub rtt_ms: Vec<f64>,
     /// Buffer as a fraction of the BDP (packets), or ...
     #[serde(default)]
@@ -283,6 +284,22 @@ pub struct Grid {
     /// given, they replace the rates.  Absent when empty (runs' identity).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub traces: Vec<TraceSpec>,
+    /// RTT and buffer pairs (`[[grid.paths]]`) in place of every RTT with
+    /// every buffer: a base station's deep queue at 40 ms and a 1-BDP one
+    /// at 80 ms, say.  Absent when empty (runs' identity).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<PathSpec>,
+}
+
+/// One RTT with one buffer, in BDPs or in packets.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PathSpec {
+    pub rtt_ms: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffer_bdp: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffer_pkts: Option<u32>,
 }
 
 /// A variable-capacity bottleneck (`[[grid.traces]]`): a measured mahimahi
@@ -577,6 +594,7 @@ pub struct Quick {
     pub mixes: Option<Vec<Mix>>,
     pub cells: Option<Vec<Cell>>,
     pub traces: Option<Vec<TraceSpec>>,
+    pub paths: Option<Vec<PathSpec>>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -747,14 +765,28 @@ impl Scenario {
                 c.cc
             );
         }
-        anyhow::ensure!(
-            !g.rtt_ms.is_empty() && g.rtt_ms.iter().all(|&r| (0.0..=1000.0).contains(&r)),
-            "rtt_ms: 0..1000 ms"
-        );
-        anyhow::ensure!(
-            g.buffer_bdp.is_empty() != g.buffer_pkts.is_empty(),
-            "give exactly one of buffer_bdp, buffer_pkts"
-        );
+        if g.paths.is_empty() {
+            anyhow::ensure!(
+                !g.rtt_ms.is_empty() && g.rtt_ms.iter().all(|&r| (0.0..=1000.0).contains(&r)),
+                "rtt_ms: 0..1000 ms"
+            );
+            anyhow::ensure!(
+                g.buffer_bdp.is_empty() != g.buffer_pkts.is_empty(),
+                "give exactly one of buffer_bdp, buffer_pkts"
+            );
+        } else {
+            anyhow::ensure!(
+                g.rtt_ms.is_empty() && g.buffer_bdp.is_empty() && g.buffer_pkts.is_empty(),
+                "[[grid.paths]] replaces rtt_ms, buffer_bdp and buffer_pkts: give it alone"
+            );
+            for p in &g.paths {
+                anyhow::ensure!(
+                    (0.0..=1000.0).contains(&p.rtt_ms)
+                        && p.buffer_bdp.is_some() != p.buffer_pkts.is_some(),
+                    "path {p:?}: rtt_ms in 0..1000 ms and exactly one of buffer_bdp, buffer_pkts"
+                );
+            }
+        }
         anyhow::ensure!(
             g.loss.iter().all(|&p| (0.0..0.5).contains(&p)),
             "loss: probability in [0, 0.5)"
@@ -860,6 +892,7 @@ impl Scenario {
         ov!(s.mixes, q.mixes);
         ov!(s.cells, q.cells);
         ov!(s.grid.traces, q.traces);
+        ov!(s.grid.paths, q.paths);
         if let Some(v) = q.buffer_bdp.clone() {
             s.grid.buffer_bdp = v;
             s.grid.buffer_pkts.clear();
@@ -894,19 +927,41 @@ impl Scenario {
         };
         let mut out = Vec::new();
         for &(rate, trace) in &links {
-            for &rtt in &g.rtt_ms {
-                let bufs: Vec<(String, f64, f64)> = if g.buffer_bdp.is_empty() {
-                    g.buffer_pkts
-                        .iter()
-                        .map(|&b| (format!("{b}p"), b as f64, 0.0))
-                        .collect()
-                } else {
+            // (RTT, [buffer label, packets, BDPs]): every RTT with every
+            // buffer, or the grid's paths.
+            let buffer = |rtt: f64, pkts: Option<u32>, bdps: Option<f64>| match (pkts, bdps) {
+                (Some(b), _) => (format!("{b}p"), b as f64, 0.0),
+                (None, k) => {
+                    let k = k.unwrap_or(1.0);
                     let bdp = rate * 1e6 / 8.0 * rtt / 1e3 / g.mtu as f64;
-                    g.buffer_bdp
-                        .iter()
-                        .map(|&k| (format!("{k}bdp"), (k * bdp).round().max(2.0), k))
-                        .collect()
-                };
+                    (format!("{k}bdp"), (k * bdp).round().max(2.0), k)
+                }
+            };
+            let paths: Vec<(f64, Vec<(String, f64, f64)>)> = if g.paths.is_empty() {
+                g.rtt_ms
+                    .iter()
+                    .map(|&rtt| {
+                        let bufs = if g.buffer_bdp.is_empty() {
+                            g.buffer_pkts
+                                .iter()
+                                .map(|&b| buffer(rtt, Some(b), None))
+                                .collect()
+                        } else {
+                            g.buffer_bdp
+                                .iter()
+                                .map(|&k| buffer(rtt, None, Some(k)))
+                                .collect()
+                        };
+                        (rtt, bufs)
+                    })
+                    .collect()
+            } else {
+                g.paths
+                    .iter()
+                    .map(|p| (p.rtt_ms, vec![buffer(p.rtt_ms, p.buffer_pkts, p.buffer_bdp)]))
+                    .collect()
+            };
+            for (rtt, bufs) in paths {
                 let mixes: Vec<Mix> = if self.mixes.is_empty() {
                     vec![Mix {
                         name: String::new(),
@@ -1366,6 +1421,34 @@ why = "w"
             load(text("tr/two.down", 24.0, 0.0).replace("trace = [\"alt\"]", "trace = [\"x\"]"))
                 .unwrap_err();
         assert!(e.contains("no trace named x"), "{e}");
+
+        // `[[grid.paths]]`: an RTT with its own buffer, not every pair.
+        let paths = text("tr/two.down", 24.0, 0.0).replace(
+            "rtt_ms = [40]\nbuffer_bdp = [1, 4]\n",
+            "[[grid.paths]]\nrtt_ms = 40\nbuffer_pkts = 200\n\
+             [[grid.paths]]\nrtt_ms = 80\nbuffer_bdp = 1\n",
+        );
+        let s = load(paths.clone()).unwrap();
+        let cases = s.cases();
+        let got: Vec<(&str, u32, f64)> = cases
+            .iter()
+            .map(|c| (c.label.as_str(), c.link.buffer_pkts, c.rtt_ms))
+            .collect();
+        // 1 BDP at 80 ms: 160 packets of the 24-Mbit/s trace, 100 of alt's 15.
+        assert_eq!(
+            got,
+            [
+                ("two_40ms_200p", 200, 40.0),
+                ("two_80ms_1bdp", 160, 80.0),
+                ("alt_40ms_200p", 200, 40.0),
+                ("alt_80ms_1bdp", 100, 80.0)
+            ]
+        );
+        let e = load(paths.replace("buffer_pkts = 200", "buffer_pkts = 200\nbuffer_bdp = 4"))
+            .unwrap_err();
+        assert!(e.contains("exactly one of buffer_bdp, buffer_pkts"), "{e}");
+        let e = load(paths.replace("[grid]\n", "[grid]\nrtt_ms = [20]\n")).unwrap_err();
+        assert!(e.contains("[[grid.paths]] replaces rtt_ms"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
