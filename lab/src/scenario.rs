@@ -291,6 +291,9 @@ pub struct Grid {
     pub paths: Vec<PathSpec>,
 }
 
+/// A case's buffer: its label, packets and BDPs (0 when given in packets).
+type CaseBuffer = (String, f64, f64);
+
 /// One RTT with one buffer, in BDPs or in packets.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -937,7 +940,7 @@ impl Scenario {
                     (format!("{k}bdp"), (k * bdp).round().max(2.0), k)
                 }
             };
-            let paths: Vec<(f64, Vec<(String, f64, f64)>)> = if g.paths.is_empty() {
+            let paths: Vec<(f64, Vec<CaseBuffer>)> = if g.paths.is_empty() {
                 g.rtt_ms
                     .iter()
                     .map(|&rtt| {
@@ -958,7 +961,12 @@ impl Scenario {
             } else {
                 g.paths
                     .iter()
-                    .map(|p| (p.rtt_ms, vec![buffer(p.rtt_ms, p.buffer_pkts, p.buffer_bdp)]))
+                    .map(|p| {
+                        (
+                            p.rtt_ms,
+                            vec![buffer(p.rtt_ms, p.buffer_pkts, p.buffer_bdp)],
+                        )
+                    })
                     .collect()
             };
             for (rtt, bufs) in paths {
