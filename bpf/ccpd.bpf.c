@@ -266,7 +266,8 @@ CCL_CONG_CONTROL(ccpd_cong_control)
 	if (!p.pace || (o.ev & CCPD_EV_PAIR_ARMED)) {
 		sk->sk_pacing_rate = ~0UL;
 	} else {
-		u32 srtt = tp->srtt_us >> 3, ss = ca->phase != CCL_PHASE_CA;
+		u32 srtt = ccpd_pace_rtt(tp->srtt_us >> 3, ccpd_rtts(ca));
+		u32 ss = ca->phase != CCL_PHASE_CA;
 		u64 rate = ccpd_pacing_rate(tp->mss_cache, tp->snd_cwnd, srtt, ss, p.rtt_floor_us);
 
 		if (rate) {

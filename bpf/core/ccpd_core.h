@@ -1723,6 +1723,24 @@ CCL_CORE u64 ccpd_pacing_rate(u32 mss, u32 cwnd, u32 srtt_us, u32 slow_start, u3
 	return slow_start ? 2 * r : r * 6 / 5;
 }
 
+/*
+ * The RTT the pacing rate divides by: the kernel's smoothed RTT, or ccpd's
+ * own (ccpd_rtts) where that is smaller.  An outage inflates the kernel's:
+ * the packets that waited it out come back with RTTs of seconds, and its
+ * 1/8 gain then needs tens of samples to come down.  Paced at W / srtt, a
+ * flow whose window the law had cut sends one packet per second or two,
+ * and so takes those samples a second or two apart: 13 s of outage on a
+ * 5G/LTE log (lumos5g-lte-driving-1) left the kernel's srtt at 3-9 s and
+ * the flow at 0.01 Mbit/s of 22-66 for the 11 s after it.  ccpd's own
+ * samples are bounded by what was in flight ahead of them (ccpd_rtt_sample:
+ * a stall is not a queue), so its smoothed RTT stays near the path's.
+ * 0 (no sample of ccpd's yet): the kernel's.
+ */
+CCL_CORE u32 ccpd_pace_rtt(u32 srtt_us, u32 own_us)
+{
+	return own_us && own_us < srtt_us ? own_us : srtt_us;
+}
+
 /* undo_cwnd: after a spurious loss or RTO the kernel's collapse is undone. */
 CCL_CORE u32 ccpd_on_undo(u32 snd_cwnd, u32 prior_cwnd)
 {

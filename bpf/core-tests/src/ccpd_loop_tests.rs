@@ -530,7 +530,8 @@ pub(crate) fn run(link: Link, p: &intf::ccl_ccpd_params, secs: f64, seed: u64) -
         }
         pace_bps = if p.pace != 0 && o.ev & intf::CCPD_EV_PAIR_ARMED == 0 {
             let ss = (ca.phase != intf::CCL_PHASE_CA as u8) as u32;
-            unsafe { intf::ccpd_pacing_rate(mss, cwnd, (srtt * 1e6) as u32, ss, p.rtt_floor_us) }
+            let rtt = unsafe { intf::ccpd_pace_rtt((srtt * 1e6) as u32, intf::ccpd_rtts(&ca)) };
+            unsafe { intf::ccpd_pacing_rate(mss, cwnd, rtt, ss, p.rtt_floor_us) }
         } else {
             0
         };

@@ -332,6 +332,24 @@ fn ccpd_gains() {
 }
 
 #[test]
+fn ccpd_paces_by_the_smaller_of_the_kernels_and_its_own_rtt() {
+    // After an outage: the kernel's srtt at 9.1 s, ccpd's (stall-bounded) at
+    // 62 ms: the window goes out over 62 ms, not 9.1 s.
+    assert_eq!(unsafe { intf::ccpd_pace_rtt(9_100_300, 62_400) }, 62_400);
+    // A steady path: the kernel's is the smaller one, it is kept.
+    assert_eq!(unsafe { intf::ccpd_pace_rtt(48_300, 49_100) }, 48_300);
+    // No sample of ccpd's yet: the kernel's.
+    assert_eq!(unsafe { intf::ccpd_pace_rtt(48_300, 0) }, 48_300);
+    // 11 segments over 9.1 s is 2.1 kB/s, over 62 ms 308 kB/s.
+    let rate = |rtt| unsafe { intf::ccpd_pacing_rate(1448, 11, rtt, 0, 250) };
+    assert_eq!(
+        rate(unsafe { intf::ccpd_pace_rtt(9_100_300, 62_400) }),
+        306_307
+    );
+    assert_eq!(rate(9_100_300), 2_100);
+}
+
+#[test]
 fn ccpd_pacing_rate_is_the_kernels_rule() {
     // rate = gain x W x mss / srtt (tcp_update_pacing_rate): 1.2 in CA, 2 in
     // slow start; exact to the byte per second (integer division).
