@@ -156,7 +156,9 @@ fn a_second_consumer_is_refused() {
 #[test]
 fn overruns_are_counted_and_reported() {
     let _s = privileged!();
-    let _g = Attached::new("ccpd", &[]);
+    // A record every round (trace_ms=0): at the default of one per flow per
+    // ms, 20,000 records took 20-37 s of loopback transfers to arrive.
+    let _g = Attached::new("ccpd", &["--set", "trace_ms=0"]);
     let w = Watch::start(&["--algo", "ccpd"]);
     std::thread::sleep(Duration::from_millis(300));
     // Stop the consumer; loopback transfers then overfill the 4 MiB ring.
