@@ -454,6 +454,18 @@ impl Daemon {
         );
         a.unwrap()
     }
+    /// Wait (15 s at most) until the daemon has bound cgroup `cg` to
+    /// `algo` (a rollout's canary, a configured cgroup); its log otherwise.
+    pub fn wait_bound(&self, cg: &str, algo: &str) {
+        assert!(
+            wait_until(Duration::from_secs(15), || cgroup_binding(cg)
+                .map(|b| b.0)
+                .as_deref()
+                == Some(algo)),
+            "the daemon never bound {cg} to {algo}: {:?}",
+            self.log.lock().unwrap()
+        );
+    }
     pub fn alive(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
     }

@@ -335,14 +335,7 @@ fn prometheus_answers_every_shipped_query_from_a_live_daemon() {
     .unwrap();
     let d = Daemon::start(&cfg);
     let addr = d.addr();
-    assert!(
-        wait_until(Duration::from_secs(15), || cgroup_binding(can.path())
-            .map(|b| b.0)
-            .as_deref()
-            == Some("ccpd")),
-        "the rollout never bound the canary: {:?}",
-        d.log.lock().unwrap()
-    );
+    d.wait_bound(can.path(), "ccpd");
     let link = || {
         Bottleneck::new(LinkCfg {
             rate_mbit: 20.0,

@@ -578,14 +578,7 @@ fn the_daemon_runs_a_rollout_from_its_config_across_a_reload() {
     );
     let cfg = config(&dir, "serve.toml", &text);
     let d = Daemon::start(&cfg);
-    assert!(
-        wait_until(Duration::from_secs(15), || cgroup_binding(can.path())
-            .map(|b| b.0)
-            .as_deref()
-            == Some("ccpd")),
-        "the rollout never bound the canary: {:?}",
-        d.log.lock().unwrap()
-    );
+    d.wait_bound(can.path(), "ccpd");
     let addr = d.addr();
     let lc = Bottleneck::new(LinkCfg {
         rate_mbit: 20.0,
