@@ -125,7 +125,15 @@ fn watch_json_is_well_formed_and_plausible_and_every_restores() {
                 "rtt_max {mx} us beyond queue + 20 ms"
             );
         }
-        assert!((i(&r, "srtt_us") as f64) < qmax_us + 20_000.0, "{r}");
+        // The kernel's smoothed RTT, in us: through the delay line's two
+        // userspace hops at least 50 us, and its queue is under 10 ms, but
+        // it is not bounded by the queue as ccpd's own rtts and rtt_max
+        // are (their samples are clamped to what was in flight): a fresh
+        // CI run's record read srtt 33.1 ms with rtts 1.4 ms after a host
+        // stall, whose long sample the kernel's 1/8 gain keeps for rounds.
+        // A field in ms (tens at most) or in seconds fails here.
+        let srtt = i(&r, "srtt_us");
+        assert!((50..1_000_000).contains(&srtt), "srtt {srtt} us: {r}");
     }
     assert!(n >= 20, "only {n} records for a 20 MB transfer");
     let err = w.stop();
