@@ -369,9 +369,9 @@ fn a_veth_link_runs_at_lan_rates_and_rtts() {
     // sender, the router and the receiver share this host's two CPUs.
     //
     // What the TBF guarantees is a rate while the host runs it: its bucket
-    // holds ~40 us of the rate (`TBF_TIMER_SLACK_US`), so a dequeue that the
-    // host delays longer (a stalled vCPU, a deferred softirq) forfeits the
-    // tokens of the delay.  A whole-run floor measured those stalls: 0.68
+    // holds one packet and 30 us of the rate (`TBF_TIMER_SLACK_US`), so a
+    // dequeue that the host delays longer (a stalled vCPU, a deferred
+    // softirq) forfeits the tokens of the delay.  A whole-run floor measured those stalls: 0.68
     // of the payload ceiling on one CI run whose unshaped veth carried 6.9
     // Gbit/s.  So the floor is on the median 10-ms interval (a stall spoils
     // the intervals it falls in, not the half of them), and the ceiling is
@@ -393,7 +393,7 @@ fn a_veth_link_runs_at_lan_rates_and_rtts() {
          {:.0} of {:.0} ms below 0.9x the rate, {:.1} Mbit/s over them all ({} stretches)",
         t.mbps(),
         t.mbps() / ceiling,
-        tbf.rates.len(),
+        tbf.intervals.len(),
         tbf.quantile(0.5),
         tbf.quantile(0.1),
         tbf.quantile(1.0),
@@ -403,9 +403,9 @@ fn a_veth_link_runs_at_lan_rates_and_rtts() {
         tbf.stretches,
     );
     assert!(
-        tbf.rates.len() >= 100,
+        tbf.intervals.len() >= 100,
         "the pfifo was backlogged in {} sampled intervals: is the TBF the bottleneck?",
-        tbf.rates.len()
+        tbf.intervals.len()
     );
     let median = tbf.quantile(0.5);
     assert!(
@@ -432,29 +432,27 @@ fn a_veth_link_runs_at_lan_rates_and_rtts() {
 /// every 10 ms over rtnetlink: only the intervals where the pfifo under it
 /// was backlogged at both ends, when the TBF alone decided the rate.
 struct TbfSamples {
-    /// Mbit/s of each backlogged interval (wire bytes, 14-byte Ethernet
-    /// header included, as TBF counts them), sorted.
-    rates: Vec<f64>,
+    /// Each backlogged interval: its Mbit/s (wire bytes, 14-byte Ethernet
+    /// header included, as TBF counts them) and its length, s; sorted by
+    /// rate.
+    intervals: Vec<(f64, f64)>,
     busy_bytes: u64,
     busy_s: f64,
     /// Runs of consecutive backlogged intervals.
     stretches: usize,
-    /// Length of each backlogged interval, s, in the order of `rates`.
-    secs: Vec<f64>,
 }
 
 impl TbfSamples {
     fn quantile(&self, q: f64) -> f64 {
-        let i = ((self.rates.len() - 1) as f64 * q).round() as usize;
-        self.rates[i]
+        let i = ((self.intervals.len() - 1) as f64 * q).round() as usize;
+        self.intervals[i].0
     }
 
     /// Milliseconds of backlog the TBF spent below `mbit`.
     fn slow_ms(&self, mbit: f64) -> f64 {
-        self.rates
+        self.intervals
             .iter()
-            .zip(&self.secs)
-            .filter(|(r, _)| **r < mbit)
+            .filter(|(r, _)| *r < mbit)
             .map(|(_, s)| s * 1e3)
             .sum()
     }
@@ -484,7 +482,7 @@ fn sample_tbf<T>(link: &Bottleneck, f: impl FnOnce() -> T) -> (T, TbfSamples) {
     let r = f();
     done.store(true, Ordering::Relaxed);
     let samples = sampler.join().unwrap();
-    let mut pairs: Vec<(f64, f64)> = Vec::new();
+    let mut intervals: Vec<(f64, f64)> = Vec::new();
     let (mut busy_bytes, mut busy_s, mut stretches, mut prev_busy) = (0, 0.0, 0, false);
     for w in samples.windows(2) {
         let ((t0, b0, q0), (t1, b1, q1)) = (w[0], w[1]);
@@ -494,14 +492,13 @@ fn sample_tbf<T>(link: &Bottleneck, f: impl FnOnce() -> T) -> (T, TbfSamples) {
             busy_bytes += b1 - b0;
             busy_s += dt;
             stretches += usize::from(!prev_busy);
-            pairs.push(((b1 - b0) as f64 * 8.0 / 1e6 / dt, dt));
+            intervals.push(((b1 - b0) as f64 * 8.0 / 1e6 / dt, dt));
         }
         prev_busy = busy;
     }
-    pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    intervals.sort_by(|a, b| a.0.total_cmp(&b.0));
     let tbf = TbfSamples {
-        rates: pairs.iter().map(|p| p.0).collect(),
-        secs: pairs.iter().map(|p| p.1).collect(),
+        intervals,
         busy_bytes,
         busy_s,
         stretches,

@@ -145,37 +145,27 @@ fn the_alert_rules_pass_promtool_and_their_unit_tests() {
 
 /// A query as the HTTP API answers it: the result's series, or the error.
 fn query(addr: &str, q: &str) -> Result<Vec<serde_json::Value>, String> {
-    let body: String = form_urlencoded::Serializer::new(String::new())
+    let qs: String = form_urlencoded::Serializer::new(String::new())
         .append_pair("query", q)
         .finish();
-    let mut s = TcpStream::connect(addr).map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    // HTTP/1.0: the answer is whole and unchunked, and the server closes.
-    write!(
-        s,
-        "POST /api/v1/query HTTP/1.0\r\nHost: {addr}\r\n\
-         Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .map_err(|e| e.to_string())?;
-    let mut r = String::new();
-    s.read_to_string(&mut r).map_err(|e| e.to_string())?;
-    let (_, json) = r.split_once("\r\n\r\n").ok_or("no HTTP body")?;
-    let v: serde_json::Value = serde_json::from_str(json).map_err(|e| format!("{e}: {json}"))?;
+    let v = api(addr, &format!("/api/v1/query?{qs}"))?;
     if v["status"] != "success" {
         return Err(format!("{}: {}", v["errorType"], v["error"]));
     }
     Ok(v["data"]["result"].as_array().cloned().unwrap_or_default())
 }
 
-/// GET `path` of the Prometheus at `addr`: the JSON body.
-fn api(addr: &str, path: &str) -> Option<serde_json::Value> {
-    let mut s = TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+/// GET `path` of the Prometheus at `addr`: the JSON body, or why not.
+fn api(addr: &str, path: &str) -> Result<serde_json::Value, String> {
+    let mut s = TcpStream::connect(addr).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
+    // HTTP/1.0: the answer is whole and unchunked, and the server closes.
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").map_err(|e| e.to_string())?;
     let mut r = String::new();
-    s.read_to_string(&mut r).ok()?;
-    serde_json::from_str(r.split_once("\r\n\r\n")?.1).ok()
+    s.read_to_string(&mut r).map_err(|e| e.to_string())?;
+    let (_, json) = r.split_once("\r\n\r\n").ok_or("no HTTP body")?;
+    serde_json::from_str(json).map_err(|e| format!("{e}: {json}"))
 }
 
 /// An alert's expression with its comparisons made `bool`: it returns a
@@ -290,7 +280,7 @@ impl Prometheus {
             let mut p = Prometheus { child, addr };
             let ready = wait_until(Duration::from_secs(20), || {
                 p.child.try_wait().unwrap().is_some()
-                    || api(&p.addr, "/api/v1/status/runtimeinfo").is_some()
+                    || api(&p.addr, "/api/v1/status/runtimeinfo").is_ok()
             });
             if ready && p.child.try_wait().unwrap().is_none() {
                 return p;
