@@ -291,9 +291,6 @@ pub struct Grid {
     pub paths: Vec<PathSpec>,
 }
 
-/// A case's buffer: its label, packets and BDPs (0 when given in packets).
-type CaseBuffer = (String, f64, f64);
-
 /// One RTT with one buffer, in BDPs or in packets.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -303,6 +300,36 @@ pub struct PathSpec {
     pub buffer_bdp: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub buffer_pkts: Option<u32>,
+}
+
+impl Grid {
+    /// Every (RTT, buffer) of the grid, in case order: its paths, or every
+    /// RTT with every buffer (validation leaves one of buffer_bdp and
+    /// buffer_pkts empty).
+    fn path_list(&self) -> Vec<PathSpec> {
+        if !self.paths.is_empty() {
+            return self.paths.clone();
+        }
+        let path = |rtt_ms, buffer_pkts, buffer_bdp| PathSpec {
+            rtt_ms,
+            buffer_bdp,
+            buffer_pkts,
+        };
+        self.rtt_ms
+            .iter()
+            .flat_map(|&rtt| {
+                let pkts = self
+                    .buffer_pkts
+                    .iter()
+                    .map(move |&b| path(rtt, Some(b), None));
+                let bdps = self
+                    .buffer_bdp
+                    .iter()
+                    .map(move |&k| path(rtt, None, Some(k)));
+                pkts.chain(bdps)
+            })
+            .collect()
+    }
 }
 
 /// A variable-capacity bottleneck (`[[grid.traces]]`): a measured mahimahi
@@ -930,46 +957,17 @@ impl Scenario {
         };
         let mut out = Vec::new();
         for &(rate, trace) in &links {
-            // (RTT, [buffer label, packets, BDPs]): every RTT with every
-            // buffer, or the grid's paths.
-            let buffer = |rtt: f64, pkts: Option<u32>, bdps: Option<f64>| match (pkts, bdps) {
-                (Some(b), _) => (format!("{b}p"), b as f64, 0.0),
-                (None, k) => {
-                    let k = k.unwrap_or(1.0);
-                    let bdp = rate * 1e6 / 8.0 * rtt / 1e3 / g.mtu as f64;
-                    (format!("{k}bdp"), (k * bdp).round().max(2.0), k)
-                }
-            };
-            let paths: Vec<(f64, Vec<CaseBuffer>)> = if g.paths.is_empty() {
-                g.rtt_ms
-                    .iter()
-                    .map(|&rtt| {
-                        let bufs = if g.buffer_bdp.is_empty() {
-                            g.buffer_pkts
-                                .iter()
-                                .map(|&b| buffer(rtt, Some(b), None))
-                                .collect()
-                        } else {
-                            g.buffer_bdp
-                                .iter()
-                                .map(|&k| buffer(rtt, None, Some(k)))
-                                .collect()
-                        };
-                        (rtt, bufs)
-                    })
-                    .collect()
-            } else {
-                g.paths
-                    .iter()
-                    .map(|p| {
-                        (
-                            p.rtt_ms,
-                            vec![buffer(p.rtt_ms, p.buffer_pkts, p.buffer_bdp)],
-                        )
-                    })
-                    .collect()
-            };
-            for (rtt, bufs) in paths {
+            for p in g.path_list() {
+                let rtt = p.rtt_ms;
+                // The buffer's label, packets and BDPs (0 when in packets).
+                let (blabel, bpkts, k) = match (p.buffer_pkts, p.buffer_bdp) {
+                    (Some(b), _) => (format!("{b}p"), b as f64, 0.0),
+                    (None, k) => {
+                        let k = k.expect("validated: a buffer in packets or BDPs");
+                        let bdp = rate * 1e6 / 8.0 * rtt / 1e3 / g.mtu as f64;
+                        (format!("{k}bdp"), (k * bdp).round().max(2.0), k)
+                    }
+                };
                 let mixes: Vec<Mix> = if self.mixes.is_empty() {
                     vec![Mix {
                         name: String::new(),
@@ -998,10 +996,7 @@ impl Scenario {
                         })
                         .collect()
                 };
-                for ((blabel, bpkts, k), &offl) in bufs
-                    .iter()
-                    .flat_map(|b| offloads.iter().map(move |o| (b, o)))
-                {
+                for &offl in &offloads {
                     for &loss in &g.loss {
                         for &n in &g.n_flows {
                             for Mix {
@@ -1038,7 +1033,7 @@ impl Scenario {
                                     label,
                                     link: LinkCfg {
                                         rate_mbit: rate,
-                                        buffer_pkts: *bpkts as u32,
+                                        buffer_pkts: bpkts as u32,
                                         loss,
                                         loss_seed: None,
                                         mtu: g.mtu,
@@ -1051,7 +1046,7 @@ impl Scenario {
                                     },
                                     trace: trace.cloned(),
                                     n_flows: n,
-                                    buffer_bdp: *k,
+                                    buffer_bdp: k,
                                     rtt_ms: rtt,
                                     mix: mix.clone(),
                                     flows: flows.clone(),
