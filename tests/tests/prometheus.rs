@@ -38,6 +38,17 @@ fn monitoring() -> PathBuf {
     repo_root().join("deploy/kubernetes/monitoring")
 }
 
+/// A YAML file of the repository, parsed.
+fn yaml(path: &Path) -> serde_yaml::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The shipped PrometheusRule.
+fn prometheus_rule() -> serde_yaml::Value {
+    yaml(&monitoring().join("prometheusrule.yaml"))
+}
+
 /// A scratch directory, removed when dropped.
 struct Scratch(PathBuf);
 impl Scratch {
@@ -56,8 +67,7 @@ impl Drop for Scratch {
 
 /// The PrometheusRule's `spec` (its rule groups), as a rules file.
 fn rules_file(dir: &Path) -> PathBuf {
-    let text = std::fs::read_to_string(monitoring().join("prometheusrule.yaml")).unwrap();
-    let rule: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let rule = prometheus_rule();
     assert_eq!(rule["kind"], "PrometheusRule");
     let p = dir.join("ccload.rules.yaml");
     std::fs::write(&p, serde_yaml::to_string(&rule["spec"]).unwrap()).unwrap();
@@ -66,8 +76,7 @@ fn rules_file(dir: &Path) -> PathBuf {
 
 /// (alert name, expression) of every rule.
 fn alerts() -> Vec<(String, String)> {
-    let text = std::fs::read_to_string(monitoring().join("prometheusrule.yaml")).unwrap();
-    let rule: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let rule = prometheus_rule();
     let mut out = Vec::new();
     for g in rule["spec"]["groups"].as_sequence().unwrap() {
         for r in g["rules"].as_sequence().unwrap() {
@@ -113,8 +122,7 @@ fn the_alert_rules_pass_promtool_and_their_unit_tests() {
 
     // Every alert has a case that fires and one that stays silent.
     let fixture = repo_root().join("tests/fixtures/prometheusrule.test.yaml");
-    let text = std::fs::read_to_string(&fixture).unwrap();
-    let t: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let t = yaml(&fixture);
     let cases: Vec<&serde_yaml::Value> = t["tests"]
         .as_sequence()
         .unwrap()
@@ -226,11 +234,7 @@ fn shipped_queries() -> Vec<(String, String)> {
     for (name, e) in alerts() {
         out.push((format!("alert {name}"), as_bool(&e)));
     }
-    let text = std::fs::read_to_string(
-        repo_root().join("deploy/kubernetes/examples/analysistemplate.yaml"),
-    )
-    .unwrap();
-    let at: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let at = yaml(&repo_root().join("deploy/kubernetes/examples/analysistemplate.yaml"));
     for m in at["spec"]["metrics"].as_sequence().unwrap() {
         let q = m["provider"]["prometheus"]["query"].as_str().unwrap();
         out.push((
