@@ -144,7 +144,13 @@ fn seed_target(target: &Path) {
         return;
     };
     std::fs::create_dir_all(&debug).unwrap();
-    for (flags, dir) in [("-al", "deps"), ("-al", "build"), ("-r", ".fingerprint")] {
+    // deps hard-linked (rustc replaces an output, it never writes into
+    // one); build copied: a build script that runs again here writes its
+    // out/ in place, and through a hard link that rewrote the suite's --
+    // ring's objects, after which the suite's next cargo command rebuilt
+    // ring, rustls, kube and ccload (24 s of test.sh).  Both copies keep
+    // their timestamps (-a), so the crates this build shares are fresh.
+    for (flags, dir) in [("-al", "deps"), ("-a", "build"), ("-a", ".fingerprint")] {
         if suite.join(dir).is_dir() {
             let ok = Command::new("cp")
                 .arg(flags)
