@@ -9,11 +9,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use ccload_testbed::iperf3::{self, Amount, Iperf3};
 use ccload_testbed::link::{Bottleneck, PFIFO};
 use ccload_testbed::tcpinfo::tcp_info;
 use ccload_testbed::traffic::{connect, set_cc, socket_for};
 
-use crate::scenario::{delay_class, parse_cc, Case, Scenario};
+use crate::scenario::{delay_class, parse_cc, Case, Scenario, Sender};
 use crate::summary::{
     payload_share, summarise, Flow, FlowSample, QueueSample, RunResult, RunSummary,
 };
@@ -56,6 +57,16 @@ pub fn run_case(
             done_at: Arc::new(std::sync::Mutex::new(None)),
         })
         .collect();
+    let senders: Vec<Sender> = case
+        .run_flows()
+        .map(|f| f.sender.unwrap_or(sc.sender))
+        .collect();
+    anyhow::ensure!(
+        senders.iter().all(|s| s.is_lab()) || iperf3::available(),
+        "sender = \"iperf3\": no iperf3 on PATH (scripts/setup.sh installs it)"
+    );
+    // iperf3 flows: their processes, until they are stopped
+    let mut iperfs: Vec<Option<Iperf3>> = (0..flows.len()).map(|_| None).collect();
     let algo = cc_name.parse::<ccload::algos::Algo>().ok();
     let repairs0 = algo.and_then(repair_counts);
     let t0 = Instant::now();
@@ -88,13 +99,39 @@ pub fn run_case(
                 let (th, s) = start_arrival(&link, i, &flows[i], t0, stop_all.clone())?;
                 threads.push(th);
                 pending.push((i, s));
+            } else if senders[i] == Sender::Iperf3 {
+                iperfs[i] = Some(start_iperf3(&link, i, &flows[i])?);
             } else {
                 socks[i] = Some(connect_flow(&link, i, &flows[i], t0)?);
             }
         }
-        for &i in due.iter().filter(|&&i| !flows[i].arrival) {
+        for &i in due
+            .iter()
+            .filter(|&&i| !flows[i].arrival && senders[i].is_lab())
+        {
             let s = socks[i].clone().expect("connected above");
             threads.push(start_sender(s, &flows[i], t0, stop_all.clone()));
+        }
+        for (i, p) in iperfs.iter_mut().enumerate() {
+            let Some(p) = p else { continue };
+            if socks[i].is_none() {
+                match p.data_socket() {
+                    Ok(Some(s)) => socks[i] = Some(Arc::new(s)),
+                    Ok(None) if t < flows[i].start + IPERF3_START_S => {}
+                    Ok(None) => anyhow::bail!(
+                        "flow {i} ({}): iperf3 showed no data stream in {IPERF3_START_S} s",
+                        flows[i].cc
+                    ),
+                    Err(e) => anyhow::bail!("flow {i} ({}): {e}", flows[i].cc),
+                }
+            }
+        }
+        for (i, p) in iperfs.iter_mut().enumerate() {
+            if t >= flows[i].stop {
+                if let Some(p) = p.take() {
+                    p.stop();
+                }
+            }
         }
         pending.retain(|(i, s)| match s.get() {
             Some(s) => {
@@ -110,6 +147,15 @@ pub fn run_case(
                 continue;
             }
             if let Some(ti) = tcp_info(s.as_raw_fd()) {
+                if senders[i] == Sender::Iperf3 {
+                    // iperf3's receiver counts for itself: what the
+                    // receiver has is what it acknowledged
+                    flows[i].rx.store(ti.tcpi_bytes_acked, Ordering::Relaxed);
+                    let mut done = flows[i].done_at.lock().unwrap();
+                    if done.is_none() && flows[i].bytes.is_some_and(|b| ti.tcpi_bytes_acked >= b) {
+                        *done = Some(t);
+                    }
+                }
                 samples.push(FlowSample {
                     t,
                     flow: i,
@@ -153,6 +199,9 @@ pub fn run_case(
     }
     let t_end = t0.elapsed().as_secs_f64();
     stop_all.store(true, Ordering::Relaxed);
+    for p in iperfs.into_iter().flatten() {
+        p.stop();
+    }
     let qfinal = link.queue();
     let random_drops = link.random_drops();
     drop(socks);
@@ -247,6 +296,27 @@ fn sender_socket(
             set_cc(sock.as_raw_fd(), &cc)?;
             Ok(sock)
         })
+        .map_err(|e| anyhow::anyhow!("flow {i} ({}): {e}", f.cc))
+}
+
+/// Seconds an iperf3 flow may take from its start to show its data
+/// stream (the control exchange is a few round trips; a server that
+/// never listens fails sooner, in [`Iperf3::start`]).
+const IPERF3_START_S: f64 = 10.0;
+
+/// Flow `i` with iperf3 at both ends: its server on a free port of the
+/// receiver (the port carries the flow's delay class), then its client,
+/// for its bytes or until its stop time (iperf3's `-t` is whole seconds:
+/// one more, and the run stops it at its time).
+fn start_iperf3(link: &Bottleneck, i: usize, f: &Flow) -> anyhow::Result<Iperf3> {
+    let ip = std::net::IpAddr::V4(link.receiver_ip);
+    let port = iperf3::free_port(&link.receiver, ip)?;
+    link.set_port_class(port, f.class);
+    let amount = match f.bytes {
+        Some(b) => Amount::Bytes(b),
+        None => Amount::Secs((f.stop - f.start).ceil() as u64 + 1),
+    };
+    Iperf3::start(&link.receiver, &link.sender, ip, port, &f.cc, amount)
         .map_err(|e| anyhow::anyhow!("flow {i} ({}): {e}", f.cc))
 }
 

@@ -38,6 +38,11 @@ pub struct Scenario {
     /// the field existed keeps its runs' identity.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mixes: Vec<Mix>,
+    /// What sends the flows' bytes unless a flow says otherwise: `lab`
+    /// (the default; absent from the serialised scenario then, so that
+    /// runs recorded before the field keep their identity) or `iperf3`.
+    #[serde(default, skip_serializing_if = "Sender::is_lab")]
+    pub sender: Sender,
     /// Seconds per run (timed flows stop here at the latest).
     pub duration_s: f64,
     /// Measurement starts after this many seconds (skip slow start / the
@@ -589,10 +594,31 @@ pub struct FlowSpec {
     /// difference for the others, half in each direction.
     #[serde(default)]
     pub rtt_ms: Option<f64>,
+    /// What sends this flow (default: the scenario's `sender`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender: Option<Sender>,
     /// One of a mix's `arrivals` (a short flow): what it adds to the link
     /// counts in the run's goodput, its completion time in the slowdowns.
     #[serde(skip)]
     pub arrival: bool,
+}
+
+/// What sends a flow's bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Sender {
+    /// The lab's own: 64-KiB blocking writes, a reader on the other end.
+    #[default]
+    Lab,
+    /// `iperf3 -c` and `iperf3 -s -1` (docs/lab.md, "Senders").  Bulk flows
+    /// only: a mix's arrivals are the lab's.
+    Iperf3,
+}
+
+impl Sender {
+    pub fn is_lab(&self) -> bool {
+        *self == Sender::Lab
+    }
 }
 
 /// A named set of flows sharing the bottleneck (`[[mixes]]`).
@@ -988,6 +1014,8 @@ impl Scenario {
                                             stop_s: None,
                                             bytes: Some(bytes),
                                             rtt_ms: None,
+                                            // arrivals are the lab's own
+                                            sender: Some(Sender::Lab),
                                             arrival: true,
                                         },
                                     ));
@@ -1642,5 +1670,63 @@ buffer_bdp = [0.125, 1]
         assert_eq!(a.runs_identity(), b.runs_identity());
         assert_ne!(a.quick().runs_identity(), b.quick().runs_identity());
         assert_ne!(a.runs_identity(), a.quick().runs_identity());
+    }
+
+    /// `sender`: the scenario's default for its flows, a flow's own
+    /// choice over it, the lab's for a mix's arrivals; `lab` is absent
+    /// from a run's identity (runs recorded before the field stand) and
+    /// `iperf3` is in it; an unknown sender is refused.
+    #[test]
+    fn a_flow_runs_on_the_sender_it_or_its_scenario_chose() {
+        let grid = "[grid]\nrate_mbit = 20\nrtt_ms = [10]\nbuffer_bdp = [1]\n[quick]\n";
+        let with = |top: &str| -> Result<Scenario, toml::de::Error> {
+            toml::from_str(&format!(
+                "title = \"t\"\npaper = \"p\"\ndescription = \"d\"\nccs = [\"reno\"]\n\
+                 duration_s = 10\nrepetitions = 1\n{top}\n{grid}"
+            ))
+        };
+        let plain = with(r#"flows = [{ cc = "$cc" }]"#).unwrap();
+        let iperf = with(
+            r#"sender = "iperf3"
+flows = [{ cc = "$cc" }, { cc = "cubic", sender = "lab" }]"#,
+        )
+        .unwrap();
+        assert_eq!(plain.sender, Sender::Lab);
+        let c = iperf.cases();
+        let chosen: Vec<Sender> = c[0]
+            .run_flows()
+            .map(|f| f.sender.unwrap_or(iperf.sender))
+            .collect();
+        assert_eq!(chosen, [Sender::Iperf3, Sender::Lab]);
+        assert!(plain.runs_identity().get("sender").is_none());
+        assert_eq!(iperf.runs_identity()["sender"], "iperf3");
+        assert_ne!(
+            plain.runs_identity(),
+            with(
+                r#"sender = "iperf3"
+flows = [{ cc = "$cc" }]"#
+            )
+            .unwrap()
+            .runs_identity()
+        );
+        let e = with(
+            r#"sender = "netperf"
+flows = [{ cc = "$cc" }]"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("netperf") && e.contains("iperf3"), "{e}");
+        let mixed = with(
+            r#"flows = []
+mixes = [{ name = "web", flows = [{ cc = "$cc" }], arrivals = { load = 0.5, sizes = "web_search", seed = 1, from_s = 1 } }]
+sender = "iperf3""#,
+        )
+        .unwrap();
+        let mc = mixed.cases();
+        let f: Vec<&FlowSpec> = mc[0].run_flows().collect();
+        assert!(f[0].sender.is_none() && f.len() > 1);
+        assert!(f[1..]
+            .iter()
+            .all(|x| x.arrival && x.sender == Some(Sender::Lab)));
     }
 }

@@ -7,6 +7,7 @@
 //!   pfifo, receiver) with random loss and a userspace [`delay`] line.
 //! - [`trace`]: trace-driven bottlenecks (mahimahi capacity traces).
 //! - [`traffic`]: bulk transfers with a chosen congestion control.
+//! - [`iperf3`]: iperf3 as a flow's sender and receiver.
 //! - [`veth`]: two namespaces on one veth pair, nothing between them.
 //! - [`tcpinfo`], [`nl`]: per-socket TCP_INFO and qdisc sampling.
 //!
@@ -20,6 +21,7 @@ use anyhow::{bail, Context};
 
 pub mod awake;
 pub mod delay;
+pub mod iperf3;
 pub mod link;
 pub mod netns;
 pub mod nl;

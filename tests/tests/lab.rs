@@ -449,3 +449,108 @@ buffer_bdp = [1.0]
         .count();
     assert_eq!(copies, 1);
 }
+
+/// iperf3 as a scenario's sender (docs/lab.md, "Senders"): a timed iperf3
+/// flow, a fixed-size one and a lab flow share the link; the iperf3 flows
+/// are sampled from iperf3's own data socket, run the controller iperf3 was
+/// told to use (`-C ccpd`: ccpd's telemetry shows their sender's rounds),
+/// and the fixed-size one completes; nothing of iperf3's outlives the run.
+#[test]
+fn iperf3_flows_are_sampled_from_iperf3s_socket_and_run_its_controller() {
+    let _g = privileged!();
+    if !ccload_testbed::iperf3::available() {
+        eprintln!("SKIPPED: no iperf3 on PATH (scripts/setup.sh installs it)");
+        return;
+    }
+    let _a = ccload_itests::Attached::new("ccpd", &[]);
+    let mut w = ccload_itests::Watch::start(&["--algo", "ccpd"]);
+    assert!(w.wait_holding("ccpd"), "watch never started");
+    let sc: Scenario = toml::from_str(
+        r#"
+title = "t"
+paper = "test"
+description = "two iperf3 flows (one of 1 MB from 1 s) and a lab flow"
+ccs = ["ccpd"]
+sender = "iperf3"
+flows = [{ cc = "$cc" }, { cc = "$cc", start_s = 1.0, bytes = 1000000 }, { cc = "cubic", sender = "lab" }]
+duration_s = 6
+warmup_s = 2
+repetitions = 1
+[grid]
+rate_mbit = 30
+rtt_ms = [20]
+buffer_bdp = [1.0]
+[quick]
+"#,
+    )
+    .unwrap();
+    let case = &sc.cases()[0];
+    let r = run_case(&sc, case, "ccpd", 0, &mut |_| {}).expect("run");
+    let mut recs = Vec::new();
+    while let Ok(v) = w.rx.recv_timeout(std::time::Duration::from_millis(300)) {
+        recs.push(v);
+    }
+    w.stop();
+    let s = &r.summary;
+    for f in &s.flows {
+        eprintln!(
+            "flow {} ({}): {:.2} Mbit/s, {} bytes, completion {:?}",
+            f.flow, f.cc, f.goodput_mbit, f.bytes, f.completion_s
+        );
+    }
+    assert_eq!(s.flows.len(), 3);
+    let n = |i: usize| r.samples.iter().filter(|x| x.flow == i).count();
+    // 10-ms samples from the data stream's first round trips on: ~600
+    // for the timed flow (iperf3's control exchange first).
+    assert!(
+        (400..=620).contains(&n(0)),
+        "{} samples of the timed flow",
+        n(0)
+    );
+    assert!(n(1) >= 5, "{} samples of the 1-MB flow", n(1));
+    // The 1-MB flow completes (its receiver acknowledged the megabyte)
+    // within the run; its bytes count, and the timed one's grow.
+    let done = s.flows[1]
+        .completion_s
+        .expect("the 1-MB iperf3 flow completed");
+    assert!(done > 0.0 && done < 5.0, "completion {done:.2} s");
+    assert!(s.flows[1].bytes >= 1_000_000, "{} bytes", s.flows[1].bytes);
+    let rx0: Vec<u64> = r
+        .samples
+        .iter()
+        .filter(|x| x.flow == 0)
+        .map(|x| x.rx_bytes)
+        .collect();
+    assert!(rx0.windows(2).all(|p| p[0] <= p[1]) && rx0.last() > rx0.first());
+    assert!(s.flows.iter().all(|f| f.goodput_mbit > 0.5));
+    assert!(
+        s.utilisation > 0.85 && s.utilisation <= 1.01,
+        "utilisation {}",
+        s.utilisation
+    );
+    // ccpd's rounds from the senders' side (the lab flow is cubic).
+    let sender_rounds = recs
+        .iter()
+        .filter(|v| {
+            v["remote"]
+                .as_str()
+                .is_some_and(|a| a.starts_with("10.77.2.2:"))
+        })
+        .count();
+    assert!(
+        sender_rounds >= 20,
+        "{sender_rounds} ccpd rounds from the iperf3 senders"
+    );
+    // No iperf3 child of this process is left (each was stopped and reaped).
+    let me = std::process::id().to_string();
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("stat")).ok())
+        .filter(|st| st.contains("(iperf3)") && st.split_whitespace().nth(3) == Some(me.as_str()))
+        .collect();
+    assert!(left.is_empty(), "iperf3 left running: {left:?}");
+    assert!(
+        !netns_names().contains(&format!("ccl-t{}-", std::process::id())),
+        "namespaces left behind"
+    );
+}
