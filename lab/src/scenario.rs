@@ -651,6 +651,8 @@ pub struct Quick {
     pub cells: Option<Vec<Cell>>,
     pub traces: Option<Vec<TraceSpec>>,
     pub paths: Option<Vec<PathSpec>>,
+    /// The scenario's `sender` for the quick variant.
+    pub sender: Option<Sender>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -949,6 +951,7 @@ impl Scenario {
         ov!(s.cells, q.cells);
         ov!(s.grid.traces, q.traces);
         ov!(s.grid.paths, q.paths);
+        ov!(s.sender, q.sender);
         if let Some(v) = q.buffer_bdp.clone() {
             s.grid.buffer_bdp = v;
             s.grid.buffer_pkts.clear();
@@ -1728,5 +1731,14 @@ sender = "iperf3""#,
         assert!(f[1..]
             .iter()
             .all(|x| x.arrival && x.sender == Some(Sender::Lab)));
+        // the quick variant may choose its own
+        let q: Scenario = toml::from_str(
+            &toml::to_string(&iperf)
+                .unwrap()
+                .replace("[quick]\n", "[quick]\nsender = \"lab\"\n"),
+        )
+        .unwrap();
+        assert_eq!((q.sender, q.quick().sender), (Sender::Iperf3, Sender::Lab));
+        assert_eq!(iperf.quick().sender, Sender::Iperf3);
     }
 }
