@@ -139,6 +139,7 @@ enum ccl_phase {
 	X(pair_min_ns, "pair_min", 1, 10000, 0, 1000000, "ns", "reject smaller ACK dispersions") \
 	X(bmax_on_loss, "bmax_on_loss", 1, 1, 0, 2, "", "on a loss in CA set rtt_max to rtts: 0 never, 1 congestive losses, 2 every loss") \
 	X(q_rtt, "q_rtt", 1, 0, 0, 1, "", "RTT the L1 law reads the queue from: 0 smoothed (paper) less its noise (q_noise), 1 the round's minimum") \
+	X(q_little, "q_little", 1, 1, 0, 1, "", "1 = in flight under fb m, the L1 law takes the RTT's excess over 17/16 in_flight / fb (Little's law) for the link's own delay, down to the round's smallest sample") \
 	X(q_noise_us, "q_noise", 1, 500, 0, 100000, "us", "q_rtt 0: the smoothed RTT's excess over the round's smallest sample taken for noise, up to this; 0 = none (paper)") \
 	X(rtt_floor_us, "rtt_floor", 1, 250, 0, 10000, "us", "the smallest base RTT m the law uses: below it RTT swings are the hosts', not a queue's; 0 = none (paper)") \
 	X(q_floor_us, "q_floor", 1, 250, 0, 10000, "us", "m under 1 ms: the largest RTT noise over m, learned on rounds whose window is under the pipe, that the law adds to m; 0 = none (paper)") \

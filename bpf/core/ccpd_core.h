@@ -412,6 +412,41 @@ CCL_CORE u32 ccpd_law_rtt(u32 s, u32 round_min, u32 q_rtt, u32 noise_us)
 }
 
 /*
+ * q_little: how much of the smoothed RTT is the link's own delay, not a
+ * queue.  Little's law for the flow: in a steady round its F packets in
+ * flight pass the bottleneck at its delivery rate fb, so its RTT is F / fb,
+ * queue included, whoever built the queue.  The excess
+ *   s - max(m, 17/16 F / fb)
+ * (1/16 of slack for fb's noise) is delay no packet of the flow's explains:
+ * a cellular scheduler's gap, an outage, a stall.  The law takes up to that
+ * excess of the round's spread s - round_min for noise (ccpd_law_rtt, where
+ * q_noise is the bound otherwise): the round's smallest sample still carries
+ * a queue that stands through the round, while a gap that delayed part of
+ * the round is not read as a queue of C (s - m) that no window of the
+ * flow's holds (one 50-ms gap of an LTE trace cut a 30-segment window to 20
+ * in a round, docs/ccpd.md, "Variable links").  Only while the flight is under
+ * the flow's own pipe, F < fb m: its packets then explain no queueing at
+ * all, whatever the RTT reads, while a flow above it may have built a
+ * queue, and a host stall's ACK burst, which the law must answer, lands
+ * there (with the discount there too, a 20-ms stall on a 10-ms path with
+ * ACK jitter lifted B by a quarter in the closed-loop model; gated on
+ * P = C m, C up to 1.25 fb, as well).  Alone, as a bound on s, it
+ * clipped a real queue: fb is a max over 10-20 rounds, and after the link's
+ * rate falls it reads the old rate (a 3G trace's buffer filled, 582 ms).
+ * 0 without a delivery rate.
+ */
+CCL_CORE u32 ccpd_little_excess(u32 s, u32 m, u32 in_flight, u32 fb)
+{
+	u64 little;
+
+	if (!fb)
+		return 0;
+	little = (u64)in_flight * 17000000 / 16 / fb;
+	little = little > m ? little : m;
+	return (u64)s > little ? (u32)(s - little) : 0;
+}
+
+/*
  * The RTT noise floor n, where m is under a millisecond, at a round start in
  * Open.  On such a path the hosts (ACK and softirq batching, wakeups, a
  * userspace hop) add to every RTT sample a delay as large as a shallow
@@ -1392,7 +1427,7 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 			  const struct ccpd_ack *a, struct ccpd_out *o)
 {
 	struct ccpd_law *l = &o->l;
-	u32 dt_round = 0, cw, prev_min = CCL_U32_MAX;
+	u32 dt_round = 0, cw, qn, prev_min = CCL_U32_MAX;
 
 	__builtin_memset(o, 0, sizeof(*o));
 	o->snd_cwnd = a->snd_cwnd;
@@ -1475,8 +1510,16 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 	 * (docs/ccpd.md, "How ccload reads it").  The round minimum is known
 	 * at a round start only, when the law runs.
 	 */
-	l->rtts_us = p->mode != 0 ? ccpd_law_rtt(ccpd_rtts(ca), prev_min, p->q_rtt, p->q_noise_us) :
-				    ccpd_rtts(ca);
+	qn = p->q_noise_us;
+	if (p->q_little &&
+	    (u64)a->in_flight * CCL_USEC_PER_SEC < (u64)ccpd_fb(ca) * l->rtt_min_us) {
+		u32 ex =
+			ccpd_little_excess(ccpd_rtts(ca), l->rtt_min_us, a->in_flight, ccpd_fb(ca));
+
+		qn = ex > qn ? ex : qn;
+	}
+	l->rtts_us =
+		p->mode != 0 ? ccpd_law_rtt(ccpd_rtts(ca), prev_min, p->q_rtt, qn) : ccpd_rtts(ca);
 	l->in_flight = a->in_flight;
 	l->kp_q10 = p->kp_q10;
 	l->cwnd_min = p->cwnd_min;
