@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use ccload_testbed::iperf3::{self, Amount, Iperf3};
+use ccload_testbed::iperf3::{self, Iperf3};
 use ccload_testbed::link::{Bottleneck, PFIFO};
 use ccload_testbed::tcpinfo::tcp_info;
 use ccload_testbed::traffic::{connect, set_cc, socket_for};
@@ -151,10 +151,6 @@ pub fn run_case(
                     // iperf3's receiver counts for itself: what the
                     // receiver has is what it acknowledged
                     flows[i].rx.store(ti.tcpi_bytes_acked, Ordering::Relaxed);
-                    let mut done = flows[i].done_at.lock().unwrap();
-                    if done.is_none() && flows[i].bytes.is_some_and(|b| ti.tcpi_bytes_acked >= b) {
-                        *done = Some(t);
-                    }
                 }
                 samples.push(FlowSample {
                     t,
@@ -305,18 +301,16 @@ fn sender_socket(
 const IPERF3_START_S: f64 = 10.0;
 
 /// Flow `i` with iperf3 at both ends: its server on a free port of the
-/// receiver (the port carries the flow's delay class), then its client,
-/// for its bytes or until its stop time (iperf3's `-t` is whole seconds:
-/// one more, and the run stops it at its time).
+/// receiver (the port carries the flow's delay class), then its client
+/// until its stop time (iperf3's `-t` is whole seconds: one more, and the
+/// run stops it at its time).
 fn start_iperf3(link: &Bottleneck, i: usize, f: &Flow) -> anyhow::Result<Iperf3> {
     let ip = std::net::IpAddr::V4(link.receiver_ip);
     let port = iperf3::free_port(&link.receiver, ip)?;
     link.set_port_class(port, f.class);
-    let amount = match f.bytes {
-        Some(b) => Amount::Bytes(b),
-        None => Amount::Secs((f.stop - f.start).ceil() as u64 + 1),
-    };
-    Iperf3::start(&link.receiver, &link.sender, ip, port, &f.cc, amount)
+    // timed only (Scenario::validate refuses a size)
+    let secs = (f.stop - f.start).ceil() as u64 + 1;
+    Iperf3::start(&link.receiver, &link.sender, ip, port, &f.cc, secs)
         .map_err(|e| anyhow::anyhow!("flow {i} ({}): {e}", f.cc))
 }
 

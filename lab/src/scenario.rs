@@ -788,6 +788,19 @@ impl Scenario {
                 t.name
             );
         }
+        let all_flows = self
+            .flows
+            .iter()
+            .chain(self.mixes.iter().flat_map(|m| &m.flows));
+        for f in all_flows {
+            anyhow::ensure!(
+                f.bytes.is_none() || f.sender.unwrap_or(self.sender).is_lab(),
+                "flow of {} with bytes: iperf3 flows are timed (iperf3 -n ends its test once \
+                 the bytes are written, before they arrive; the lab's sender times a fixed size \
+                 to its last byte at the receiver)",
+                f.cc
+            );
+        }
         for c in &self.checks {
             for n in &c.trace {
                 anyhow::ensure!(
@@ -1740,5 +1753,13 @@ sender = "iperf3""#,
         .unwrap();
         assert_eq!((q.sender, q.quick().sender), (Sender::Iperf3, Sender::Lab));
         assert_eq!(iperf.quick().sender, Sender::Iperf3);
+        let sized = with(
+            r#"sender = "iperf3"
+flows = [{ cc = "$cc", bytes = 1000000 }]"#,
+        )
+        .unwrap();
+        let e = sized.validate().unwrap_err().to_string();
+        assert!(e.contains("iperf3 flows are timed"), "{e}");
+        assert!(iperf.validate().is_ok());
     }
 }

@@ -31,16 +31,6 @@ pub fn available() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// What an iperf3 client sends.
-#[derive(Clone, Copy, Debug)]
-pub enum Amount {
-    /// `-t`: whole seconds (iperf3 takes no fraction); the caller stops
-    /// the client earlier if the flow's time is not whole.
-    Secs(u64),
-    /// `-n`: bytes.
-    Bytes(u64),
-}
-
 /// One iperf3 flow: its server and client processes, the server's port.
 pub struct Iperf3 {
     server: Child,
@@ -88,14 +78,17 @@ fn stderr_of(c: &mut Child) -> String {
 
 impl Iperf3 {
     /// Start the server on `bind:port` in `rx` and, once it listens, the
-    /// client in `tx` with congestion control `cc`.
+    /// client in `tx` with congestion control `cc`, for `secs` seconds
+    /// (`-t`: whole seconds; the caller stops it earlier when its time is
+    /// not whole).  No `-n`: iperf3 ends such a test once the bytes are
+    /// written, before they arrive.
     pub fn start(
         rx: &NetNs,
         tx: &NetNs,
         bind: IpAddr,
         port: u16,
         cc: &str,
-        amount: Amount,
+        secs: u64,
     ) -> Result<Iperf3> {
         let mut server = spawn_in(
             rx,
@@ -119,10 +112,6 @@ impl Iperf3 {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
-        let (flag, n) = match amount {
-            Amount::Secs(s) => ("-t", s.max(1)),
-            Amount::Bytes(b) => ("-n", b),
-        };
         let client = spawn_in(
             tx,
             &[
@@ -132,8 +121,8 @@ impl Iperf3 {
                 port.to_string(),
                 "-C".into(),
                 cc.to_string(),
-                flag.into(),
-                n.to_string(),
+                "-t".into(),
+                secs.max(1).to_string(),
             ],
         );
         let client = match client {
@@ -187,11 +176,6 @@ impl Iperf3 {
         } else {
             None
         })
-    }
-
-    /// Has the client ended (its `-t` or `-n` done)?
-    pub fn client_done(&mut self) -> bool {
-        self.client.try_wait().is_ok_and(|s| s.is_some())
     }
 
     /// Stop the client (SIGINT: iperf3 ends the test and closes its

@@ -450,11 +450,14 @@ buffer_bdp = [1.0]
     assert_eq!(copies, 1);
 }
 
-/// iperf3 as a scenario's sender (docs/lab.md, "Senders"): a timed iperf3
-/// flow, a fixed-size one and a lab flow share the link; the iperf3 flows
-/// are sampled from iperf3's own data socket, run the controller iperf3 was
-/// told to use (`-C ccpd`: ccpd's telemetry shows their sender's rounds),
-/// and the fixed-size one completes; nothing of iperf3's outlives the run.
+/// iperf3 as a scenario's sender (docs/lab.md, "Senders"): two iperf3
+/// flows (the second from 1 s, stopped by the run at 4 s) and a lab flow
+/// share the link, all ccpd (beside a cubic flow a 6-s ccpd flow's share
+/// is the luck of when its first drain comes: one CI run read 1.0 Mbit/s
+/// against cubic's 26); the iperf3 flows are sampled from iperf3's own
+/// data socket, run the controller iperf3 was told to use (`-C ccpd`:
+/// ccpd's telemetry shows three sending flows), the stopped one stops;
+/// nothing of iperf3's outlives the run.
 #[test]
 fn iperf3_flows_are_sampled_from_iperf3s_socket_and_run_its_controller() {
     let _g = privileged!();
@@ -469,10 +472,10 @@ fn iperf3_flows_are_sampled_from_iperf3s_socket_and_run_its_controller() {
         r#"
 title = "t"
 paper = "test"
-description = "two iperf3 flows (one of 1 MB from 1 s) and a lab flow"
+description = "two iperf3 flows (one from 1 s to 4 s) and a lab flow, all ccpd"
 ccs = ["ccpd"]
 sender = "iperf3"
-flows = [{ cc = "$cc" }, { cc = "$cc", start_s = 1.0, bytes = 1000000 }, { cc = "cubic", sender = "lab" }]
+flows = [{ cc = "$cc" }, { cc = "$cc", start_s = 1.0, stop_s = 4.0 }, { cc = "$cc", sender = "lab" }]
 duration_s = 6
 warmup_s = 2
 repetitions = 1
@@ -507,14 +510,23 @@ buffer_bdp = [1.0]
         "{} samples of the timed flow",
         n(0)
     );
-    assert!(n(1) >= 5, "{} samples of the 1-MB flow", n(1));
-    // The 1-MB flow completes (its receiver acknowledged the megabyte)
-    // within the run; its bytes count, and the timed one's grow.
-    let done = s.flows[1]
-        .completion_s
-        .expect("the 1-MB iperf3 flow completed");
-    assert!(done > 0.0 && done < 5.0, "completion {done:.2} s");
-    assert!(s.flows[1].bytes >= 1_000_000, "{} bytes", s.flows[1].bytes);
+    // The second flow sends from 1 s until the run stops its iperf3 at
+    // 4 s: what it has acknowledged grows in between and not after.
+    let rx1 = |from: f64, to: f64| {
+        let at = |t: f64| {
+            r.samples
+                .iter()
+                .rfind(|x| x.flow == 1 && x.t <= t)
+                .map_or(0, |x| x.rx_bytes)
+        };
+        at(to) - at(from)
+    };
+    assert!(
+        rx1(1.5, 3.5) > 1_000_000,
+        "{} bytes from 1.5 to 3.5 s",
+        rx1(1.5, 3.5)
+    );
+    assert_eq!(rx1(4.6, 6.0), 0, "bytes after the flow's stop at 4 s");
     let rx0: Vec<u64> = r
         .samples
         .iter()
@@ -528,18 +540,21 @@ buffer_bdp = [1.0]
         "utilisation {}",
         s.utilisation
     );
-    // ccpd's rounds from the senders' side (the lab flow is cubic).
-    let sender_rounds = recs
-        .iter()
-        .filter(|v| {
-            v["remote"]
-                .as_str()
-                .is_some_and(|a| a.starts_with("10.77.2.2:"))
-        })
-        .count();
+    // ccpd's rounds from the senders' side: three flows sending for the
+    // run, so iperf3's two data sockets ran ccpd (its control socket, if
+    // ccpd at all, sends a few hundred bytes: a round or two).
+    let mut rounds = std::collections::BTreeMap::<&str, usize>::new();
+    for v in &recs {
+        if v["remote"]
+            .as_str()
+            .is_some_and(|a| a.starts_with("10.77.2.2:"))
+        {
+            *rounds.entry(v["local"].as_str().unwrap_or("")).or_default() += 1;
+        }
+    }
     assert!(
-        sender_rounds >= 20,
-        "{sender_rounds} ccpd rounds from the iperf3 senders"
+        rounds.values().filter(|&&n| n >= 10).count() >= 3,
+        "ccpd rounds per sending flow: {rounds:?}"
     );
     // No iperf3 child of this process is left (each was stopped and reaped).
     let me = std::process::id().to_string();
