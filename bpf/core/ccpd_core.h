@@ -428,18 +428,18 @@ CCL_CORE u32 ccpd_law_rtt(u32 s, u32 round_min, u32 q_rtt, u32 noise_us)
  * the flow's own pipe, F < fb m: its packets then explain no queueing at
  * all, whatever the RTT reads, while a flow above it may have built a
  * queue, and a host stall's ACK burst, which the law must answer, lands
- * there (with the discount there too, a 20-ms stall on a 10-ms path with
- * ACK jitter lifted B by a quarter in the closed-loop model; gated on
- * P = C m, C up to 1.25 fb, as well).  Alone, as a bound on s, it
+ * there (with the excess taken there too, or under P = C m with C up to
+ * 1.25 fb, a 20-ms stall on a 10-ms path with ACK jitter lifted B by a
+ * quarter in the closed-loop model).  Alone, as a bound on s, it
  * clipped a real queue: fb is a max over 10-20 rounds, and after the link's
  * rate falls it reads the old rate (a 3G trace's buffer filled, 582 ms).
- * 0 without a delivery rate.
+ * 0 without a delivery rate, and at or above the flow's own pipe.
  */
 CCL_CORE u32 ccpd_little_excess(u32 s, u32 m, u32 in_flight, u32 fb)
 {
 	u64 little;
 
-	if (!fb)
+	if ((u64)in_flight * CCL_USEC_PER_SEC >= (u64)fb * m)
 		return 0;
 	little = (u64)in_flight * 17000000 / 16 / fb;
 	little = little > m ? little : m;
@@ -1511,8 +1511,7 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 	 * at a round start only, when the law runs.
 	 */
 	qn = p->q_noise_us;
-	if (p->q_little &&
-	    (u64)a->in_flight * CCL_USEC_PER_SEC < (u64)ccpd_fb(ca) * l->rtt_min_us) {
+	if (p->q_little) {
 		u32 ex =
 			ccpd_little_excess(ccpd_rtts(ca), l->rtt_min_us, a->in_flight, ccpd_fb(ca));
 

@@ -112,8 +112,8 @@ pub fn run_case(
             let s = socks[i].clone().expect("connected above");
             threads.push(start_sender(s, &flows[i], t0, stop_all.clone()));
         }
-        for (i, p) in iperfs.iter_mut().enumerate() {
-            let Some(p) = p else { continue };
+        for (i, slot) in iperfs.iter_mut().enumerate() {
+            let Some(p) = slot else { continue };
             if socks[i].is_none() {
                 match p.data_socket() {
                     Ok(Some(s)) => socks[i] = Some(Arc::new(s)),
@@ -125,10 +125,8 @@ pub fn run_case(
                     Err(e) => anyhow::bail!("flow {i} ({}): {e}", flows[i].cc),
                 }
             }
-        }
-        for (i, p) in iperfs.iter_mut().enumerate() {
             if t >= flows[i].stop {
-                if let Some(p) = p.take() {
+                if let Some(p) = slot.take() {
                     p.stop();
                 }
             }

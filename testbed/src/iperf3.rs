@@ -11,7 +11,7 @@
 
 use std::io::{Error, ErrorKind, Read, Result};
 use std::net::{IpAddr, SocketAddr, TcpStream};
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -164,9 +164,10 @@ impl Iperf3 {
             })
             .collect();
         fds.sort_unstable();
+        let pidfd = pidfd_open(pid)?;
         let mut to_server = Vec::new();
         for fd in fds {
-            let s = TcpStream::from(dup_from(pid, fd)?);
+            let s = TcpStream::from(dup_from(&pidfd, fd)?);
             if s.peer_addr().is_ok_and(|a| a.port() == self.port) {
                 to_server.push(s);
             }
@@ -214,28 +215,28 @@ impl Drop for Iperf3 {
     }
 }
 
-/// Descriptor `fd` of process `pid`, duplicated into this one
-/// (pidfd_open + pidfd_getfd; needs ptrace rights over it: root, or our
-/// own child).
-fn dup_from(pid: u32, fd: i32) -> Result<OwnedFd> {
-    // SAFETY: plain syscalls; each returned descriptor is owned once.
-    unsafe {
-        let pidfd = libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0);
-        if pidfd < 0 {
-            return Err(Error::last_os_error());
-        }
-        let pidfd = OwnedFd::from_raw_fd(pidfd as i32);
-        let got = libc::syscall(
-            libc::SYS_pidfd_getfd,
-            std::os::fd::AsRawFd::as_raw_fd(&pidfd),
-            fd,
-            0,
-        );
-        if got < 0 {
-            return Err(Error::last_os_error());
-        }
-        Ok(OwnedFd::from_raw_fd(got as i32))
+/// A pidfd for process `pid` (pidfd_open(2)).
+fn pidfd_open(pid: u32) -> Result<OwnedFd> {
+    // SAFETY: a plain syscall; the descriptor it returns is owned once.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if fd < 0 {
+        return Err(Error::last_os_error());
     }
+    // SAFETY: a descriptor the kernel just gave us, owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Descriptor `fd` of the process behind `pidfd`, duplicated into this
+/// one (pidfd_getfd(2); needs ptrace rights over it: root, or our own
+/// child).
+fn dup_from(pidfd: &OwnedFd, fd: i32) -> Result<OwnedFd> {
+    // SAFETY: a plain syscall on a pidfd we own.
+    let got = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+    if got < 0 {
+        return Err(Error::last_os_error());
+    }
+    // SAFETY: a descriptor the kernel just gave us, owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(got as i32) })
 }
 
 /// A free TCP port on `ip` in `ns` (bound and released: nothing else

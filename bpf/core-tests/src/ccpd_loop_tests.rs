@@ -974,8 +974,8 @@ fn ccpd_law_rtt_takes_the_rounds_spread_for_noise_up_to_its_bound() {
 }
 
 /// Little's law for the flow: the excess of s over max(m, 17/16 F / fb),
-/// against the f64 model; none without a delivery rate, none where the
-/// flight explains the RTT.
+/// against the f64 model; none without a delivery rate, none at or above
+/// the flow's own pipe (F >= fb m), none where the flight explains the RTT.
 #[test]
 fn ccpd_little_excess_is_the_rtt_no_packet_in_flight_explains() {
     let f = |s, m, fl, fb| unsafe { intf::ccpd_little_excess(s, m, fl, fb) };
@@ -983,7 +983,7 @@ fn ccpd_little_excess_is_the_rtt_no_packet_in_flight_explains() {
         for m in [10_000u32, 41_000] {
             for fl in [2u32, 18, 40, 400] {
                 for fb in [0u32, 170, 883, 8_000] {
-                    let want = if fb == 0 {
+                    let want = if fl as f64 >= fb as f64 * m as f64 / 1e6 {
                         0.0
                     } else {
                         let little = (fl as f64 * 17e6 / 16.0 / fb as f64).floor().max(m as f64);
@@ -997,6 +997,8 @@ fn ccpd_little_excess_is_the_rtt_no_packet_in_flight_explains() {
     // The LTE gap of docs/ccpd.md: 18 segments at 883/s explain 21.7 ms,
     // under m = 41.1 ms: of s = 73.6 ms, 32.5 ms is the link's own.
     assert_eq!(f(73_600, 41_100, 18, 883), 32_500);
+    // 40 in flight at 883/s fill the 36.3-segment pipe: none of it.
+    assert_eq!(f(73_600, 41_100, 40, 883), 0);
 }
 
 /// A buffer of a few packets on a short path, with ACK-time jitter.  The
