@@ -205,7 +205,7 @@ enum ccl_phase {
 	X(extra_enable, "extra", 1, 1, 0, 1, "", "0 = plain Reno")                              \
 	X(md_base, "md_base", 1, 0, 0, 1, "", "loss halves: 0 = Reno window, 1 = cwnd_p")       \
 	X(rto_keep_wfull, "rto_keep_wfull", 1, 1, 0, 1, "", "keep W_full across an RTO")        \
-	X(zero_on_c, "zero_on_c", 1, 0, 0, 1, "", "1 = literal: C > alpha zeroes the extra window; 0 = lower W_full by beta") \
+	X(zero_on_c, "zero_on_c", 1, 0, 0, 1, "", "1 = literal: C > alpha zeroes the extra window, no t* keeps W_full; 0 = lower W_full by beta, raise it to what a cycle held with no queue") \
 	X(c_rounds, "c_rounds", 1, 2, 1, 8, "rounds", "rounds in a row with C > alpha before W_full is lowered in RAMP/HOLD") \
 	X(ls_shift, "ls_shift", 1, 4, 1, 8, "", "LSRTT EWMA gain 2^-n between level shifts")    \
 	X(ls_nu_shift, "ls_nu_shift", 1, 6, 3, 10, "", "CUSUM drift = mean / 2^n")              \

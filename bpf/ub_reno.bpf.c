@@ -26,8 +26,10 @@
  *  2. Zero only once cwnd reaches W_full; C > alpha while ramping or
  *     holding lowers W_full by beta and keeps holding (zero_on_c = 1: the
  *     paper's).
- *  3. A loss halves Reno's own window; W_full carries over only from a cycle
- *     that found t*; RTO zeroes the extra window for the cycle.
+ *  3. A loss halves Reno's own window; W_full carries over from a cycle
+ *     that found t*; one that did not keeps W_full, raised to beta times
+ *     the largest window it held with no queue; RTO zeroes the extra
+ *     window for the cycle.
  *  4. LSRTT is a slow EWMA with a two-sided Page CUSUM level-shift detector.
  *  5. The round after the kernel changed the window is not judged, and
  *     ssthresh() resyncs to the kernel's window.

@@ -104,8 +104,9 @@ struct ubl_win {
 	u32 extra;	/* extra window, segments */
 	u32 wfull_prev; /* W_full^{i-1} */
 	u32 wfull_cur;	/* W_full^i measured in this cycle */
-	u32 cycle;	/* CA cycle index i */
-	u32 ramp_q16;	/* fractional extra growth during RAMP */
+	u32 clear_max;	/* largest cwnd_p judged not over alpha since the last round that was */
+	u16 cycle;	/* CA cycle index i (wraps; telemetry only) */
+	u16 ramp_q16;	/* fractional extra growth during RAMP (< 1 segment) */
 	u8 found;	/* t* seen in this cycle */
 	u8 phase;	/* CCL_PHASE_RAMP / HOLD / ZERO */
 	u8 settle;	/* skip judging C(t) at the next round end */
@@ -154,7 +155,7 @@ CCL_CORE void ubl_ack(struct ubl_win *w, u32 acked, u32 ssthresh,
 		u32 room = w->wfull_prev - w->cwnd_r;
 
 		w->extra += (u32)(g >> 16);
-		w->ramp_q16 = (u32)(g & 0xffff);
+		w->ramp_q16 = (u16)(g & 0xffff);
 		if (w->extra > room)
 			w->extra = room;
 	}
@@ -189,6 +190,10 @@ CCL_CORE void ubl_ack(struct ubl_win *w, u32 acked, u32 ssthresh,
  * could only fall, 3 % per re-estimate, and would drift well below the
  * BDP within a minute).  zero_on_c = 1 restores the literal rule.
  *
+ * clear_max records the largest cwnd_p of a CA round judged not over
+ * alpha since the last round that was: the most the pipe was seen to hold
+ * without a queue (used by ubl_loss).
+ *
  * The first round after recovery is not judged (settle): its RTT samples
  * belong to packets sent during recovery behind the queue that caused the
  * loss, so C(t) there is the old cycle's congestion, not the new one's.
@@ -210,6 +215,10 @@ CCL_CORE u32 ubl_round(struct ubl_win *w, u32 c_q16, u32 ssthresh,
 	else
 		w->c_over = 0;
 	over = w->c_over && (p->zero_on_c || w->c_over >= p->c_rounds);
+	if (over)
+		w->clear_max = 0;
+	else if (w->cwnd_r >= ssthresh && prop > w->clear_max)
+		w->clear_max = ccl_sat32(prop);
 	if (!p->zero_on_c && over && p->extra_enable && w->wfull_prev &&
 	    (w->phase == CCL_PHASE_RAMP || w->phase == CCL_PHASE_HOLD) && w->cwnd_r >= ssthresh) {
 		u32 wf = ccl_sat32((prop * p->beta_q16) >> 16);
@@ -265,16 +274,35 @@ CCL_CORE void ubl_sync(struct ubl_win *w, u32 cwnd)
 
 /*
  * Loss (fast retransmit): the cycle ends.  W_full^{i} becomes the next
- * cycle's target if a t* was found, else the previous one is kept; Reno
- * halves (cwnd_r, or cwnd_p with md_base).  Returns the new ssthresh.
+ * cycle's target if a t* was found; Reno halves (cwnd_r, or cwnd_p with
+ * md_base).  Returns the new ssthresh.
+ *
+ * A cycle that ends without a t* (a loss before the RTT rose: a burst
+ * after an ACK-clock stall, a random loss) keeps W_full^{i-1} (the
+ * paper), but by default (zero_on_c = 0) not below what the cycle
+ * showed the pipe holds without a queue:
+ *   W_full^{i-1} := max(W_full^{i-1}, beta * clear_max)
+ * Without it only re-estimates, which only lower W_full, would move it
+ * between cycles that end early (seen: 157 -> 55 over six cycles of a
+ * stalling host, each ending below the RTT rise, where Reno alone
+ * reached 115-153 with no queue).  A flow with no W_full yet stays Reno:
+ * on a path whose losses all come before the queue (random loss) the
+ * extra window stays off, as before.
  */
 CCL_CORE u32 ubl_loss(struct ubl_win *w, const struct ccl_ub_reno_params *p)
 {
 	u32 base = p->md_base ? w->cwnd_r + w->extra : w->cwnd_r;
 
 	w->cycle++;
-	if (w->found)
+	if (w->found) {
 		w->wfull_prev = w->wfull_cur;
+	} else if (!p->zero_on_c && w->wfull_prev) {
+		u32 seen = ccl_sat32(((u64)w->clear_max * p->beta_q16) >> 16);
+
+		if (seen > w->wfull_prev)
+			w->wfull_prev = seen;
+	}
+	w->clear_max = 0;
 	w->found = 0;
 	w->extra = 0;
 	w->ramp_q16 = 0;
@@ -305,6 +333,7 @@ CCL_CORE void ubl_rto(struct ubl_win *w, const struct ccl_ub_reno_params *p)
 	w->extra = 0;
 	w->phase = CCL_PHASE_ZERO;
 	w->found = 0;
+	w->clear_max = 0;
 	w->settle = 1;
 	if (!p->rto_keep_wfull)
 		w->wfull_prev = 0;

@@ -348,7 +348,7 @@ pub fn measured_on_a_valid_link<T>(what: &str, mut measure: impl FnMut() -> (T, 
     let mut best: Option<(T, u64)> = None;
     for attempt in 1..=2 {
         let (v, late) = measure();
-        eprintln!("{what}: attempt {attempt}: delay line p99 lateness {late} us (limit {limit})");
+        eprintln!("{what}: attempt {attempt}: delay line lateness {late} us (limit {limit})");
         if late <= limit {
             return v;
         }
@@ -358,7 +358,7 @@ pub fn measured_on_a_valid_link<T>(what: &str, mut measure: impl FnMut() -> (T, 
     }
     let (v, late) = best.expect("two attempts");
     eprintln!(
-        "{what}: every attempt had delay-line p99 lateness over {limit} us; \
+        "{what}: every attempt had delay-line lateness over {limit} us; \
          judging the least late ({late} us)"
     );
     v

@@ -29,12 +29,30 @@ fn link(k: f64) -> Bottleneck {
     })
 }
 
+/// The delay line's lateness for [`measured_on_a_valid_link`]: its p99,
+/// or, when the host stalled it, the worst release (us).  This host stalls
+/// now and then for 20-90 ms (2-4 times in some 45-s runs; the delay line
+/// runs SCHED_FIFO and still released ~120 packets 20+ ms late in each
+/// direction), which is 0.1 % of the releases and invisible at p99.  Each
+/// stall releases its ACKs at once and the burst overflows a BDP/8 buffer
+/// with no queue before it: a loss before the RTT rises, which ends the
+/// Reno cycle this test reads onsets from (503 drops in a stalled run
+/// against 89 in a quiet one), and at 1 BDP costs Reno the full link (44.3
+/// against 48.2 Mbit/s) where the extra window refills it.  A quiet run's
+/// worst release was 5.3 ms late.
+fn stall_lateness(rep: &ccload_itests::delay::DelayReport) -> u64 {
+    const STALL_US: usize = 10_000;
+    let c = rep.combined();
+    match c.hist.iter().rposition(|&n| n > 0) {
+        Some(worst) if worst >= STALL_US => worst as u64,
+        _ => c.lateness_us(0.99),
+    }
+}
+
 /// ub_reno, then reno, through the same link: the ratio of their goodput
-/// after `skip` seconds.  Measured once whatever the delay line's lateness:
-/// it is used on a full link only, whose goodput does not depend on timing
-/// or drift (0.986-1.003).
-fn pair(k: f64, bytes: u64, skip: f64) -> f64 {
-    let l = link(k);
+/// after `skip` seconds, and the link's [`stall_lateness`].
+fn pair(k: f64, bytes: u64, skip: f64) -> (f64, u64) {
+    let mut l = link(k);
     let mbps = |cc: &str| {
         let t = l.transfer(cc, bytes).expect("transfer");
         assert_eq!(t.bytes, bytes);
@@ -47,15 +65,19 @@ fn pair(k: f64, bytes: u64, skip: f64) -> f64 {
         m
     };
     let (u, r) = (mbps("ub_reno"), mbps("reno"));
-    eprintln!("k = {k}: ub_reno/reno {:.3}", u / r);
-    u / r
+    let late = stall_lateness(&l.stop_delay().unwrap());
+    eprintln!(
+        "k = {k}: ub_reno/reno {:.3}; delay line lateness {late} us",
+        u / r
+    );
+    (u / r, late)
 }
 
 /// One ub_reno transfer of `bytes` at a buffer of `k` BDP: its sender's
-/// telemetry, and the delay line's p99 release lateness (us), so that a
-/// transfer whose timing was off is measured again
-/// ([`measured_on_a_valid_link`]; seen once: p99 661 us, a transfer at 2/3
-/// of the others' rate and an RTT rising from 0.4 BDP).
+/// telemetry, and the link's [`stall_lateness`], so that a transfer whose
+/// timing was off is measured again ([`measured_on_a_valid_link`]; seen:
+/// p99 661 us, a transfer at 2/3 of the others' rate and an RTT rising
+/// from 0.4 BDP; and the host stalls above).
 fn ub_reno_alone(k: f64, bytes: u64) -> (Vec<serde_json::Value>, u64) {
     let mut l = link(k);
     let w = Watch::start(&["--algo", "ub_reno"]);
@@ -66,9 +88,10 @@ fn ub_reno_alone(k: f64, bytes: u64) -> (Vec<serde_json::Value>, u64) {
         recs.push(rec);
     }
     w.stop();
-    let late = l.stop_delay().unwrap().combined().lateness_us(0.99);
+    let drops = l.queue_drops();
+    let late = stall_lateness(&l.stop_delay().unwrap());
     eprintln!(
-        "k = {k}: ub_reno {:.2} Mbit/s; delay line p99 lateness {late} us",
+        "k = {k}: ub_reno {:.2} Mbit/s, {drops} drops; delay line lateness {late} us",
         t.mbps()
     );
     let sender = recs
@@ -227,8 +250,9 @@ fn ub_reno_learns_w_full_from_the_path_and_does_no_harm() {
     // (quick cell 10M_80ms_0.25bdp: goodput >= 1.03x reno's in the same run).
     // 1 BDP: Reno already fills the link; ub_reno must not do worse or more.
     // A full link's goodput does not depend on timing (0.986-1.003 with
-    // p99 lateness up to 1.4 ms under `cargo xtask disturb`).
-    let big = pair(1.0, 64 * MB, 3.0);
+    // p99 lateness up to 1.4 ms under `cargo xtask disturb`), but it does
+    // on stalls of 20 ms and more: measured on a link without them.
+    let big = measured_on_a_valid_link("k = 1", || pair(1.0, 64 * MB, 3.0));
     assert!(
         (0.97..=1.03).contains(&big),
         "ub_reno/reno = {big:.3} at 1 BDP"

@@ -1912,6 +1912,7 @@ fn win(cwnd: u32) -> intf::ubl_win {
         extra: 0,
         wfull_prev: 0,
         wfull_cur: 0,
+        clear_max: 0,
         cycle: 0,
         ramp_q16: 0,
         found: 0,
@@ -2148,11 +2149,47 @@ fn eq4_ramp_hold_zero_and_the_cycle_rule() {
     unsafe { intf::ubl_round(&mut w, C_LOW, 300, &p) };
     unsafe { intf::ubl_loss(&mut w, &p) };
     assert_eq!(w.wfull_prev, kept);
-    // RTO: extra off for the cycle, W_full kept (rto_keep_wfull = 1).
+    // ... but not below what it showed the pipe holds with no queue: beta
+    // times the largest window judged not over alpha since the last round
+    // that was.  One round over alpha (not yet congestion) does not reset it.
+    for (cwnd, c) in [(kept + 40, C_LOW), (kept + 60, C_HIGH), (kept + 50, C_LOW)] {
+        w.cwnd_r = cwnd;
+        unsafe { intf::ubl_round(&mut w, c, 300, &p) };
+    }
+    assert_eq!(w.found, 0);
+    let mut lit2 = w;
+    unsafe { intf::ubl_loss(&mut w, &p) };
+    let raised = (((kept + 60) as u64 * 63570) >> 16) as u32;
+    assert_eq!(w.wfull_prev, raised);
+    // The literal rule keeps W_full^{i-1}.
+    let pl2 = intf::ccl_ub_reno_params { zero_on_c: 1, ..p };
+    unsafe { intf::ubl_loss(&mut lit2, &pl2) };
+    assert_eq!(lit2.wfull_prev, kept);
+    // Two rounds over alpha (congestion) forget the clear windows before
+    // them: a t* there sets W_full as usual, and with the t* cleared again
+    // (Reno caught up) only later clear rounds count.
+    w.cwnd_r = raised + 100;
+    unsafe { intf::ubl_round(&mut w, C_LOW, 300, &p) };
+    unsafe { intf::ubl_round(&mut w, C_HIGH, 300, &p) };
+    unsafe { intf::ubl_round(&mut w, C_HIGH, 300, &p) };
+    assert_eq!(w.clear_max, 0);
+    w.found = 0;
+    unsafe { intf::ubl_loss(&mut w, &p) };
+    assert_eq!(w.wfull_prev, raised, "nothing clear since the congestion");
+    // With no W_full yet (no t* ever) the flow stays Reno.
+    let mut w1 = win(500);
+    unsafe { intf::ubl_round(&mut w1, C_LOW, 300, &p) };
+    unsafe { intf::ubl_loss(&mut w1, &p) };
+    assert_eq!(w1.wfull_prev, 0);
+    // RTO: extra off for the cycle, W_full kept (rto_keep_wfull = 1), and
+    // the windows before it are no evidence.
+    let kept = w.wfull_prev;
+    w.cwnd_r = kept + 200;
+    unsafe { intf::ubl_round(&mut w, C_LOW, 300, &p) };
     unsafe { intf::ubl_rto(&mut w, &p) };
     assert_eq!(
-        (w.extra, w.phase as u32, w.wfull_prev),
-        (0, intf::CCL_PHASE_ZERO, kept)
+        (w.extra, w.phase as u32, w.wfull_prev, w.clear_max),
+        (0, intf::CCL_PHASE_ZERO, kept, 0)
     );
     // extra = 0 disables the extra window entirely.
     let p0 = ubl_cfg(0);
@@ -2175,6 +2212,15 @@ fn ubl_loop(k: f64, extra: u32) -> f64 {
 /// above alpha whatever the queue (an ACK-clock burst at the round's end),
 /// from a fixed-seed generator.
 fn ubl_loop_noisy(k: f64, p: intf::ccl_ub_reno_params, spike: f64) -> f64 {
+    ubl_loop_stalls(k, p, spike, 0.0).0
+}
+
+/// [`ubl_loop_noisy`] where each round, with probability `stall`, a host
+/// stall begins: two rounds read C above alpha (the stall's RTT and the
+/// level it leaves in LSRTT) and the burst of ACKs after it ends the cycle
+/// in a loss whatever the window.  The utilisation, and the W_full each
+/// cycle carried.
+fn ubl_loop_stalls(k: f64, p: intf::ccl_ub_reno_params, spike: f64, stall: f64) -> (f64, Vec<u32>) {
     let bdp = 1000.0f64;
     let buf = (k * bdp).round();
     let base_us = 80_000.0;
@@ -2184,12 +2230,19 @@ fn ubl_loop_noisy(k: f64, p: intf::ccl_ub_reno_params, spike: f64) -> f64 {
     let mut ssth = u32::MAX;
     let mut rtt_min = u32::MAX;
     let (mut sent, mut cap) = (0.0, 0.0);
+    let mut carried = Vec::new();
+    let mut stalled = 0;
     for _ in 0..20_000 {
         let wnd = (w.cwnd_r + w.extra) as f64;
-        if wnd > bdp + buf {
+        if stalled == 0 && ssth != u32::MAX && uniform(&mut rng) < stall {
+            stalled = 2;
+        }
+        if wnd > bdp + buf || stalled == 1 {
+            stalled = 0;
             ssth = unsafe { intf::ubl_loss(&mut w, &p) };
             w.cwnd_r = ssth; // PRR
             w.extra = 0;
+            carried.push(w.wfull_prev);
             continue;
         }
         let rtt = base_us * (wnd / bdp).max(1.0);
@@ -2204,34 +2257,47 @@ fn ubl_loop_noisy(k: f64, p: intf::ccl_ub_reno_params, spike: f64) -> f64 {
         }
         unsafe { intf::ubl_ack(&mut w, wnd as u32, ssth, &p) };
         let mut c = unsafe { intf::ubl_c_q16(s.mu_q3 >> 3, rtt_min) };
-        if ((rng.next() >> 11) as f64 / (1u64 << 53) as f64) < spike {
+        if uniform(&mut rng) < spike || stalled > 1 {
             c = c.max(C_HIGH);
+        }
+        if stalled > 1 {
+            stalled -= 1;
         }
         unsafe { intf::ubl_round(&mut w, c, ssth, &p) };
     }
-    sent / cap
+    (sent / cap, carried)
+}
+
+fn uniform(rng: &mut Rng) -> f64 {
+    (rng.next() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 #[test]
-fn isolated_rounds_over_alpha_do_not_walk_w_full_down() {
-    // docs/ub_reno.md: on the lab's 1000-packet BDP the held window sat at
-    // 0.90-0.95 BDP because single rounds read C just over alpha.  With 5 %
-    // of rounds spiking, the persistence filter (c_rounds = 2) keeps the
-    // noise-free bound of closed_loop_utilisation_follows_table_1 (measured
-    // 0.980 against 0.992 clean: a spike that meets a real crossing, or two
-    // in a row, still counts); reacting to every round (c_rounds = 1) falls
-    // to Reno's level (0.834; Reno 0.831): every spike either sets t* at a
-    // low window or lowers W_full by 3 %.
-    let p2 = ubl_cfg(1);
-    let p1 = intf::ccl_ub_reno_params { c_rounds: 1, ..p2 };
-    let clean = ubl_loop_noisy(0.125, p2, 0.0);
-    let filtered = ubl_loop_noisy(0.125, p2, 0.05);
-    let every = ubl_loop_noisy(0.125, p1, 0.05);
+fn cycles_that_end_before_the_rtt_rise_do_not_walk_w_full_down() {
+    // The lab's 50 Mbit/s, 40-ms link on a stalling host (tests/tests/
+    // ub_reno.rs): a stall ends the cycle in a burst loss before the RTT
+    // rises, after one round over alpha, and pairs of rounds over alpha
+    // (a stall's next to a burst's) re-estimate W_full at whatever window
+    // the flow has.  The lab's flow then carried 55 for cycles in which
+    // Reno alone reached 115 with no queue.  Here 0.6 % of rounds stall and
+    // 5 % spike: with W_full kept only from cycles with a t* (the paper)
+    // it falls to a median of 708 (utilisation 0.697); not below what
+    // each cycle showed the pipe holds, 905 (0.771).  Noise-free: 993
+    // (0.992).
+    let (u, mut carried) = ubl_loop_stalls(0.125, ubl_cfg(1), 0.05, 0.006);
+    carried.retain(|&w| w > 0);
+    carried.sort();
+    let med = carried[carried.len() / 2];
     eprintln!(
-        "k = 1/8: clean {clean:.3}, spikes 5 %: c_rounds 2 {filtered:.3}, c_rounds 1 {every:.3}"
+        "{} cycles: W_full median {med}, utilisation {u:.3}",
+        carried.len()
     );
-    assert!(clean >= 0.97 && filtered >= 0.97, "{filtered} vs {clean}");
-    assert!(every + 0.05 < filtered, "{every} vs {filtered}");
+    assert!(carried.len() >= 100, "{} cycles", carried.len());
+    assert!(
+        med >= 850 && u >= 0.75,
+        "W_full median {med} of BDP 1000, utilisation {u:.3}"
+    );
+    assert!(carried.iter().all(|&w| w <= 1000), "{carried:?}");
 }
 
 #[test]
