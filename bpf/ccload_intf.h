@@ -143,7 +143,7 @@ enum ccl_phase {
 	X(q_noise_us, "q_noise", 1, 500, 0, 100000, "us", "q_rtt 0: the smoothed RTT's excess over the round's smallest sample taken for noise, up to this; 0 = none (paper)") \
 	X(rtt_floor_us, "rtt_floor", 1, 250, 0, 10000, "us", "the smallest base RTT m the law uses: below it RTT swings are the hosts', not a queue's; 0 = none (paper)") \
 	X(q_floor_us, "q_floor", 1, 250, 0, 10000, "us", "m under 1 ms: the largest RTT noise over m, learned on rounds whose window is under the pipe, that the law adds to m; 0 = none (paper)") \
-	X(ss_exit, "ss_exit", 1, 1, 0, 1, "", "1 = slow start ends when the RTT shows a queue; 0 = at the first loss (paper)") \
+	X(ss_exit, "ss_exit", 1, 2, 0, 2, "", "1 = slow start ends when the RTT shows a queue; 2 = a delay exit is taken at its round's end if the round's smallest RTT still shows it; 0 = at the first loss (paper)") \
 	X(share, "share", 1, 1, 0, 1, "", "1 = share a bottleneck (C from pairs, synchronised drains, competitive mode); 0 = one flow's law") \
 	X(drain_ms, "drain_ms", 1, 5000, 500, 60000, "ms", "share: period of the synchronised queue drains") \
 	X(pace, "pace", 1, 1, 0, 1, "", "1 = paced at 1.2x W/srtt (2x in slow start; not under rtt_floor), pair quota back to back; 0 = unpaced (paper)") \

@@ -277,7 +277,8 @@ struct ccpd {
 		struct {
 			/* slow start, paced: the run of RTT samples that showed a queue */
 			u32 ssq_since_us; /* (u32) time of its first sample */
-			u16 ssq_n;	  /* its samples (0 = none), saturating */
+			u8 ssq_n;	  /* its samples (0 = none), saturating */
+			u8 ss_css;	  /* ss_exit 2: a delay exit waits for its round's end */
 			u16 ssq_base;	  /* the last round's smallest sample over m, 32-us units */
 		};
 	};
@@ -999,23 +1000,63 @@ CCL_CORE bool ccpd_ss_paced_queue(struct ccpd *ca, u32 m, s32 rtt_us, u32 now_us
 	}
 	if (!ca->ssq_n)
 		ca->ssq_since_us = now_us;
-	if (ca->ssq_n < 0xffff)
+	if (ca->ssq_n < 0xff)
 		ca->ssq_n++;
 	return ca->ssq_n >= CCPD_SSQ_SAMPLES && now_us - ca->ssq_since_us >= m / 16;
 }
 
-/* A slow-start round ends: its smallest RTT sample, over m, is the next
- * round's baseline for ccpd_ss_paced_queue (32-us units, saturating). */
+/*
+ * A slow-start round ends: its smallest RTT sample, over m, is the next
+ * round's baseline for ccpd_ss_paced_queue (32-us units, saturating).  A
+ * round of fewer than CCPD_SSQ_SAMPLES samples leaves no baseline (the
+ * saturated value: the paced exit waits for a round that sets one): its
+ * smallest sample is not the path's.  iperf3's data stream opens with one
+ * 37-byte packet (its cookie) and a pause; that round's one sample set m
+ * and a baseline of 0, and on a cellular link whose own delay varies by
+ * 5-10 ms the next round's samples all read as a queue over that baseline:
+ * slow start ended at 16 segments, a third of the pipe (docs/ccpd.md,
+ * "Variable links").
+ */
 CCL_CORE void ccpd_ss_round(struct ccpd *ca, u32 round_min)
 {
 	u32 m = ca->rtt_min_us, q;
 
+	if (ca->round_samples < CCPD_SSQ_SAMPLES) {
+		ca->ssq_base = 0xffff;
+		return;
+	}
 	if (round_min == CCL_U32_MAX || m == CCL_U32_MAX || round_min <= m) {
 		ca->ssq_base = 0;
 		return;
 	}
 	q = (round_min - m) >> CCPD_GAP_SHIFT;
 	ca->ssq_base = q < 0xffff ? q : 0xffff;
+}
+
+/*
+ * ss_exit = 2: the delay test's exit waits for the end of the round that
+ * showed it, the window growing at a quarter of slow start's rate, and is
+ * taken only if the whole round's smallest sample (round_min, the round
+ * just ended) still shows the queue; otherwise slow start goes on.
+ * HyStart++'s conservative slow start (RFC 9406) confirms its delay exit
+ * the same way, by an RTT that falls back, over up to 5 rounds; one here,
+ * and the paced exit (ccpd_ss_paced_queue, which counts the queue from the
+ * last round's smallest sample and so does not see a delay every round
+ * has) and the ACK train end slow start at once as before.
+ * A queue that stands (the flow's own) is in every sample of the round
+ * after the window passed the pipe; a cellular scheduler's gap is in some
+ * of them (docs/ccpd.md, "Variable links").  Returns whether slow start
+ * ends here.
+ */
+CCL_CORE bool ccpd_ss_confirm(struct ccpd *ca, u32 round_min)
+{
+	u32 m = ca->rtt_min_us;
+
+	if (!ca->ss_css)
+		return false;
+	ca->ss_css = 0;
+	return m != CCL_U32_MAX && round_min != CCL_U32_MAX &&
+	       ccpd_ss_queue_seen(m, round_min, CCPD_SS_EXIT_MIN_CWND);
 }
 
 /* Slow start ends: the law takes over from the window w (segments) with no
@@ -1070,7 +1111,7 @@ CCL_CORE void ccpd_on_rtt(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 
 			  s32 rtt_us, u32 delivered_out, u32 now_us, u32 snd_cwnd)
 {
 	u32 m, n, gap, elapsed, round_min = CCL_U32_MAX;
-	bool train;
+	bool train, queue;
 
 	if (ca_state == CCL_CA_LOSS)
 		return;
@@ -1118,8 +1159,12 @@ CCL_CORE void ccpd_on_rtt(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 
 	 * ends a paced slow start far below the pipe) */
 	train = m && ca->round_gap != CCPD_GAP_FULL && elapsed > gap &&
 		elapsed - gap >= (p->pace ? m : m / 2);
-	if (train || (round_min != CCL_U32_MAX && ccpd_ss_queue_seen(m, round_min, snd_cwnd)) ||
-	    (p->pace && ccpd_ss_paced_queue(ca, m, rtt_us, now_us)))
+	queue = round_min != CCL_U32_MAX && ccpd_ss_queue_seen(m, round_min, snd_cwnd);
+	if (queue && p->ss_exit == 2) {
+		ca->ss_css = 1; /* judged at the round's end: ccpd_ss_confirm */
+		queue = false;
+	}
+	if (train || queue || (p->pace && ccpd_ss_paced_queue(ca, m, rtt_us, now_us)))
 		ccpd_ss_end(ca, snd_cwnd);
 }
 
@@ -1475,9 +1520,11 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		if ((ca->sh & CCPD_SH_ON) && ca->phase == CCL_PHASE_CA)
 			ca->sh |= CCPD_SH_PATH;
 		prev_min = ca->round_min_us;
-		if (ca->phase == CCL_PHASE_SS)
+		if (ca->phase == CCL_PHASE_SS) {
 			ccpd_ss_round(ca, prev_min);
-		else if (a->ca_state == CCL_CA_OPEN)
+			if (ccpd_ss_confirm(ca, prev_min))
+				ccpd_ss_end(ca, a->snd_cwnd);
+		} else if (a->ca_state == CCL_CA_OPEN)
 			ccpd_noise_round(ca, p, prev_min, a->snd_cwnd, ccpd_capacity(ca));
 		ca->round_min_us = CCL_U32_MAX;
 		ca->round_samples = 0;
@@ -1527,17 +1574,29 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 	if (ca->phase == CCL_PHASE_SS) {
 		/* Slow start, estimators running; ends at the first loss or,
 		 * with ss_exit, in ccpd_on_rtt. */
-		if (a->cwnd_limited && a->ca_state != CCL_CA_RECOVERY) {
-			cw = (u32)ccl_min64((u64)a->snd_cwnd + a->acked, a->cwnd_clamp);
-			o->snd_cwnd = cw;
-		} else if (a->cwnd_limited && !ccpd_loss_queue_seen(ca, p)) {
-			/* a random Recovery: at most one doubling of the
-			 * window held at its entry */
-			cw = (u32)ccl_min64((u64)a->snd_cwnd + a->acked,
-					    ccl_min64(2 * (u64)ca->cwnd_hold, a->cwnd_clamp));
-			o->snd_cwnd = cw;
+		if (a->cwnd_limited && a->ca_state != CCL_CA_RECOVERY && ca->ss_css) {
+			/* a delay exit being confirmed: a quarter of slow start's
+			 * growth (HyStart++'s CSS), the fraction kept in w_q10 */
+			u64 wq =
+				ccl_max64(ca->w_q10, (u64)a->snd_cwnd << 10) + ((u64)a->acked << 8);
+
+			wq = ccl_min64(wq, ccl_min64((u64)a->cwnd_clamp << 10, CCL_U32_MAX));
+			o->snd_cwnd = (u32)(wq >> 10);
+			ca->w_q10 = (u32)wq;
+		} else {
+			if (a->cwnd_limited && a->ca_state != CCL_CA_RECOVERY) {
+				cw = (u32)ccl_min64((u64)a->snd_cwnd + a->acked, a->cwnd_clamp);
+				o->snd_cwnd = cw;
+			} else if (a->cwnd_limited && !ccpd_loss_queue_seen(ca, p)) {
+				/* a random Recovery: at most one doubling of the
+				 * window held at its entry */
+				cw = (u32)ccl_min64(
+					(u64)a->snd_cwnd + a->acked,
+					ccl_min64(2 * (u64)ca->cwnd_hold, a->cwnd_clamp));
+				o->snd_cwnd = cw;
+			}
+			ca->w_q10 = (u32)ccl_min64((u64)o->snd_cwnd << 10, CCL_U32_MAX);
 		}
-		ca->w_q10 = (u32)ccl_min64((u64)o->snd_cwnd << 10, CCL_U32_MAX);
 	} else if (!o->c_sps || l->rtt_min_us == 0) {
 		/* CA before any capacity estimate: Reno AI (by the caller). */
 		o->reno_ai = a->cwnd_limited;

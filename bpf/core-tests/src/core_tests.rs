@@ -593,13 +593,15 @@ fn ccpd_paced_exit_counts_the_queue_from_the_last_round() {
     const M: u32 = 40_000;
     let paced = Algo::Ccpd.params_struct(&[]);
     let t0 = 5_000_000;
-    let start = |last_round_min: u32| {
+    let start_n = |last_round_min: u32, samples: u8| {
         let mut ca = intf::ccpd::default();
         unsafe { intf::ccpd_on_init(&mut ca, 0, t0) };
         ca.rtt_min_us = M;
+        ca.round_samples = samples;
         unsafe { intf::ccpd_ss_round(&mut ca, last_round_min) };
         ca
     };
+    let start = |last_round_min: u32| start_n(last_round_min, 8);
     // a sample every 100 us at `rtt` for `ms`; the time of the exit
     let feed = |ca: &mut intf::ccpd, from: u32, ms: u32, rtt: u32| -> Option<u32> {
         (1..=ms * 10).map(|i| from + i * 100).find(|&t| {
@@ -618,6 +620,56 @@ fn ccpd_paced_exit_counts_the_queue_from_the_last_round() {
     let mut ca = start(M);
     let exit = feed(&mut ca, t0, 20, M + 3_500).expect("counted from m");
     assert_eq!(exit, t0 + 2_600);
+    // a last round of 3 samples (iperf3's cookie, an app-limited start)
+    // sets no baseline: the paced exit waits for a round that does
+    let mut ca = start_n(M, 3);
+    assert_eq!(feed(&mut ca, t0, 20, M + 4_500), None, "no baseline yet");
+}
+
+/// ss_exit = 2: a round whose first samples show a queue (the delay test)
+/// ends slow start only if its smallest sample over the whole round still
+/// shows it; a sample back under the threshold later in the round (a
+/// cellular link's own delay, not a queue the window built) lets slow
+/// start go on.  ss_exit = 1 leaves at once.
+#[test]
+fn ccpd_delay_exit_is_confirmed_by_the_whole_round() {
+    const M: u32 = 40_000; // threshold clamp(m / 8, 4, 16 ms) = 5 ms
+    let t0 = 5_000_000;
+    let round = |ca: &mut intf::ccpd, p: &intf::ccl_ccpd_params, rtts: &[u32]| {
+        ca.round_min_us = u32::MAX;
+        ca.round_samples = 0;
+        for (i, &r) in rtts.iter().enumerate() {
+            let t = t0 + i as u32 * 100;
+            unsafe { intf::ccpd_on_rtt(ca, p, intf::CCL_CA_OPEN, r as i32, 0, t, 40) };
+        }
+    };
+    let fresh = || {
+        let mut ca = intf::ccpd::default();
+        unsafe { intf::ccpd_on_init(&mut ca, 0, t0) };
+        ca.rtt_min_us = M;
+        ca
+    };
+    let ss = intf::CCL_PHASE_SS as u8;
+    // eight samples 6 ms over m, then two back at m + 1 ms
+    let mut jittery = vec![M + 6_000; 8];
+    jittery.extend([M + 1_000, M + 1_000]);
+    let now = Algo::Ccpd.params_struct(&[("ss_exit", "1"), ("pace", "0")]);
+    let mut ca = fresh();
+    round(&mut ca, &now, &jittery);
+    assert_ne!(ca.phase, ss, "ss_exit 1 leaves on the first samples");
+    let confirm = Algo::Ccpd.params_struct(&[("ss_exit", "2"), ("pace", "0")]);
+    let mut ca = fresh();
+    round(&mut ca, &confirm, &jittery);
+    let css = |ca: &intf::ccpd| unsafe { ca.__bindgen_anon_1.__bindgen_anon_2.ss_css };
+    assert_eq!((ca.phase, css(&ca)), (ss, 1), "waits for the round's end");
+    let prev = ca.round_min_us;
+    assert!(!unsafe { intf::ccpd_ss_confirm(&mut ca, prev) });
+    assert_eq!((ca.phase, css(&ca)), (ss, 0), "slow start goes on");
+    // a queue that stands through the round is confirmed
+    round(&mut ca, &confirm, &[M + 6_000; 10]);
+    let prev = ca.round_min_us;
+    assert!(unsafe { intf::ccpd_ss_confirm(&mut ca, prev) });
+    assert_eq!(css(&ca), 0);
 }
 
 /// One flow on a fluid single-bottleneck link, the integer L1 law closing the
