@@ -1576,9 +1576,10 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		 * with ss_exit, in ccpd_on_rtt. */
 		if (a->cwnd_limited && a->ca_state != CCL_CA_RECOVERY && ca->ss_css) {
 			/* a delay exit being confirmed: a quarter of slow start's
-			 * growth (HyStart++'s CSS), the fraction kept in w_q10 */
-			u64 wq =
-				ccl_max64(ca->w_q10, (u64)a->snd_cwnd << 10) + ((u64)a->acked << 8);
+			 * growth (HyStart++'s CSS) on the kernel's window, the
+			 * fraction of a segment kept in w_q10 */
+			u64 wq = ((u64)a->snd_cwnd << 10) + (ca->w_q10 & 0x3ff) +
+				 ((u64)a->acked << 8);
 
 			wq = ccl_min64(wq, ccl_min64((u64)a->cwnd_clamp << 10, CCL_U32_MAX));
 			o->snd_cwnd = (u32)(wq >> 10);
