@@ -237,6 +237,7 @@ CCL_CONG_CONTROL(ccpd_cong_control)
 	a.tp_delivered = tp->delivered;
 	a.snd_una = tp->snd_una;
 	a.snd_nxt = tp->snd_nxt;
+	a.srtt_us = tp->srtt_us >> 3;
 	/* the path's sum, read on the ACK that ends the drain only */
 	if (ccpd_drain_ends(ca, a.now_us))
 		a.path_sps = ccpd_path_drained(sk, ca->drain_slot);

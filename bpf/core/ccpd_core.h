@@ -348,6 +348,8 @@ struct ccpd_ack {
 	u32 tp_delivered;    /* tp->delivered */
 	u32 snd_una;
 	u32 snd_nxt;
+	u32 srtt_us;  /* the kernel's smoothed RTT (tp->srtt_us >> 3), us: of every
+		       * sample, where ccpd's own is held to Little's bound */
 	u32 path_sps; /* share, at a drain's end (ccpd_drain_ends): the rates the
 		       * path's ccpd flows carried before this slot's drain,
 		       * summed (segments/s; 0 = none) */
@@ -1289,7 +1291,11 @@ CCL_CORE bool ccpd_drain_ends(const struct ccpd *ca, u32 now_us)
  *   - a queue that stays is another sender's, one that does not back off from
  *     delay (cubic, reno): the flow competes (below) until a drain sees the
  *     queue empty again.  Unless it grew: when even the drain's smallest
- *     RTT sample is above the smoothed RTT at its start, the link's
+ *     RTT sample is above the smoothed RTT at its start (the larger of
+ *     ccpd's and the kernel's: ccpd's is held to Little's bound n / fb,
+ *     which reads under the samples while the window falls and fb lags
+ *     it, and a flow that a cubic pushed down to 44 segments took the
+ *     cubic's steady queue for a slower link at every drain), the link's
  *     capacity fell during the drain (a cellular link's outage: the LTE
  *     trace raised the RTT from 53 to 282 ms in one), and the queue is the
  *     flow's own earlier rate.  A competitor's queue does not grow through
@@ -1335,7 +1341,8 @@ CCL_CORE_GLOBAL u32 ccpd_drain(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		ca->sh |= CCPD_SH_DRAINING;
 		ca->w_saved = w;
 		ca->drain_min_us = CCL_U32_MAX;
-		ca->drain_s_us = s;
+		/* the drain's samples are raw: so is what they are held to */
+		ca->drain_s_us = s > a->srtt_us ? s : a->srtt_us;
 		ca->e_valid = 0;
 		ca->drain_end_us = a->now_us + (u32)ccl_max64(CCPD_DRAIN_MIN_US, 2 * (u64)s);
 		o->drain_sps = ccl_sat32(s ? (u64)w * CCL_USEC_PER_SEC / s : 0);

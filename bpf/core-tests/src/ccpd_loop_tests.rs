@@ -503,6 +503,7 @@ pub(crate) fn run(link: Link, p: &intf::ccl_ccpd_params, secs: f64, seed: u64) -
             tp_delivered: delivered as u32,
             snd_una: (snd_una * mss as u64) as u32,
             snd_nxt: (snd_nxt * mss as u64) as u32,
+            srtt_us: (srtt * 1e6) as u32,
             path_sps,
         };
         if link.pair_over > 0.0 {
@@ -1437,10 +1438,23 @@ fn drain_at(
     t_ms: u32,
     path_sps: u32,
 ) -> (u32, u32) {
+    drain_at_srtt(ca, p, c_sps, t_ms, path_sps, 0)
+}
+
+/// [`drain_at`] with the kernel's smoothed RTT `srtt_us` on the ACK.
+fn drain_at_srtt(
+    ca: &mut intf::ccpd,
+    p: &intf::ccl_ccpd_params,
+    c_sps: u32,
+    t_ms: u32,
+    path_sps: u32,
+    srtt_us: u32,
+) -> (u32, u32) {
     let a = intf::ccpd_ack {
         now_us: t_ms * 1000,
         ca_state: intf::CCL_CA_OPEN,
         path_sps,
+        srtt_us,
         ..Default::default()
     };
     let mut o = intf::ccpd_out::default();
@@ -1581,6 +1595,36 @@ fn ccpd_drain_in_a_capacity_dip_does_not_compete() {
     sample(&mut ca, 55_000, 10_050);
     assert_eq!(drain(&mut ca, 10_210), 0);
     assert!(competing(&ca), "a queue that stayed: another sender's");
+
+    // The lab's ccpd beside a cubic (40 ms, 1 BDP): pushed down from 265 to
+    // 44 segments in 5 s, its smoothed RTT held to Little's bound m + n / fb
+    // read 69 ms while fb lagged the falling window; the kernel's, of every
+    // sample, 76 ms.  The drain's samples stayed at the cubic's 72-74 ms:
+    // under the RTT the flow had, so the cubic's queue, not a slower link.
+    let mut ca = shared_flow(&p);
+    ca.phase = intf::CCL_PHASE_CA as u8;
+    ca.rtt_min_us = 40_000;
+    ca.rtt_max_us = 80_000; // enter at a quarter of 40 ms
+    drain_at(&mut ca, &p, 8_333, 1_000, 0); // the slot
+    let mut cubic_drain = |t0: u32, srtt_us: u32| {
+        ca.sh &= !(intf::CCPD_SH_COMP as u8);
+        ca.rtts_q3 = 69_000 << 3;
+        ca.w_q10 = 44 << 10;
+        assert!(drain_at_srtt(&mut ca, &p, 8_333, t0, 0, srtt_us).0 > 0);
+        for (i, rtt) in [74_000, 72_500, 73_000].into_iter().enumerate() {
+            sample(&mut ca, rtt, t0 + 50 + 50 * i as u32);
+        }
+        assert_eq!(drain_at_srtt(&mut ca, &p, 8_333, t0 + 210, 0, srtt_us).0, 0);
+        competing(&ca)
+    };
+    assert!(
+        cubic_drain(5_001, 76_000),
+        "a cubic's queue under the kernel's 76 ms: competing"
+    );
+    assert!(
+        !cubic_drain(10_001, 0),
+        "(held to ccpd's bounded 69 ms alone the same drain read as a slower link)"
+    );
 }
 
 /// The base RTT m the law reads is at least `rtt_floor` (default 250 us):
