@@ -923,6 +923,117 @@ fn sub_dir(dir: &Path, name: &str) -> (Option<PathBuf>, Option<PathBuf>) {
 
 /// " (mean of N)" after a value judged on the mean of N runs, and the
 /// paired test's margin and bound when one judged it.
+/// Where the retransmissions of `case`'s runs of `cc` came from, for a
+/// failing threshold: each flow's largest burst (RunSummary's
+/// `retrans_peak`) and, for our controllers, what their telemetry said in
+/// it (phase, law mode, loss class, window, RTTs).  CI keeps only the log's
+/// end, so this is printed after the FAILED lines.
+fn explain_retransmissions(dir: &Path, runs: &[RunSummary], case: &str, cc: &str) -> String {
+    let mut out = String::new();
+    for r in runs.iter().filter(|r| r.case == case && r.cc == cc) {
+        for f in &r.flows {
+            let _ = write!(
+                out,
+                "  {case} {cc} rep {}: flow {} {}: {} retransmitted",
+                r.rep + 1,
+                f.flow,
+                f.cc,
+                f.retransmits
+            );
+            if let Some(p) = f.retrans_peak {
+                let _ = write!(
+                    out,
+                    ", {} of them in {} s from {:.2} s (cwnd {}, up to {}; ca_state {})",
+                    p.n,
+                    crate::summary::RETRANS_PEAK_S,
+                    p.t_s,
+                    p.cwnd,
+                    p.cwnd_max,
+                    p.ca_state
+                );
+            }
+            out.push('\n');
+        }
+        // the telemetry of the run's attempt kept in this directory or in
+        // the re-measuring ones (the kept run may be either)
+        let name = format!(
+            "{}_{}_rep{}.jsonl",
+            crate::plot::safe(case),
+            crate::plot::safe(cc),
+            r.rep
+        );
+        let ours = r.flows.iter().filter(|f| f.cc == parse_cc(cc).0);
+        for (f, sub) in ours.flat_map(|f| ["", "again", "confirm"].map(|d| (f, d))) {
+            let Some(p) = f.retrans_peak else { continue };
+            let path = dir.join(sub).join("telemetry").join(&name);
+            if let Some(line) = telemetry_at(&path, f.start_s, p.t_s - 0.2, p.t_s + 0.5) {
+                let _ = writeln!(out, "    {}: {line}", path.display());
+            }
+        }
+    }
+    out
+}
+
+/// A summary of a telemetry file's records from `from` to `to` s of run
+/// time (the first record is taken at the flow's start, `start_s`): per
+/// flow, the phases, law modes and loss classes seen, and the window and
+/// RTT ranges.  None when the file is missing or has no record there.
+fn telemetry_at(path: &Path, start_s: f64, from: f64, to: f64) -> Option<String> {
+    use std::collections::BTreeMap;
+    let text = std::fs::read_to_string(path).ok()?;
+    let recs: Vec<serde_json::Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let t0 = recs.first()?.get("t_us")?.as_f64()?;
+    let num = |r: &serde_json::Value, k: &str| r.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);
+    let mut by_flow: BTreeMap<String, Vec<&serde_json::Value>> = BTreeMap::new();
+    for r in &recs {
+        let t = start_s + (num(r, "t_us") - t0) / 1e6;
+        if (from..=to).contains(&t) {
+            let local = r.get("local").and_then(|v| v.as_str()).unwrap_or("?");
+            by_flow.entry(local.to_string()).or_default().push(r);
+        }
+    }
+    if by_flow.is_empty() {
+        return None;
+    }
+    let mut out = String::new();
+    for (local, v) in by_flow {
+        let set = |k: &str| {
+            let mut seen: Vec<String> = Vec::new();
+            for r in &v {
+                let x = r
+                    .get(k)
+                    .map(|x| x.to_string().trim_matches('"').to_string());
+                if let Some(x) = x.filter(|x| !seen.contains(x)) {
+                    seen.push(x);
+                }
+            }
+            seen.join("/")
+        };
+        let range = |k: &str, div: f64| {
+            let xs = v.iter().map(|r| num(r, k) / div);
+            let (lo, hi) = xs.fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(x), b.max(x)));
+            format!("{lo:.0}-{hi:.0}")
+        };
+        let _ = write!(
+            out,
+            "{local} from {from:.2} s: {} records, phase {}, mode {}, loss_class {}, cwnd {}, \
+             rtts {} ms, rtt_min {} ms, rtt_max {} ms; ",
+            v.len(),
+            set("phase"),
+            set("mode"),
+            set("loss_class"),
+            range("cwnd", 1.0),
+            range("rtts_us", 1e3),
+            range("rtt_min_us", 1e3),
+            range("rtt_max_us", 1e3),
+        );
+    }
+    Some(out.trim_end_matches("; ").to_string())
+}
+
 fn mean_of(o: &crate::checks::CheckOutcome) -> String {
     match (o.runs, o.paired) {
         (0 | 1, _) => String::new(),
@@ -984,6 +1095,12 @@ fn judge(
             mean_of(o),
             o.bound
         );
+    }
+    for o in outcomes
+        .iter()
+        .filter(|o| !o.pass && o.metric.contains("retrans"))
+    {
+        print!("{}", explain_retransmissions(dir, runs, &o.case, &o.cc));
     }
     if let Some(cmd) = interrupted {
         bail!(
@@ -1369,6 +1486,69 @@ mod tests {
         let fail = [outcome("A", "ccpd", "cubic", false)];
         let e = judge(&dir, &runs, &fail, 2, None).unwrap_err().to_string();
         assert!(e.contains("1 acceptance threshold(s) failed"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A failing retransmission threshold says where the flows' bursts
+    /// came and what our controller's telemetry said in them (from the
+    /// re-measuring directory when the kept run is there).
+    #[test]
+    fn a_retransmission_failure_explains_its_bursts() {
+        use crate::summary::{FlowSummary, RetransPeak};
+        let dir = std::env::temp_dir().join(format!("ccl-retx-{}", std::process::id()));
+        let tel = dir.join("again").join("telemetry");
+        std::fs::create_dir_all(&tel).unwrap();
+        let rec = |t_us: u64, cwnd: u32, loss_class: u32| {
+            format!(
+                "{{\"local\":\"10.77.1.1:5000\",\"t_us\":{t_us},\"phase\":\"CA\",\"mode\":3,\
+                 \"loss_class\":{loss_class},\"cwnd\":{cwnd},\"rtts_us\":79000,\
+                 \"rtt_min_us\":40000,\"rtt_max_us\":120000}}\n"
+            )
+        };
+        // run time 0 at t_us 1e9; the burst at 7.1 s
+        let text = [
+            rec(1_000_000_000, 10, 0),
+            rec(1_007_000_000, 300, 2),
+            rec(1_007_300_000, 310, 1),
+        ]
+        .concat();
+        std::fs::write(tel.join("c_ccpd_rep0.jsonl"), text).unwrap();
+        let peak = RetransPeak {
+            t_s: 7.1,
+            n: 335,
+            cwnd: 310,
+            cwnd_max: 700,
+            ca_state: 3,
+        };
+        let mut r = run("c", "ccpd", true);
+        r.flows = vec![
+            FlowSummary {
+                flow: 0,
+                cc: "ccpd".into(),
+                retransmits: 387,
+                retrans_peak: Some(peak),
+                ..Default::default()
+            },
+            FlowSummary {
+                flow: 1,
+                cc: "cubic".into(),
+                retransmits: 63,
+                ..Default::default()
+            },
+        ];
+        let e = explain_retransmissions(&dir, &[r], "c", "ccpd");
+        assert!(
+            e.contains("flow 0 ccpd: 387 retransmitted, 335 of them in 0.5 s from 7.10 s (cwnd 310, up to 700; ca_state 3)"),
+            "{e}"
+        );
+        assert!(e.contains("flow 1 cubic: 63 retransmitted\n"), "{e}");
+        // the two records in 6.9-7.6 s, from the again/ directory
+        assert!(e.contains("again/telemetry/c_ccpd_rep0.jsonl"), "{e}");
+        assert!(
+            e.contains("2 records, phase CA, mode 3, loss_class 2/1, cwnd 300-310, rtts 79-79 ms, rtt_min 40-40 ms, rtt_max 120-120 ms"),
+            "{e}"
+        );
+        assert_eq!(explain_retransmissions(&dir, &[], "c", "ccpd"), "");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -75,6 +75,58 @@ pub struct FlowSummary {
     /// (`rtt_ms` of a scenario's flow).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path_rtt_ms: Option<f64>,
+    /// Where most of the flow's retransmissions came: the
+    /// [`RETRANS_PEAK_S`] window with the most (none without any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retrans_peak: Option<RetransPeak>,
+}
+
+/// The window a flow's retransmission burst is counted over, s.
+pub const RETRANS_PEAK_S: f64 = 0.5;
+
+/// A flow's largest burst of retransmissions: `n` segments in the
+/// [`RETRANS_PEAK_S`] from `t_s` (run time), and its TCP_INFO there (the
+/// window when it began, the largest in it, its CA state then).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct RetransPeak {
+    pub t_s: f64,
+    pub n: u32,
+    pub cwnd: u32,
+    pub cwnd_max: u32,
+    pub ca_state: u8,
+}
+
+/// The [`RETRANS_PEAK_S`] window of `v` (one flow's samples in time order)
+/// whose retransmission count grew most; ties keep the first.
+pub fn retrans_peak(v: &[&FlowSample]) -> Option<RetransPeak> {
+    let mut best: Option<RetransPeak> = None;
+    let mut j = 0;
+    for (i, a) in v.iter().enumerate() {
+        // the retransmissions counted after sample i-1: from there
+        let before = if i == 0 { 0 } else { v[i - 1].total_retrans };
+        if a.total_retrans == before {
+            continue;
+        }
+        j = j.max(i);
+        while j + 1 < v.len() && v[j + 1].t < a.t + RETRANS_PEAK_S {
+            j += 1;
+        }
+        let n = v[j].total_retrans.saturating_sub(before);
+        if best.is_none_or(|b| n > b.n) {
+            best = Some(RetransPeak {
+                t_s: a.t,
+                n,
+                cwnd: if i == 0 { a.cwnd } else { v[i - 1].cwnd },
+                cwnd_max: v[i.saturating_sub(1)..=j]
+                    .iter()
+                    .map(|s| s.cwnd)
+                    .max()
+                    .unwrap_or(0),
+                ca_state: a.ca_state,
+            });
+        }
+    }
+    best
 }
 
 #[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
@@ -381,6 +433,7 @@ pub(crate) fn summarise(
             rtt_p95_ms: quantile(&mut rtts, 0.95),
             retransmits: v.last().map(|s| s.total_retrans).unwrap_or(0),
             path_rtt_ms: f.path_rtt_ms,
+            retrans_peak: retrans_peak(&v),
         });
     }
     // Jain's index over 1-s bins where every flow is active; a short-flow
@@ -685,6 +738,40 @@ mod tests {
         assert_eq!(r.cwnd_max_at.len(), 1);
         fill_from_samples(&mut r, &[], 0.0);
         assert_eq!((r.cwnd_max, r.cwnd_max_at.len()), (None, 0));
+    }
+
+    /// A flow's largest burst of retransmissions: the half second with the
+    /// most, from the sample where the count first grew, and the window
+    /// before it; none for a flow that retransmitted nothing.
+    #[test]
+    fn the_largest_retransmission_burst_is_found() {
+        let at = |t: f64, retx: u32, cwnd: u32| FlowSample {
+            cwnd,
+            ca_state: if retx > 0 { 3 } else { 0 },
+            ..sample(0, t, 0, retx)
+        };
+        let v = [
+            at(0.0, 0, 10),
+            at(0.4, 5, 600), // 5 at slow start's end ...
+            at(0.5, 5, 300),
+            at(7.0, 5, 310),
+            at(7.1, 40, 320), // ... 35 + 300 within 0.5 s of 7.1 s
+            at(7.3, 340, 700),
+            at(7.7, 345, 200),  // (0.6 s after 7.1: another window)
+            at(20.0, 400, 250), // 55 alone
+        ];
+        let r: Vec<&FlowSample> = v.iter().collect();
+        let p = retrans_peak(&r).unwrap();
+        assert_eq!(
+            (p.t_s, p.n, p.cwnd, p.cwnd_max, p.ca_state),
+            (7.1, 335, 310, 700, 3)
+        );
+        let quiet = [at(0.0, 0, 10), at(1.0, 0, 20)];
+        let r: Vec<&FlowSample> = quiet.iter().collect();
+        assert_eq!(retrans_peak(&r), None);
+        // a first sample that already counts some
+        let r = [&v[4]];
+        assert_eq!(retrans_peak(&r).map(|p| p.n), Some(40));
     }
 
     /// Slow start's overshoot (3,000 retransmissions by 3 s) is left out;
