@@ -219,6 +219,10 @@ CCL_CORE bool ctcp_probe(struct ctcp_round *r, const struct ccl_ctcp_plus_params
 		u32 rtt = r->rtt_us > r->base_rtt_us ? r->rtt_us : r->base_rtt_us;
 		u64 pipe = rtt ? (u64)r->swnd * r->base_rtt_us / rtt : r->swnd;
 
+		/* never below half the window, a loss's cut: a round RTT
+		 * from a cellular link's outage (686 ms on a 41-ms path)
+		 * made the pipe 2 segments of 29 */
+		pipe = ccl_max64(pipe, r->swnd / 2);
 		r->cwnd_l = pipe > 2 ? (u32)pipe : 2;
 		r->cwnd_l_frac = 0;
 		r->dwnd_q10 = 0;
@@ -698,10 +702,20 @@ CCL_CORE u32 ctcp_on_round(struct ctcp_plus *ca, const struct ccl_ctcp_plus_para
 		ctcp_rtt_max_update(&ca->rtt_max_us, &ca->rate_max, sent, rtt);
 	}
 	ca->grow_q10 = 0;
-	if (!(ca->flags & CTCP_F_ENABLED) || ca->cnt_rtt < p->min_samples ||
-	    in->snd_cwnd < in->snd_ssthresh || ca->cwnd_l < p->low_wnd ||
-	    ca->base_rtt_us == CCL_U32_MAX)
+	if (!(ca->flags & CTCP_F_ENABLED) || in->snd_cwnd < in->snd_ssthresh ||
+	    ca->cwnd_l < p->low_wnd || ca->base_rtt_us == CCL_U32_MAX)
 		return 0;
+	if (ca->cnt_rtt < p->min_samples) {
+		/* A round the rules cannot judge ends a probe (with no verdict)
+		 * and a cutting episode: rule (4) holds the loss window only
+		 * while the rules see the queue.  A probe that began at 2
+		 * segments never saw 3 samples in a round again (one delayed
+		 * ACK a round), and held the window at 2 for 7 s. */
+		ca->flags &= ~CTCP_F_PROBE;
+		if (ctcp_ep_cutting(ca->ep))
+			ca->ep = 0;
+		return 0;
+	}
 	r->win = p->win_mode ? sent : swnd;
 	r->base_rtt_us = ca->base_rtt_us;
 	r->gamma = ca->gamma;

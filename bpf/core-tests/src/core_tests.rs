@@ -1632,6 +1632,75 @@ fn ctcp_tube_moves_gamma_half_way_to_three_quarters_of_the_backlog() {
     assert_eq!(unsafe { intf::ctcp_tube(30, 100 << 10) }, 30, "ceiling 30");
 }
 
+/// A probe holds the pipe swnd baseRTT/RTT but never less than half the
+/// window: a round RTT from a cellular outage (686 ms on a 41-ms path) made
+/// it 2 segments of 29.  And a round with fewer than min_samples RTT
+/// samples, which the rules cannot judge, ends the probe and a cutting
+/// episode, so that the loss window grows again: at 2 segments (one
+/// delayed ACK a round) the probe never ended, rule (4) held the window at
+/// 2 for 7 s of the LTE trace.
+#[test]
+fn ctcp_plus_probe_at_an_outage_keeps_half_and_ends_unjudged() {
+    let p = ctcp_params(1);
+    let mut r = intf::ctcp_round {
+        win: 29,
+        swnd: 29,
+        rtt_us: 686_000,
+        base_rtt_us: 41_000,
+        rtt_max_us: 700_000,
+        round_min_us: 600_000,
+        gamma: 30,
+        cwnd_l: 29,
+        now_ms: 2_000,
+        slot: 0,
+        ..Default::default()
+    };
+    unsafe { intf::ctcp_round_update(&mut r, &p) };
+    assert_ne!(r.rule & intf::CCL_CTCP_PROBE, 0, "a new slot: a probe");
+    assert_eq!(r.cwnd_l, 14, "half of 29, not the 1.7-segment pipe");
+    // at the 60-ms RTT of a steady link the pipe is above half: the pipe
+    (r.rtt_us, r.probe, r.now_ms, r.cwnd_l) = (60_000, 0, 4_000, 300);
+    (r.swnd, r.win) = (300, 300);
+    unsafe { intf::ctcp_round_update(&mut r, &p) };
+    assert_eq!(r.cwnd_l, 205, "300 x 41 / 60");
+
+    // the flow state: in a probe at 2 segments, one sample a round
+    // (CTCP_F_PROBE: bits 4-5 of flags, the probe's rounds left)
+    const PROBE_2: u8 = 2 << 4;
+    let mut ca = intf::ctcp_plus::default();
+    unsafe { intf::ctcp_on_init(&mut ca, 2, 30, 0, 0) };
+    ca.base_rtt_us = 41_000;
+    ca.flags |= PROBE_2;
+    ca.cnt_rtt = 1;
+    let input = intf::ctcp_round_in {
+        snd_cwnd: 2,
+        snd_ssthresh: 2,
+        mss: 1448,
+        now_ms: 23_200,
+    };
+    let mut rr = intf::ctcp_round::default();
+    let ssth = unsafe { intf::ctcp_on_round(&mut ca, &p, &input, &mut rr) };
+    assert_eq!(ssth, 0);
+    assert_eq!(ca.flags & (3 << 4), 0, "the probe ended unjudged");
+    // ... and Reno's growth goes on: 2 segments ACKed at a window of 2
+    unsafe { intf::ctcp_on_ack(&mut ca, &p, 2, 2, 2, true) };
+    assert_eq!(ca.cwnd_l, 3);
+    // a cutting episode ends the same way
+    ca.ep = 2;
+    ca.cnt_rtt = 2;
+    unsafe { intf::ctcp_on_round(&mut ca, &p, &input, &mut rr) };
+    assert_eq!(ca.ep, 0);
+    // with 3 samples the rules judge the round as before
+    ca.flags |= PROBE_2;
+    (ca.cnt_rtt, ca.round_sum_us, ca.round_min_us) = (3, 3 * 45_000, 44_000);
+    unsafe { intf::ctcp_on_round(&mut ca, &p, &input, &mut rr) };
+    assert_ne!(
+        rr.rule & intf::CCL_CTCP_PROBE,
+        0,
+        "still probing: a round held"
+    );
+}
+
 /// A loss in a probe is judged with the window from before the probe (the
 /// queue that overflowed was that window's): 200 segments cut to a 100-segment
 /// pipe lose to 100, not 50.  Outside a probe, or with a probe window below
