@@ -1428,21 +1428,10 @@ fn shared_flow(p: &intf::ccl_ccpd_params) -> intf::ccpd {
     ca
 }
 
-/// ccpd_drain on an ACK in Open at `t_ms`, with capacity `c_sps` and the
-/// path's summed rate `path_sps`: (the window to hold, the rate a drain
-/// that began reported).
+/// ccpd_drain on an ACK in Open at `t_ms`, with capacity `c_sps`, the
+/// path's summed rate `path_sps` and the kernel's smoothed RTT `srtt_us`
+/// (0: none): (the window to hold, the rate a drain that began reported).
 fn drain_at(
-    ca: &mut intf::ccpd,
-    p: &intf::ccl_ccpd_params,
-    c_sps: u32,
-    t_ms: u32,
-    path_sps: u32,
-) -> (u32, u32) {
-    drain_at_srtt(ca, p, c_sps, t_ms, path_sps, 0)
-}
-
-/// [`drain_at`] with the kernel's smoothed RTT `srtt_us` on the ACK.
-fn drain_at_srtt(
     ca: &mut intf::ccpd,
     p: &intf::ccl_ccpd_params,
     c_sps: u32,
@@ -1490,7 +1479,8 @@ fn ccpd_drain_holds_the_pipe_share_and_detects_a_competitor() {
     let c = 8_333; // C: 3/4 of it is 6_250 segments/s
 
     // (the window to hold, the rate a drain that began reported)
-    let drain = |ca: &mut intf::ccpd, t_ms: u32, path_sps: u32| drain_at(ca, &p, c, t_ms, path_sps);
+    let drain =
+        |ca: &mut intf::ccpd, t_ms: u32, path_sps: u32| drain_at(ca, &p, c, t_ms, path_sps, 0);
     let sample = |ca: &mut intf::ccpd, rtt: i32, t_ms: u32| rtt_at(ca, &p, rtt, t_ms, 200);
     assert_eq!(
         drain(&mut ca, 1_000, 0),
@@ -1570,7 +1560,7 @@ fn ccpd_drain_in_a_capacity_dip_does_not_compete() {
     ca.rtts_q3 = 53_000 << 3;
     ca.w_q10 = 100 << 10;
     ca.e_valid = 1;
-    let drain = |ca: &mut intf::ccpd, t_ms: u32| drain_at(ca, &p, 8_333, t_ms, 0).0;
+    let drain = |ca: &mut intf::ccpd, t_ms: u32| drain_at(ca, &p, 8_333, t_ms, 0, 0).0;
     let sample = |ca: &mut intf::ccpd, rtt: i32, t_ms: u32| rtt_at(ca, &p, rtt, t_ms, 100);
     drain(&mut ca, 1_000);
     // the pipe share of 100 segments at 53 ms over 40
@@ -1605,16 +1595,16 @@ fn ccpd_drain_in_a_capacity_dip_does_not_compete() {
     ca.phase = intf::CCL_PHASE_CA as u8;
     ca.rtt_min_us = 40_000;
     ca.rtt_max_us = 80_000; // enter at a quarter of 40 ms
-    drain_at(&mut ca, &p, 8_333, 1_000, 0); // the slot
+    drain_at(&mut ca, &p, 8_333, 1_000, 0, 0); // the slot
     let mut cubic_drain = |t0: u32, srtt_us: u32| {
         ca.sh &= !(intf::CCPD_SH_COMP as u8);
         ca.rtts_q3 = 69_000 << 3;
         ca.w_q10 = 44 << 10;
-        assert!(drain_at_srtt(&mut ca, &p, 8_333, t0, 0, srtt_us).0 > 0);
+        assert!(drain_at(&mut ca, &p, 8_333, t0, 0, srtt_us).0 > 0);
         for (i, rtt) in [74_000, 72_500, 73_000].into_iter().enumerate() {
             sample(&mut ca, rtt, t0 + 50 + 50 * i as u32);
         }
-        assert_eq!(drain_at_srtt(&mut ca, &p, 8_333, t0 + 210, 0, srtt_us).0, 0);
+        assert_eq!(drain_at(&mut ca, &p, 8_333, t0 + 210, 0, srtt_us).0, 0);
         competing(&ca)
     };
     assert!(
