@@ -591,11 +591,9 @@ impl Measure<'_> {
         // attempt's rounds beside the first attempt's TCP_INFO when the
         // first was kept.)
         let telemetry = (!KERNEL_CCS.contains(&cc_name.as_str())).then(|| {
-            self.dir.join("telemetry").join(format!(
-                "{}_{}_rep{rep}.jsonl",
-                crate::plot::safe(&case.label),
-                crate::plot::safe(cc)
-            ))
+            self.dir
+                .join("telemetry")
+                .join(telemetry_name(&case.label, cc, rep))
         });
         let attempt_file = |n: u32| {
             telemetry
@@ -955,40 +953,54 @@ fn explain_retransmissions(dir: &Path, runs: &[RunSummary], case: &str, cc: &str
             out.push('\n');
         }
         // the telemetry of the run's attempt kept in this directory or in
-        // the re-measuring ones (the kept run may be either)
-        let name = format!(
-            "{}_{}_rep{}.jsonl",
-            crate::plot::safe(case),
-            crate::plot::safe(cc),
-            r.rep
-        );
-        let ours = r.flows.iter().filter(|f| f.cc == parse_cc(cc).0);
-        for (f, sub) in ours.flat_map(|f| ["", "again", "confirm"].map(|d| (f, d))) {
-            let Some(p) = f.retrans_peak else { continue };
+        // the re-measuring ones (the kept run may be either), each file
+        // read once for all our flows' bursts
+        let name = telemetry_name(case, cc, r.rep);
+        let peaks: Vec<(f64, f64)> = r
+            .flows
+            .iter()
+            .filter(|f| f.cc == parse_cc(cc).0)
+            .filter_map(|f| f.retrans_peak.map(|p| (f.start_s, p.t_s)))
+            .collect();
+        for sub in ["", "again", "confirm"] {
             let path = dir.join(sub).join("telemetry").join(&name);
-            if let Some(line) = telemetry_at(&path, f.start_s, p.t_s - 0.2, p.t_s + 0.5) {
-                let _ = writeln!(out, "    {}: {line}", path.display());
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            let recs: Vec<serde_json::Value> = text
+                .lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect();
+            for &(start_s, t_s) in &peaks {
+                if let Some(line) = telemetry_at(&recs, start_s, t_s - 0.2, t_s + 0.5) {
+                    let _ = writeln!(out, "    {}: {line}", path.display());
+                }
             }
         }
     }
     out
 }
 
-/// A summary of a telemetry file's records from `from` to `to` s of run
-/// time (the first record is taken at the flow's start, `start_s`): per
-/// flow, the phases, law modes and loss classes seen, and the window and
-/// RTT ranges.  None when the file is missing or has no record there.
-fn telemetry_at(path: &Path, start_s: f64, from: f64, to: f64) -> Option<String> {
+/// The telemetry file of `case`'s run `rep` of `cc` (one of our
+/// controllers) in a results directory's telemetry/.
+fn telemetry_name(case: &str, cc: &str, rep: u32) -> String {
+    format!(
+        "{}_{}_rep{rep}.jsonl",
+        crate::plot::safe(case),
+        crate::plot::safe(cc)
+    )
+}
+
+/// A summary of a telemetry file's records `recs` from `from` to `to` s of
+/// run time (the first record is taken at the flow's start, `start_s`):
+/// per flow, the phases, law modes and loss classes seen, and the window
+/// and RTT ranges.  None without a record there.
+fn telemetry_at(recs: &[serde_json::Value], start_s: f64, from: f64, to: f64) -> Option<String> {
     use std::collections::BTreeMap;
-    let text = std::fs::read_to_string(path).ok()?;
-    let recs: Vec<serde_json::Value> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
     let t0 = recs.first()?.get("t_us")?.as_f64()?;
     let num = |r: &serde_json::Value, k: &str| r.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);
     let mut by_flow: BTreeMap<String, Vec<&serde_json::Value>> = BTreeMap::new();
-    for r in &recs {
+    for r in recs {
         let t = start_s + (num(r, "t_us") - t0) / 1e6;
         if (from..=to).contains(&t) {
             let local = r.get("local").and_then(|v| v.as_str()).unwrap_or("?");
