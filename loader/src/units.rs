@@ -1,12 +1,12 @@
 //! Units of the command line and the config file: durations (`30s`,
-//! `500ms`, `10m`) and `watch --every`.  A leaf: `cli`, `config` and
+//! `500ms`, `1h 30m`: humantime's, or plain seconds) and `watch --every`.  A leaf: `cli`, `config` and
 //! `watch` read them.
 
 use std::time::Duration;
 
-/// `--duration`: seconds as a finite, positive number (no panic on -1, nan,
-/// inf or 1e300, which `Duration::from_secs_f64` rejects by panicking).
-pub fn parse_seconds(s: &str) -> Result<Duration, String> {
+/// Seconds as a finite, positive number (no panic on -1, nan, inf or
+/// 1e300, which `Duration::from_secs_f64` rejects by panicking).
+fn parse_seconds(s: &str) -> Result<Duration, String> {
     let v: f64 = s
         .parse()
         .map_err(|_| format!("`{s}` is not a number of seconds"))?;
@@ -43,24 +43,18 @@ pub fn parse_every(s: &str) -> Result<Every, String> {
     }
 }
 
-/// `5s`, `500ms`, `10m`, `1h` or plain seconds.
+/// A duration: humantime's (`5s`, `500ms`, `10m`, `1h 30m`, `2min`) or
+/// plain seconds (`2.5`); more than 0 and at most 1e9 s.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let (num, mult) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = s.strip_suffix('h') {
-        (n, 3600.0)
-    } else {
-        (s, 1.0)
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}`: want a duration such as 30s, 500ms, 10m"))?;
-    parse_seconds(&(v * mult).to_string()).map_err(|_| format!("`{s}`: must be > 0"))
+    if s.trim().parse::<f64>().is_ok() {
+        return parse_seconds(s.trim());
+    }
+    let d = humantime::parse_duration(s.trim())
+        .map_err(|e| format!("`{s}`: {e}; want a duration such as 30s, 500ms, 10m"))?;
+    if d.is_zero() || d > Duration::from_secs(1_000_000_000) {
+        return Err(format!("`{s}`: must be > 0 and at most 1e9 s"));
+    }
+    Ok(d)
 }
 
 #[cfg(test)]
@@ -75,6 +69,33 @@ mod tests {
         assert_eq!(parse_every("2s"), Ok(Every::Ms(2000)));
         for bad in ["", "x", "-1", "0ms", "61s", "1001", "5m", "4294967295s"] {
             assert!(parse_every(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn durations_take_units_or_plain_seconds() {
+        let ok =
+            |s: &str, ms: u64| assert_eq!(parse_duration(s), Ok(Duration::from_millis(ms)), "{s}");
+        ok("30s", 30_000);
+        ok("500ms", 500);
+        ok("10m", 600_000);
+        ok("1h 30m", 5_400_000);
+        ok("2min", 120_000);
+        ok("2.5", 2_500);
+        ok(" 7 ", 7_000);
+        for bad in [
+            "",
+            "x",
+            "-1",
+            "0",
+            "0s",
+            "nan",
+            "inf",
+            "1e300",
+            "5 parsecs",
+            "40000y",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
         }
     }
 }

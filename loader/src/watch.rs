@@ -16,7 +16,7 @@ use crate::bpf;
 use crate::intf;
 use crate::stream::{daemon_socket, lock_consumer, Deframer, FdWrap};
 use crate::telemetry::{write_fast, Event, FastFormat};
-use crate::units::{parse_every, parse_seconds, Every};
+use crate::units::{parse_duration, parse_every, Every};
 
 /// The fast path's output: records formatted in the ring callback.
 #[derive(Default)]
@@ -89,8 +89,8 @@ pub struct WatchArgs {
     /// Stop after N records.
     #[arg(long)]
     pub count: Option<u64>,
-    /// Stop after this many seconds (a finite number > 0).
-    #[arg(long, value_parser = parse_seconds)]
+    /// Stop after this long: `30s`, `5m`, `1h 30m`, or plain seconds.
+    #[arg(long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
     /// Describe every telemetry field with its unit, and exit (no root needed).
     #[arg(long)]
