@@ -13,7 +13,6 @@
 //! entries name one cgroup, the first in the file binds it.
 
 use std::collections::BTreeSet;
-use std::ffi::CString;
 use std::path::{Component, Path, PathBuf};
 
 use crate::cgroup::CgroupDir;
@@ -39,16 +38,22 @@ pub fn has_glob(p: &Path) -> bool {
     p.to_str().is_some_and(is_glob)
 }
 
-/// fnmatch(3) of one component.
-fn component_matches(pattern: &str, name: &str) -> bool {
-    let (Ok(p), Ok(n)) = (CString::new(pattern), CString::new(name)) else {
-        return false;
-    };
-    // SAFETY: two valid C strings.
-    unsafe { libc::fnmatch(p.as_ptr(), n.as_ptr(), libc::FNM_PATHNAME) == 0 }
+/// One component's wildcard, compiled (globset: `*`, `?`, `[...]`,
+/// `[!...]`; a `/` is never matched, components are matched one by one).
+fn component_glob(pattern: &str) -> Result<globset::GlobMatcher, globset::Error> {
+    Ok(globset::GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .build()?
+        .compile_matcher())
 }
 
-/// A wildcard is well formed (a `[` has its `]`).
+/// Does the wildcard `pattern` match the component `name`?  A malformed
+/// pattern (refused by [`check_pattern`] on load) matches nothing.
+fn component_matches(pattern: &str, name: &str) -> bool {
+    component_glob(pattern).is_ok_and(|g| g.is_match(name))
+}
+
+/// A wildcard is well formed (a `[` has its `]`, ...).
 pub fn check_pattern(p: &Path) -> Result<(), String> {
     if !p.is_absolute() {
         return Err(format!("{}: a cgroup path must be absolute", p.display()));
@@ -58,8 +63,10 @@ pub fn check_pattern(p: &Path) -> Result<(), String> {
         let Some(s) = c.to_str() else {
             return Err(format!("{}: not UTF-8", p.display()));
         };
-        if s.contains('[') && !s[s.find('[').unwrap()..].contains(']') {
-            return Err(format!("{}: `[` without `]` in `{s}`", p.display()));
+        if is_glob(s) {
+            if let Err(e) = component_glob(s) {
+                return Err(format!("{}: `{s}`: {}", p.display(), e.kind()));
+            }
         }
     }
     Ok(())
@@ -213,6 +220,11 @@ mod tests {
             rule("/a/b").matches(Path::new("/a/b")) && !rule("/a/b").matches(Path::new("/a/c"))
         );
         assert!(rule("/a/[bc]").matches(Path::new("/a/c")));
+        assert!(!rule("/a/[!bc]").matches(Path::new("/a/c")));
+        assert!(rule("/a/[!bc]").matches(Path::new("/a/d")));
+        assert!(rule("/a/?.scope").matches(Path::new("/a/1.scope")));
+        assert!(!rule("/a/?.scope").matches(Path::new("/a/12.scope")));
+        assert!(rule("/a/*").matches(Path::new("/a/.hidden")));
         assert!(has_glob(Path::new("/a/*")) && !has_glob(Path::new("/a/b")));
         assert!(check_pattern(Path::new("rel/x")).is_err());
         assert!(check_pattern(Path::new("/a/[b")).is_err());
