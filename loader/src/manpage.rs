@@ -86,6 +86,10 @@ pub fn ccload_sections() -> String {
                 "NOTIFY_SOCKET",
                 "Set by systemd for `Type=notify`: `serve` reports READY=1 and RELOADING=1.",
             ),
+            (
+                "WATCHDOG_USEC",
+                "Set by systemd for `WatchdogSec=`: `serve` sends WATCHDOG=1 from its event loop at half the period.",
+            ),
         ],
     );
     o += &section(

@@ -50,6 +50,8 @@ fn systemd_unit_verifies_and_is_hardened() {
         ("PrivateTmp", "yes"),
         ("ExecReload", "/bin/sh -c \"kill -HUP ${MAINPID}\""),
         ("Restart", "on-failure"),
+        // serve feeds it (tests/tests/serve.rs)
+        ("WatchdogSec", "30s"),
     ] {
         assert_eq!(get(k), Some(v), "{k}");
     }

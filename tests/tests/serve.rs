@@ -443,7 +443,8 @@ fn a_ring_held_by_a_watch_is_retried_not_fatal() {
 /// Under systemd (Type=notify) the daemon says READY=1 once it serves,
 /// RELOADING=1 then READY=1 around a SIGHUP, STOPPING=1 on SIGTERM; its log
 /// lines carry journald priorities only when stderr is the journal; `watch
-/// --socket` reads a daemon whose `[serve] socket` is not the default.
+/// --socket` reads a daemon whose `[serve] socket` is not the default; it
+/// feeds systemd's watchdog when WatchdogSec= asks.
 #[test]
 fn the_daemon_notifies_systemd_logs_levels_and_serves_a_custom_socket() {
     let _s = privileged!();
@@ -552,6 +553,38 @@ fn the_daemon_notifies_systemd_logs_levels_and_serves_a_custom_socket() {
         d.log.lock().unwrap()
     );
     assert!(d.stop().success());
+    // WatchdogSec=: fed from the event loop at half the period, after
+    // READY=1; not for a WATCHDOG_PID that is another process's.
+    let d = Daemon::start_env(
+        &cfg,
+        &[
+            ("NOTIFY_SOCKET", ns.to_str().unwrap()),
+            ("WATCHDOG_USEC", "400000"),
+        ],
+    );
+    assert!(msg().starts_with("READY=1"));
+    let t0 = std::time::Instant::now();
+    for _ in 0..3 {
+        assert_eq!(msg(), "WATCHDOG=1");
+    }
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    assert!(d.stop().success());
+    while msg() != "STOPPING=1" {}
+    let d = Daemon::start_env(
+        &cfg,
+        &[
+            ("NOTIFY_SOCKET", ns.to_str().unwrap()),
+            ("WATCHDOG_USEC", "400000"),
+            ("WATCHDOG_PID", "1"),
+        ],
+    );
+    assert!(msg().starts_with("READY=1"));
+    assert!(d.stop().success());
+    assert_eq!(
+        msg(),
+        "STOPPING=1",
+        "no WATCHDOG=1 for another process's watchdog"
+    );
 }
 
 /// `serve` runs a `[[rollouts]]` entry of its config: the harmful canary

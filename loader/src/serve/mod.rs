@@ -14,7 +14,8 @@
 //! - logs one line per event on stderr: with sd-daemon priority prefixes
 //!   under journald, with the level in words elsewhere ([`log`]); tells
 //!   systemd when it is ready, reloading and stopping ([`notify`],
-//!   `Type=notify`);
+//!   `Type=notify`), and feeds its watchdog from the event loop
+//!   (`WatchdogSec=`);
 //! - on SIGTERM/SIGINT keeps the kernel state, or removes it when the config
 //!   says `on_exit = "remove"`.
 //!
@@ -124,6 +125,9 @@ fn level_name(prio: u8) -> &'static str {
 
 /// Tell the service manager about our state (sd_notify(3)): a datagram on
 /// `$NOTIFY_SOCKET` when systemd (Type=notify) set it; nothing otherwise.
+/// Hand-written: the `sd-notify` crate (0.5) connects to the variable's
+/// value as a file path, and systemd also hands out abstract addresses
+/// (`@name`), which this sends to.
 fn notify(state: &str) {
     let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
         return;
@@ -142,6 +146,18 @@ fn notify(state: &str) {
     };
     if let Err(e) = sent {
         log(4, format!("sd_notify {state:?}: {e}"));
+    }
+}
+
+/// systemd's watchdog (`WatchdogSec=`): the period within which a
+/// `WATCHDOG=1` must come, from `WATCHDOG_USEC` when `WATCHDOG_PID` is
+/// unset or names this process `me` (sd_watchdog_enabled(3)).
+fn watchdog_period(usec: Option<&str>, pid: Option<&str>, me: u32) -> Option<Duration> {
+    let usec: u64 = usec?.trim().parse().ok().filter(|&u| u > 0)?;
+    match pid.map(|p| p.trim().parse::<u32>()) {
+        None => Some(Duration::from_micros(usec)),
+        Some(Ok(p)) if p == me => Some(Duration::from_micros(usec)),
+        Some(_) => None,
     }
 }
 
@@ -648,6 +664,14 @@ async fn main_loop(path: PathBuf, text: &str, st: Rc<State>, verbose: bool) -> R
     // `[[pods]]`: the node's pods, from the Kubernetes API.
     let mut podw = pods::PodWatch::new();
     podw.sync(&st.desired.borrow(), &st);
+    // The watchdog is fed from this loop, at half its period: a loop that
+    // hangs stops feeding it and systemd restarts the daemon.
+    let mut watchdog = watchdog_period(
+        std::env::var("WATCHDOG_USEC").ok().as_deref(),
+        std::env::var("WATCHDOG_PID").ok().as_deref(),
+        std::process::id(),
+    )
+    .map(|p| tokio::time::interval(p / 2));
     let mut unix_backoff = Duration::from_millis(10);
     loop {
         // SAFETY: the epoll fd belongs to `rings.rb`, which outlives `afd`
@@ -682,7 +706,14 @@ async fn main_loop(path: PathBuf, text: &str, st: Rc<State>, verbose: bool) -> R
                     tokio::time::sleep_until(retry_at).await
                 }
             };
+            let feed = async {
+                match watchdog.as_mut() {
+                    Some(i) => i.tick().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
+                _ = feed => notify("WATCHDOG=1"),
                 _ = term.recv() => return Ok(Exit::Signal("SIGTERM")),
                 _ = int.recv() => return Ok(Exit::Signal("SIGINT")),
                 _ = hup.recv() => break Some("SIGHUP"),
@@ -794,6 +825,26 @@ async fn main_loop(path: PathBuf, text: &str, st: Rc<State>, verbose: bool) -> R
         st.metrics.borrow_mut().rings_missing = rings.missing.clone();
         if reload.is_some() {
             notify("READY=1\nSTATUS=serving");
+        }
+    }
+}
+
+#[cfg(test)]
+mod watchdog_tests {
+    #[test]
+    fn the_watchdog_period_is_systemds_for_this_process_only() {
+        use std::time::Duration;
+        let p = super::watchdog_period;
+        assert_eq!(p(Some("30000000"), None, 7), Some(Duration::from_secs(30)));
+        assert_eq!(
+            p(Some("30000000"), Some("7"), 7),
+            Some(Duration::from_secs(30))
+        );
+        // set for another process (a parent's), or not at all, or nonsense
+        assert_eq!(p(Some("30000000"), Some("8"), 7), None);
+        assert_eq!(p(None, None, 7), None);
+        for bad in ["", "0", "-5", "x"] {
+            assert_eq!(p(Some(bad), None, 7), None, "{bad}");
         }
     }
 }
