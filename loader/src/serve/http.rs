@@ -23,7 +23,7 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 
-use super::{log, State};
+use super::State;
 
 /// Bounds on the metrics endpoint (`[serve]` `request_timeout_ms`,
 /// `max_connections`).
@@ -64,9 +64,10 @@ pub(super) async fn accept_loop(listener: tokio::net::TcpListener, st: Rc<State>
                     m.accept_errors
                 };
                 if backoff == Duration::from_millis(10) {
-                    log(
-                        4,
-                        format!("metrics accept failed ({e}); backing off (error {errs})"),
+                    tracing::warn!(
+                        error = %e,
+                        errors = errs,
+                        "metrics accept failed ({e}); backing off (error {errs})"
                     );
                 }
                 tokio::time::sleep(backoff).await;

@@ -12,7 +12,8 @@
 //!   algorithm x profile the telemetry record counts and histograms of RTT
 //!   and window (at most 4 x 16 label sets);
 //! - logs one line per event on stderr: with sd-daemon priority prefixes
-//!   under journald, with the level in words elsewhere ([`log`]); tells
+//!   under journald, with the level in words elsewhere, or JSON with the
+//!   events' fields ([`logging`], `tracing`); tells
 //!   systemd when it is ready, reloading and stopping ([`notify`],
 //!   `Type=notify`), and feeds its watchdog from the event loop
 //!   (`WatchdogSec=`);
@@ -51,6 +52,7 @@ mod cfgwatch;
 mod cgwatch;
 mod http;
 mod inotify;
+mod logging;
 mod metrics;
 mod pods;
 mod rollouts;
@@ -63,65 +65,6 @@ use metrics::Metrics;
 const SOCK_CACHE_TTL: Duration = Duration::from_secs(2);
 /// How often ring buffers that could not be opened are tried again.
 const RING_RETRY: Duration = Duration::from_secs(3);
-
-/// How the daemon's log lines look on stderr.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum LogFormat {
-    /// `ccload: info: ...` (a terminal, plain `kubectl logs`).
-    Text,
-    /// `<6>ccload: ...`: the sd-daemon priority prefix journald turns into
-    /// the entry's priority.
-    Journal,
-    /// One JSON object per line: {"ts": unix seconds, "level", "msg"}
-    /// (log collectors: Loki, Elasticsearch, Cloud Logging).
-    Json,
-}
-
-static LOG_FORMAT: std::sync::OnceLock<LogFormat> = std::sync::OnceLock::new();
-
-/// `ccload -j serve` or CCLOAD_LOG_FORMAT=json|journal|text choose; else
-/// journald's prefixes when systemd connected stderr to the journal
-/// (`JOURNAL_STREAM`), words otherwise.
-fn log_format(json_flag: bool) -> LogFormat {
-    match std::env::var("CCLOAD_LOG_FORMAT").as_deref() {
-        _ if json_flag => LogFormat::Json,
-        Ok("json") => LogFormat::Json,
-        Ok("journal") => LogFormat::Journal,
-        Ok("text") => LogFormat::Text,
-        _ if std::env::var_os("JOURNAL_STREAM").is_some() => LogFormat::Journal,
-        _ => LogFormat::Text,
-    }
-}
-
-/// One log line on stderr, in the chosen [`LogFormat`].
-fn log(prio: u8, msg: impl std::fmt::Display) {
-    match LOG_FORMAT.get_or_init(|| log_format(false)) {
-        LogFormat::Journal => eprintln!("<{prio}>ccload: {msg}"),
-        LogFormat::Text => eprintln!("ccload: {}: {msg}", level_name(prio)),
-        LogFormat::Json => {
-            let ts = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs_f64())
-                .unwrap_or(0.0);
-            let line = serde_json::json!({
-                "ts": (ts * 1000.0).round() / 1000.0,
-                "level": level_name(prio),
-                "msg": msg.to_string(),
-            });
-            eprintln!("{line}");
-        }
-    }
-}
-
-fn level_name(prio: u8) -> &'static str {
-    match prio {
-        0..=3 => "error",
-        4 => "warning",
-        5 => "notice",
-        6 => "info",
-        _ => "debug",
-    }
-}
 
 /// Tell the service manager about our state (sd_notify(3)): a datagram on
 /// `$NOTIFY_SOCKET` when systemd (Type=notify) set it; nothing otherwise.
@@ -145,7 +88,7 @@ fn notify(state: &str) {
         sock.send_to(state.as_bytes(), std::path::Path::new(&path))
     };
     if let Err(e) = sent {
-        log(4, format!("sd_notify {state:?}: {e}"));
+        tracing::warn!("sd_notify {state:?}: {e}");
     }
 }
 
@@ -209,8 +152,8 @@ impl State {
                 // A dump can take long on a busy host: off this thread.
                 match tokio::task::spawn_blocking(crate::diag::count_by_cc).await {
                     Ok(Ok(n)) => *c = (Some(Instant::now()), n),
-                    Ok(Err(e)) => log(4, format!("socket count: {e}")),
-                    Err(e) => log(4, format!("socket count: {e}")),
+                    Ok(Err(e)) => tracing::warn!("socket count: {e}"),
+                    Err(e) => tracing::warn!("socket count: {e}"),
                 }
             }
             c.1.clone()
@@ -220,7 +163,7 @@ impl State {
             .filter_map(|a| bpf::read_stats(a).ok().map(|s| (a, s)))
             .collect();
         let aggs = crate::agg::collect().unwrap_or_else(|e| {
-            log(4, format!("aggregates: {e:#}"));
+            tracing::warn!("aggregates: {e:#}");
             crate::agg::All {
                 algos: Vec::new(),
                 cgroups: Vec::new(),
@@ -296,16 +239,13 @@ fn upgrade_stale(verbose: bool) -> Result<(u64, u64)> {
             Ok(r) => {
                 ok += 1;
                 for l in r.lines(a) {
-                    log(5, l.trim());
+                    tracing::info!("{}", l.trim());
                 }
             }
             Err(e) => {
                 failed += 1;
-                log(
-                    3,
-                    format!(
-                        "{a}: in-place upgrade failed, the attached object keeps running: {e:#}"
-                    ),
+                tracing::error!(
+                    "{a}: in-place upgrade failed, the attached object keeps running: {e:#}"
                 );
             }
         }
@@ -330,7 +270,7 @@ fn apply(mut d: Desired, pods: Option<&[crate::pods::PodInfo]>, verbose: bool) -
                     ) =>
             {
                 tries += 1;
-                log(4, format!("{e}; waiting again"));
+                tracing::warn!("{e}; waiting again");
             }
             other => break other?,
         }
@@ -338,10 +278,10 @@ fn apply(mut d: Desired, pods: Option<&[crate::pods::PodInfo]>, verbose: bool) -
     let ids = crate::profiles::stabilise(&mut d)?;
     let plan = config::plan(&crate::config::with_pods(&d, pods))?;
     if plan.is_empty() {
-        log(6, "config: kernel already matches");
+        tracing::info!("config: kernel already matches");
     }
     for c in &plan {
-        log(6, format!("config: {c}"));
+        tracing::info!("config: {c}");
     }
     config::execute(&plan, verbose)?;
     crate::profiles::save(&ids)?;
@@ -398,7 +338,7 @@ fn reconcile_cgroups(st: &State, cgw: &mut cgwatch::CgroupWatch, verbose: bool) 
         let _lock = crate::lock::state()?;
         let plan = config::plan_cgroups(&d)?;
         for c in &plan {
-            log(6, format!("cgroups: {c}"));
+            tracing::info!("cgroups: {c}");
         }
         config::execute(&plan, verbose)?;
         Ok(plan
@@ -410,11 +350,11 @@ fn reconcile_cgroups(st: &State, cgw: &mut cgwatch::CgroupWatch, verbose: bool) 
         Ok(n) => st.metrics.borrow_mut().cgroup_binds += n,
         Err(e) => {
             st.metrics.borrow_mut().cgroup_errors += 1;
-            log(4, format!("cgroups: {e:#}"));
+            tracing::warn!("cgroups: {e:#}");
         }
     }
     if let Err(e) = cgw.rewatch(&d.cgroups) {
-        log(4, format!("cgroup watch: {e}"));
+        tracing::warn!("cgroup watch: {e}");
     }
 }
 
@@ -462,7 +402,7 @@ impl Rings {
     /// holds (or that vanished mid-reload) is logged and left for a retry.
     fn open(q: &Queue) -> Rings {
         Self::try_open(q).unwrap_or_else(|e| {
-            log(4, format!("telemetry not read, retrying: {e:#}"));
+            tracing::warn!("telemetry not read, retrying: {e:#}");
             Rings {
                 missing: bpf::attached(),
                 ..Rings::empty()
@@ -483,7 +423,7 @@ impl Rings {
                     maps.push(m);
                 }
                 Err(e) => {
-                    log(4, format!("{a} telemetry not read, retrying: {e:#}"));
+                    tracing::warn!("{a} telemetry not read, retrying: {e:#}");
                     missing.push(a);
                 }
             }
@@ -520,13 +460,13 @@ enum Exit {
 }
 
 pub fn run(config_path: &Path, verbose: bool, json_logs: bool) -> Result<()> {
-    let _ = LOG_FORMAT.set(log_format(json_logs));
+    logging::init(logging::log_format(json_logs));
     bpf::require_root()?;
     let text = config::read(config_path)?;
     let parsed = config::parse(config_path, &text)?;
     let (upgrades, upgrade_errors) = upgrade_stale(verbose)?;
     let desired = apply(parsed, None, verbose).context("initial config apply")?;
-    log(6, format!("applied {}", config_path.display()));
+    tracing::info!(config = %config_path.display(), "applied {}", config_path.display());
     let st = Rc::new(State::new(desired));
     st.metrics.borrow_mut().applies = 1;
     st.metrics.borrow_mut().upgrades = upgrades;
@@ -544,22 +484,22 @@ pub fn run(config_path: &Path, verbose: bool, json_logs: bool) -> Result<()> {
     let _ = std::fs::remove_file(&d.serve.socket);
     match res {
         Ok(Exit::Signal(sig)) => {
-            log(6, sig);
+            tracing::info!(signal = sig, "{sig}");
             notify("STOPPING=1");
             // A stop request aborts the rollouts: each is rolled back.
             st.rollouts.borrow_mut().stop_all();
             if d.serve.remove_on_exit {
                 let empty = config::parse(Path::new("<on_exit = remove>"), "")?;
                 apply(empty, None, verbose)?;
-                log(6, "exit: removed ccload's kernel state (on_exit = remove)");
+                tracing::info!("exit: removed ccload's kernel state (on_exit = remove)");
             } else {
-                log(6, "exit: kernel state kept (on_exit = keep)");
+                tracing::info!("exit: kernel state kept (on_exit = keep)");
             }
             Ok(())
         }
         Err(e) => {
             // Not a stop request: leave the kernel as it is.
-            log(3, format!("exit on error, kernel state kept: {e:#}"));
+            tracing::error!(error = %format!("{e:#}"), "exit on error, kernel state kept: {e:#}");
             Err(e)
         }
     }
@@ -629,10 +569,7 @@ async fn main_loop(path: PathBuf, text: &str, st: Rc<State>, verbose: bool) -> R
         .await
         .with_context(|| format!("metrics listener on {mlisten}"))?;
     // The bound address: a config may say port 0.
-    log(
-        6,
-        format!("metrics on http://{}/metrics", http.local_addr()?),
-    );
+    tracing::info!("metrics on http://{}/metrics", http.local_addr()?);
     if let Some(dir) = sock_path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("{}", dir.display()))?;
     }
@@ -644,10 +581,7 @@ async fn main_loop(path: PathBuf, text: &str, st: Rc<State>, verbose: bool) -> R
         std::os::unix::fs::PermissionsExt::from_mode(0o600),
     )
     .with_context(|| format!("{}", sock_path.display()))?;
-    log(
-        6,
-        format!("telemetry for `ccload watch` on {}", sock_path.display()),
-    );
+    tracing::info!("telemetry for `ccload watch` on {}", sock_path.display());
     tokio::task::spawn_local(http::accept_loop(http, st.clone(), limits));
     let (tx, _) = tokio::sync::broadcast::channel::<Rc<[u8]>>(16384);
     let q: Queue = Default::default();
@@ -659,7 +593,7 @@ async fn main_loop(path: PathBuf, text: &str, st: Rc<State>, verbose: bool) -> R
         .with_context(|| format!("watching {}", path.display()))?;
     let mut cgw = cgwatch::CgroupWatch::new();
     if let Err(e) = cgw.rewatch(&st.effective().cgroups) {
-        log(4, format!("cgroup watch: {e}"));
+        tracing::warn!("cgroup watch: {e}");
     }
     // `[[pods]]`: the node's pods, from the Kubernetes API.
     let mut podw = pods::PodWatch::new();
@@ -681,7 +615,7 @@ async fn main_loop(path: PathBuf, text: &str, st: Rc<State>, verbose: bool) -> R
         let afd = match reg {
             Some(Ok(a)) => Some(a),
             Some(Err(e)) => {
-                log(4, format!("ring buffer poll: {e}; retrying"));
+                tracing::warn!("ring buffer poll: {e}; retrying");
                 rings = Rings {
                     missing: bpf::attached(),
                     ..Rings::empty()
@@ -719,7 +653,7 @@ async fn main_loop(path: PathBuf, text: &str, st: Rc<State>, verbose: bool) -> R
                 _ = hup.recv() => break Some("SIGHUP"),
                 r = cgw.due() => {
                     if let Err(e) = r {
-                        log(4, format!("cgroup watch: {e}"));
+                        tracing::warn!("cgroup watch: {e}");
                     }
                     reconcile_cgroups(&st, &mut cgw, verbose);
                 }
@@ -728,12 +662,12 @@ async fn main_loop(path: PathBuf, text: &str, st: Rc<State>, verbose: bool) -> R
                     *st.pods.borrow_mut() = Some(list);
                     let sel = st.effective().cgroups.len() - st.desired.borrow().cgroups.len();
                     st.metrics.borrow_mut().pods_selected = Some(sel as u64);
-                    log(6, format!("pods: {n} on this node, {sel} selected"));
+                    tracing::info!("pods: {n} on this node, {sel} selected");
                     reconcile_cgroups(&st, &mut cgw, verbose);
                 }
                 r = cfgw.changed() => match r {
                     Ok(()) => break Some("config file changed"),
-                    Err(e) => log(4, format!("config watch: {e}")),
+                    Err(e) => tracing::warn!("config watch: {e}"),
                 },
                 _ = retry => break None,
                 r = readable => {
@@ -742,7 +676,7 @@ async fn main_loop(path: PathBuf, text: &str, st: Rc<State>, verbose: bool) -> R
                         // that lands meanwhile wakes the next poll.
                         Ok(Some(mut g)) => g.clear_ready(),
                         Ok(None) => {}
-                        Err(e) => log(4, format!("ring buffer poll: {e}")),
+                        Err(e) => tracing::warn!("ring buffer poll: {e}"),
                     }
                 }
                 c = unix.accept() => match c {
@@ -752,7 +686,7 @@ async fn main_loop(path: PathBuf, text: &str, st: Rc<State>, verbose: bool) -> R
                     }
                     Err(e) => {
                         st.metrics.borrow_mut().accept_errors += 1;
-                        log(4, format!("telemetry accept failed ({e}); backing off"));
+                        tracing::warn!("telemetry accept failed ({e}); backing off");
                         tokio::time::sleep(unix_backoff).await;
                         unix_backoff = (unix_backoff * 2).min(Duration::from_secs(1));
                     }
@@ -764,9 +698,8 @@ async fn main_loop(path: PathBuf, text: &str, st: Rc<State>, verbose: bool) -> R
             if checked.elapsed() >= Duration::from_secs(1) {
                 checked = std::time::Instant::now();
                 if rings.stale() {
-                    log(
-                        6,
-                        "telemetry rings changed (attach, detach or upgrade): reopening",
+                    tracing::info!(
+                        "telemetry rings changed (attach, detach or upgrade): reopening"
                     );
                     break None;
                 }
@@ -775,7 +708,7 @@ async fn main_loop(path: PathBuf, text: &str, st: Rc<State>, verbose: bool) -> R
             // (ccl_event_submit()): whatever woke this loop, drain the ring.
             if let Some(rb) = &rings.rb {
                 if let Err(e) = rb.consume() {
-                    log(4, format!("ring buffer: {e}"));
+                    tracing::warn!("ring buffer: {e}");
                 }
             }
             let batch = std::mem::take(&mut *q.borrow_mut());
@@ -793,7 +726,7 @@ async fn main_loop(path: PathBuf, text: &str, st: Rc<State>, verbose: bool) -> R
         // Release the consumer locks before applying (and re-locking).
         drop(std::mem::replace(&mut rings, Rings::empty()));
         if let Some(why) = reload {
-            log(6, format!("{why}: reloading {}", path.display()));
+            tracing::info!(config = %path.display(), why, "{why}: reloading {}", path.display());
             let text = config::read(&path);
             cfgw.loaded(text.as_deref().ok());
             notify(&format!("RELOADING=1\nMONOTONIC_USEC={}", monotonic_usec()));
@@ -807,17 +740,14 @@ async fn main_loop(path: PathBuf, text: &str, st: Rc<State>, verbose: bool) -> R
                     podw.sync(&d, &st);
                     *st.desired.borrow_mut() = d;
                     if let Err(e) = cgw.rewatch(&st.effective().cgroups) {
-                        log(4, format!("cgroup watch: {e}"));
+                        tracing::warn!("cgroup watch: {e}");
                     }
                     st.metrics.borrow_mut().applies += 1;
-                    log(6, "reload applied");
+                    tracing::info!("reload applied");
                 }
                 Err(e) => {
                     st.metrics.borrow_mut().apply_errors += 1;
-                    log(
-                        3,
-                        format!("reload failed, keeping the running state: {e:#}"),
-                    );
+                    tracing::error!(error = %format!("{e:#}"), "reload failed, keeping the running state: {e:#}");
                 }
             }
         }

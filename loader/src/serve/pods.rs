@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::{watcher, WatchStreamExt};
 use tokio::sync::mpsc;
 
-use super::{log, State};
+use super::State;
 use crate::config::Desired;
 use crate::pods::PodInfo;
 
@@ -86,10 +86,7 @@ async fn watch(node: String, tx: mpsc::UnboundedSender<Vec<PodInfo>>, st: Rc<Sta
             Ok(c) => break c,
             Err(e) => {
                 st.metrics.borrow_mut().pod_watch_errors += 1;
-                log(
-                    4,
-                    format!("pods: no Kubernetes API client ({e}); trying again in 10 s"),
-                );
+                tracing::warn!(error = %e, "pods: no Kubernetes API client ({e}); trying again in 10 s");
                 tokio::time::sleep(Duration::from_secs(10)).await;
             }
         }
@@ -100,7 +97,7 @@ async fn watch(node: String, tx: mpsc::UnboundedSender<Vec<PodInfo>>, st: Rc<Sta
     let mut pods: BTreeMap<String, PodInfo> = BTreeMap::new();
     let mut listing: BTreeMap<String, PodInfo> = BTreeMap::new();
     let mut sent: Option<BTreeMap<String, PodInfo>> = None;
-    log(6, format!("pods: watching the pods of node {node}"));
+    tracing::info!(node = %node, "pods: watching the pods of node {node}");
     while let Some(ev) = events.next().await {
         match ev {
             Ok(watcher::Event::Init) => listing.clear(),
@@ -122,7 +119,7 @@ async fn watch(node: String, tx: mpsc::UnboundedSender<Vec<PodInfo>>, st: Rc<Sta
             }
             Err(e) => {
                 st.metrics.borrow_mut().pod_watch_errors += 1;
-                log(4, format!("pods: watch: {e}"));
+                tracing::warn!(error = %e, "pods: watch: {e}");
                 continue;
             }
         }

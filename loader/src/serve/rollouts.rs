@@ -202,15 +202,14 @@ fn run_one(o: Opts, status: Arc<Mutex<BTreeMap<PathBuf, Status>>>, stop: Arc<Ato
     let st = match rollout::start(&o) {
         Ok(st) => st,
         Err(e) => {
-            super::log(3, format!("rollout on {}: {e:#}", o.canary.display()));
+            tracing::error!(canary = %o.canary.display(), error = %format!("{e:#}"),
+                "rollout on {}: {e:#}", o.canary.display());
             set(&|s| s.state = "failed");
             return;
         }
     };
-    super::log(
-        6,
-        format!("rollout of {} on {} started", o.algo, o.canary.display()),
-    );
+    tracing::info!(algo = %o.algo, canary = %o.canary.display(),
+        "rollout of {} on {} started", o.algo, o.canary.display());
     let end = rollout::run(
         &o,
         &st,
@@ -220,15 +219,8 @@ fn run_one(o: Opts, status: Arc<Mutex<BTreeMap<PathBuf, Status>>>, stop: Arc<Ato
                 .iter()
                 .filter_map(|c| c.value.map(|v| (c.guard.clone(), v)))
                 .collect();
-            super::log(
-                6,
-                format!(
-                    "rollout on {}: interval {}: {}",
-                    o.canary.display(),
-                    i.n,
-                    i.verdict
-                ),
-            );
+            tracing::info!(canary = %o.canary.display(), interval = i.n, verdict = %i.verdict,
+                "rollout on {}: interval {}: {}", o.canary.display(), i.n, i.verdict);
             set(&|s| {
                 s.intervals = i.n;
                 s.failing = i.failing_in_a_row;
@@ -245,14 +237,16 @@ fn run_one(o: Opts, status: Arc<Mutex<BTreeMap<PathBuf, Status>>>, stop: Arc<Ato
         Ok(End::Aborted) => "aborted",
         Ok(End::Promoted) => "promoted",
         Err(e) => {
-            super::log(3, format!("rollout on {}: {e:#}", o.canary.display()));
+            tracing::error!(canary = %o.canary.display(), error = %format!("{e:#}"),
+                "rollout on {}: {e:#}", o.canary.display());
             let _ = rollout::rollback(&st);
             "failed"
         }
     };
-    super::log(
-        if state == "done" { 6 } else { 4 },
-        format!("rollout on {}: {state}", o.canary.display()),
-    );
+    if state == "done" {
+        tracing::info!(canary = %o.canary.display(), state, "rollout on {}: {state}", o.canary.display());
+    } else {
+        tracing::warn!(canary = %o.canary.display(), state, "rollout on {}: {state}", o.canary.display());
+    }
     set(&|s| s.state = state);
 }
