@@ -362,9 +362,10 @@ type Queue = Rc<RefCell<Vec<Vec<u8>>>>;
 
 /// The ring buffers of the attached controllers the daemon could lock.
 ///
-/// The ring buffer reads maps it does not own; they live beside it in a
-/// heap slice that is never moved, and `rb` is declared first so that it is
-/// dropped first. A reload drops the whole struct: no fd outlives it.
+/// The ring buffer reads maps whose fds live beside it, and `rb` is
+/// declared first so that it is freed (its rings unmapped, its epoll
+/// closed) before those fds close. A reload drops the whole struct: no fd
+/// outlives it.
 struct Rings {
     rb: Option<libbpf_rs::RingBuffer<'static>>,
     _maps: Box<[MapHandle]>,
@@ -429,23 +430,24 @@ impl Rings {
             }
         }
         let maps = maps.into_boxed_slice();
-        // SAFETY: the slice's heap storage is never moved or mutated while
-        // `rb` exists, and `rb` is dropped before it (field order).
-        let refs: &'static [MapHandle] = unsafe { &*(&*maps as *const [MapHandle]) };
+        // The built ring buffer borrows only its callbacks ('static: each
+        // owns a clone of `q`), not the maps: libbpf has mmapped each ring
+        // and registered its fd with epoll by then.
         let mut b = RingBufferBuilder::new();
-        for m in refs {
+        for m in maps.iter() {
             let q = q.clone();
             b.add(m, move |data: &[u8]| {
                 q.borrow_mut().push(data.to_vec());
                 0
             })?;
         }
+        let rb = if maps.is_empty() {
+            None
+        } else {
+            Some(b.build()?)
+        };
         Ok(Rings {
-            rb: if refs.is_empty() {
-                None
-            } else {
-                Some(b.build()?)
-            },
+            rb,
             _maps: maps,
             _locks: locks,
             missing,
