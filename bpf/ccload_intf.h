@@ -115,7 +115,7 @@ enum ccl_phase {
  * `--set cli_name=value`; the stored value is round(value * scale), so
  * `kp=2` stores kp_q10 = 2048.  default/min/max are stored (raw) values.
  * The same table generates: the params structs below, the BPF clamps and
- * fallback defaults (ccload.bpf.h), and the descriptor arrays that the Rust
+ * fallback defaults (ccl_params in ccload_maps.bpf.h), and the descriptor arrays that the Rust
  * loader validates against (bpf/core/host_core.c -> bindgen).
  * ------------------------------------------------------------------------- */
 
@@ -489,7 +489,6 @@ struct ccl_agg_desc {
 	const char *help;
 };
 
-/* One entry, pinned with each attached algorithm: what `detach` must restore. */
 /* Per-socket binding written by the cgroup sock_ops program (bpf/cgroup.bpf.c)
  * into the shared socket-storage map pinned at <pin root>/sk_profile; the
  * controllers read `profile` to pick their tunables. */
@@ -518,7 +517,8 @@ enum ccl_cg_stat {
  * What ccload records about an attachment (`meta` map, one entry).  It only
  * grows at its end: a ccload reads another release's entry as the prefix
  * they share (loader/src/layout.rs), and the params by the field names
- * recorded here.
+ * recorded here.  One entry, pinned with each attached algorithm: it also
+ * holds what `detach` must restore.
  */
 struct ccl_meta {
 	char prev_default[CCL_NAME_MAX]; /* default CC replaced by --default, "" = none */

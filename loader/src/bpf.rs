@@ -46,7 +46,7 @@ impl Swept {
 /// Where ccload pins its objects.
 pub const PIN_ROOT: &str = "/sys/fs/bpf/ccload";
 
-/// The maps every controller object has (see bpf/ccload.bpf.h).
+/// The maps every controller object has (see bpf/ccload_maps.bpf.h).
 pub const MAPS: [&str; 5] = ["params", "stats", "events", "meta", "agg"];
 
 /// The lock file a `watch` (or the daemon) holds while it consumes

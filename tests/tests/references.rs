@@ -1,7 +1,8 @@
 //! What the repository's code and documents point at is in the
 //! repository: every path written as `docs/...`, `bpf/...`, `loader/...`
 //! (and the other top-level directories) exists, every relative Markdown
-//! link resolves, and nothing cites a document the repository does not
+//! link resolves, a name cited with its file (`` `name` in path ``) is
+//! in that file, and nothing cites a document the repository does not
 //! hold (the project's issue tracker, its specification).  The dated record
 //! (`docs/notebook/`) and the stored lab results (`docs/grid/`) are history
 //! and are not read.
@@ -84,12 +85,50 @@ fn md_links(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// Names cited with the file they are in: "`NAME` in PATH", "`NAME()` in
+/// `PATH`", "`NAME` (PATH": (NAME without its `()` and path prefix, PATH).
+fn cited_names(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (i, _) in text.match_indices('`') {
+        let rest = &text[i + 1..];
+        let Some(end) = rest.find('`') else { break };
+        let name = &rest[..end];
+        let ident = name.trim_end_matches("()");
+        let ident = ident.rsplit("::").next().unwrap_or(ident);
+        if ident.is_empty() || !ident.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            continue;
+        }
+        let after = &rest[end + 1..];
+        let Some(tail) = after
+            .strip_prefix(" in ")
+            .or_else(|| after.strip_prefix(" ("))
+            .map(|t| t.trim_start_matches('`'))
+        else {
+            continue;
+        };
+        if let Some(p) = repo_paths(tail).into_iter().find(|p| tail.starts_with(p)) {
+            out.push((ident.to_string(), p));
+        }
+    }
+    out
+}
+
 #[test]
 fn the_checker_reads_paths_and_links() {
     let t = "see docs/lab.md, loader/src/bpf.rs. /usr/share/doc/ccload and \
              <bpf/bpf_helpers.h>; bpf/core/*_core.h; [a](choosing.md#x) [b](https://x)";
     assert_eq!(repo_paths(t), ["docs/lab.md", "loader/src/bpf.rs"]);
     assert_eq!(md_links(t), ["choosing.md"]);
+    let t = "`serial()` in tests/src/lib.rs, `CCL_ALGOS` (bpf/ccload_intf.h), \
+             `x::y` in `loader/src/bpf.rs`; `z` is in docs/lab.md, `q` in the docs";
+    assert_eq!(
+        cited_names(t),
+        [
+            ("serial".to_string(), "tests/src/lib.rs".to_string()),
+            ("CCL_ALGOS".into(), "bpf/ccload_intf.h".into()),
+            ("y".into(), "loader/src/bpf.rs".into()),
+        ]
+    );
 }
 
 #[test]
@@ -103,6 +142,13 @@ fn what_the_repository_points_at_is_in_it() {
         for p in repo_paths(&text) {
             if !NOT_FILES.contains(&p.as_str()) && !root.join(&p).exists() {
                 missing.push(format!("{}: {p}", f.display()));
+            }
+        }
+        // a name cited with its file is defined (or at least named) there
+        for (name, p) in cited_names(&text) {
+            let there = std::fs::read_to_string(root.join(&p)).unwrap_or_default();
+            if !NOT_FILES.contains(&p.as_str()) && !there.contains(&name) {
+                missing.push(format!("{}: `{name}` is not in {p}", f.display()));
             }
         }
         if f.extension().is_some_and(|e| e == "md") {
