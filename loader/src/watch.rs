@@ -13,10 +13,11 @@ use tokio::io::unix::AsyncFd;
 
 use crate::algos::Algo;
 use crate::bpf;
+use crate::cli::{WatchArgs, WatchFormat as Format};
 use crate::intf;
 use crate::stream::{daemon_socket, lock_consumer, Deframer, FdWrap};
 use crate::telemetry::{write_fast, Event, FastFormat};
-use crate::units::{parse_duration, parse_every, Every};
+use crate::units::Every;
 
 /// The fast path's output: records formatted in the ring callback.
 #[derive(Default)]
@@ -57,55 +58,6 @@ impl FastOut {
             self.seen += 1;
         }
     }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    Table,
-    Json,
-    Csv,
-}
-
-/// `ccload watch` options, passed whole to the watch loop.
-#[derive(clap::Args, Debug, Clone)]
-pub struct WatchArgs {
-    /// Only this algorithm (default: every attached one).
-    #[arg(long, value_enum)]
-    pub algo: Option<Algo>,
-    /// Only the flow with this local or remote ADDR:PORT (0.0.0.0:PORT = any address).
-    #[arg(long)]
-    pub flow: Option<std::net::SocketAddr>,
-    /// Only the socket with this cookie.
-    #[arg(long)]
-    pub cookie: Option<u64>,
-    /// Output format (default: table on a terminal, JSON lines otherwise).
-    #[arg(long, value_enum)]
-    pub format: Option<Format>,
-    /// Per-flow sampling, set in the kernel for the watch's duration: N
-    /// rounds per record (0 = off), or `10ms` / `1s` for at most one record
-    /// per flow per interval (for servers with many flows).
-    #[arg(long, value_parser = parse_every)]
-    pub every: Option<Every>,
-    /// Stop after N records.
-    #[arg(long)]
-    pub count: Option<u64>,
-    /// Stop after this long: `30s`, `5m`, `1h 30m`, or plain seconds.
-    #[arg(long, value_parser = parse_duration)]
-    pub duration: Option<Duration>,
-    /// Describe every telemetry field with its unit, and exit (no root needed).
-    #[arg(long)]
-    pub help_fields: bool,
-    /// Table: every field, raw (the default is a compact view in human units).
-    #[arg(long, conflicts_with = "columns")]
-    pub wide: bool,
-    /// Table: these fields, raw, by the names of `--help-fields` or the
-    /// record header (cwnd, srtt_us, round, ...), comma-separated.
-    #[arg(long)]
-    pub columns: Option<String>,
-    /// The daemon's telemetry socket, read when `ccload serve` owns the ring
-    /// buffers (its config's `[serve] socket`).
-    #[arg(long, default_value = crate::config::DEFAULT_SOCKET)]
-    pub socket: std::path::PathBuf,
 }
 
 pub struct WatchOpts {

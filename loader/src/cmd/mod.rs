@@ -65,7 +65,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Cmd::Watch(a) if a.help_fields => watch::help_fields(a.algo, out),
         Cmd::Watch(mut args) => {
             if out.json && args.format.is_none() {
-                args.format = Some(crate::watch::Format::Json);
+                args.format = Some(crate::cli::WatchFormat::Json);
             }
             watch::run(crate::watch::WatchOpts {
                 algos: watch::algos(args.algo)?,
