@@ -196,6 +196,15 @@ CCL_CORE bool ctcp_probe(struct ctcp_round *r, const struct ccl_ctcp_plus_params
 			r->cwnd_l = r->probe_w + grown;
 			r->cwnd_l_frac = 0;
 			r->dwnd_q10 = 0;
+		} else if (!r->comp && p->probe_keep) {
+			/* probe_keep: alone (or among ctcp_plus flows), the
+			 * queue Compound keeps, gamma, comes back at once,
+			 * at most what the probe drained */
+			u32 w = r->cwnd_l + (r->dwnd_q10 >> 10);
+			u32 q = r->probe_w > w ? r->probe_w - w : 0;
+
+			q = q < r->gamma ? q : r->gamma;
+			r->dwnd_q10 += q << 10;
 		}
 		return true;
 	}
