@@ -66,6 +66,84 @@ pub struct PathSpec {
 }
 
 impl Grid {
+    /// Rates the link can carry, a veth link's limits, trace names, the
+    /// paths' RTTs and buffers, loss probabilities.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        let g = self;
+        let rate_ok = |r: f64| {
+            if g.veth {
+                (0.0..=VETH_MAX_MBIT).contains(&r)
+            } else {
+                r > 0.0 && r <= DELAY_LINE_MAX_MBIT
+            }
+        };
+        anyhow::ensure!(
+            g.rates_mbit.iter().all(|&r| rate_ok(r)) && rate_ok(g.rate_mbit),
+            "{}",
+            if g.veth {
+                format!("a veth link's rates: 0 (unlimited) to {VETH_MAX_MBIT} Mbit/s")
+            } else {
+                format!(
+                    "rates must be in (0, {DELAY_LINE_MAX_MBIT}] Mbit/s: the delay line is \
+                     measured up to that (a veth link, `veth = true`, runs past it)"
+                )
+            }
+        );
+        if g.veth {
+            anyhow::ensure!(
+                g.rtt_ms == [0.0] && !g.paired_loss && g.buffer_bdp.is_empty(),
+                "a veth link has no delay line: rtt_ms = [0] (the hosts' own RTT), buffers in \
+                 buffer_pkts, no paired_loss"
+            );
+        } else {
+            anyhow::ensure!(
+                g.offloads.iter().all(|&o| !o),
+                "offloads = [true] needs a veth link: through the delay line's TUN devices a \
+                 queue of 64-KiB GSO packets is not the buffer it says"
+            );
+        }
+        for t in &g.traces {
+            t.validate()?;
+            anyhow::ensure!(
+                !g.veth,
+                "trace {}: a trace-driven link needs the delay line, not a veth pair",
+                t.name
+            );
+            anyhow::ensure!(
+                g.traces.iter().filter(|o| o.name == t.name).count() == 1,
+                "two traces named {}",
+                t.name
+            );
+        }
+        if g.paths.is_empty() {
+            anyhow::ensure!(
+                !g.rtt_ms.is_empty() && g.rtt_ms.iter().all(|&r| (0.0..=1000.0).contains(&r)),
+                "rtt_ms: 0..1000 ms"
+            );
+            anyhow::ensure!(
+                g.buffer_bdp.is_empty() != g.buffer_pkts.is_empty(),
+                "give exactly one of buffer_bdp, buffer_pkts"
+            );
+        } else {
+            anyhow::ensure!(
+                g.rtt_ms.is_empty() && g.buffer_bdp.is_empty() && g.buffer_pkts.is_empty(),
+                "[[grid.paths]] replaces rtt_ms, buffer_bdp and buffer_pkts: give it alone"
+            );
+            for p in &g.paths {
+                anyhow::ensure!(
+                    (0.0..=1000.0).contains(&p.rtt_ms)
+                        && p.buffer_bdp.is_some() != p.buffer_pkts.is_some(),
+                    "path {p:?}: rtt_ms in 0..1000 ms and exactly one of buffer_bdp, buffer_pkts"
+                );
+            }
+        }
+        anyhow::ensure!(
+            g.loss.iter().all(|&p| (0.0..0.5).contains(&p)),
+            "loss: probability in [0, 0.5)"
+        );
+        Ok(())
+    }
+
     /// Every (RTT, buffer) of the grid, in case order: its paths, or every
     /// RTT with every buffer (validation leaves one of buffer_bdp and
     /// buffer_pkts empty).

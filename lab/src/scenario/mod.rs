@@ -224,52 +224,24 @@ impl Scenario {
     }
 
     pub fn validate(&self) -> anyhow::Result<()> {
-        let g = &self.grid;
-        let rate_ok = |r: f64| {
-            if g.veth {
-                (0.0..=VETH_MAX_MBIT).contains(&r)
-            } else {
-                r > 0.0 && r <= DELAY_LINE_MAX_MBIT
-            }
-        };
         anyhow::ensure!(
-            g.rates_mbit.iter().all(|&r| rate_ok(r)) && rate_ok(g.rate_mbit),
-            "{}",
-            if g.veth {
-                format!("a veth link's rates: 0 (unlimited) to {VETH_MAX_MBIT} Mbit/s")
-            } else {
-                format!(
-                    "rates must be in (0, {DELAY_LINE_MAX_MBIT}] Mbit/s: the delay line is \
-                     measured up to that (a veth link, `veth = true`, runs past it)"
-                )
-            }
+            !self.ccs.is_empty() && !self.flows.is_empty(),
+            "ccs and flows must not be empty"
         );
-        if g.veth {
-            anyhow::ensure!(
-                g.rtt_ms == [0.0] && !g.paired_loss && g.buffer_bdp.is_empty(),
-                "a veth link has no delay line: rtt_ms = [0] (the hosts' own RTT), buffers in \
-                 buffer_pkts, no paired_loss"
-            );
-        } else {
-            anyhow::ensure!(
-                g.offloads.iter().all(|&o| !o),
-                "offloads = [true] needs a veth link: through the delay line's TUN devices a \
-                 queue of 64-KiB GSO packets is not the buffer it says"
-            );
-        }
-        for t in &g.traces {
-            t.validate()?;
-            anyhow::ensure!(
-                !g.veth,
-                "trace {}: a trace-driven link needs the delay line, not a veth pair",
-                t.name
-            );
-            anyhow::ensure!(
-                g.traces.iter().filter(|o| o.name == t.name).count() == 1,
-                "two traces named {}",
-                t.name
-            );
-        }
+        anyhow::ensure!(
+            self.duration_s > self.warmup_s && self.repetitions >= 1,
+            "duration_s > warmup_s, repetitions >= 1"
+        );
+        self.grid.validate()?;
+        self.validate_flows()?;
+        self.validate_cells()?;
+        self.validate_checks()
+    }
+
+    /// Every flow, of `flows` and of the mixes: its start, its own RTT,
+    /// its sender; every mix: its name, its `$cc`, its arrivals.
+    fn validate_flows(&self) -> anyhow::Result<()> {
+        let g = &self.grid;
         let all_flows = self
             .flows
             .iter()
@@ -283,75 +255,6 @@ impl Scenario {
                 f.cc
             );
         }
-        for c in &self.checks {
-            for n in &c.trace {
-                anyhow::ensure!(
-                    g.traces.iter().any(|t| &t.name == n),
-                    "check on {}: no trace named {n}",
-                    c.cc
-                );
-            }
-        }
-        let labels: Vec<String> = self.cases().into_iter().map(|c| c.label).collect();
-        for c in &self.cells {
-            anyhow::ensure!(
-                labels.contains(&c.case),
-                "cell `{}` is not a case of the grid ({})",
-                c.case,
-                labels.join(", ")
-            );
-            anyhow::ensure!(
-                c.ccs.iter().all(|x| self.ccs.contains(x)),
-                "cell `{}`: its ccs must be listed in ccs",
-                c.case
-            );
-            anyhow::ensure!(
-                c.repetitions.is_none_or(|n| n >= 1),
-                "cell `{}`: repetitions >= 1",
-                c.case
-            );
-        }
-        for c in &self.checks {
-            anyhow::ensure!(
-                self.ccs.contains(&c.cc) && c.against.as_ref().is_none_or(|a| self.ccs.contains(a)),
-                "check on `{}`: cc and against must be listed in ccs",
-                c.cc
-            );
-        }
-        if g.paths.is_empty() {
-            anyhow::ensure!(
-                !g.rtt_ms.is_empty() && g.rtt_ms.iter().all(|&r| (0.0..=1000.0).contains(&r)),
-                "rtt_ms: 0..1000 ms"
-            );
-            anyhow::ensure!(
-                g.buffer_bdp.is_empty() != g.buffer_pkts.is_empty(),
-                "give exactly one of buffer_bdp, buffer_pkts"
-            );
-        } else {
-            anyhow::ensure!(
-                g.rtt_ms.is_empty() && g.buffer_bdp.is_empty() && g.buffer_pkts.is_empty(),
-                "[[grid.paths]] replaces rtt_ms, buffer_bdp and buffer_pkts: give it alone"
-            );
-            for p in &g.paths {
-                anyhow::ensure!(
-                    (0.0..=1000.0).contains(&p.rtt_ms)
-                        && p.buffer_bdp.is_some() != p.buffer_pkts.is_some(),
-                    "path {p:?}: rtt_ms in 0..1000 ms and exactly one of buffer_bdp, buffer_pkts"
-                );
-            }
-        }
-        anyhow::ensure!(
-            g.loss.iter().all(|&p| (0.0..0.5).contains(&p)),
-            "loss: probability in [0, 0.5)"
-        );
-        anyhow::ensure!(
-            !self.ccs.is_empty() && !self.flows.is_empty(),
-            "ccs and flows must not be empty"
-        );
-        anyhow::ensure!(
-            self.duration_s > self.warmup_s && self.repetitions >= 1,
-            "duration_s > warmup_s, repetitions >= 1"
-        );
         for f in self
             .flows
             .iter()
@@ -396,6 +299,53 @@ impl Scenario {
                     m.name
                 );
             }
+        }
+        Ok(())
+    }
+
+    /// Every cell is a case of the grid, with listed CCs.
+    fn validate_cells(&self) -> anyhow::Result<()> {
+        let labels: Vec<String> = self.cases().into_iter().map(|c| c.label).collect();
+        for c in &self.cells {
+            anyhow::ensure!(
+                labels.contains(&c.case),
+                "cell `{}` is not a case of the grid ({})",
+                c.case,
+                labels.join(", ")
+            );
+            anyhow::ensure!(
+                c.ccs.iter().all(|x| self.ccs.contains(x)),
+                "cell `{}`: its ccs must be listed in ccs",
+                c.case
+            );
+            anyhow::ensure!(
+                c.repetitions.is_none_or(|n| n >= 1),
+                "cell `{}`: repetitions >= 1",
+                c.case
+            );
+        }
+        Ok(())
+    }
+
+    /// Every check names listed CCs, traces and mixes that exist, and what
+    /// its slowdown comparison needs.
+    fn validate_checks(&self) -> anyhow::Result<()> {
+        let g = &self.grid;
+        for c in &self.checks {
+            for n in &c.trace {
+                anyhow::ensure!(
+                    g.traces.iter().any(|t| &t.name == n),
+                    "check on {}: no trace named {n}",
+                    c.cc
+                );
+            }
+        }
+        for c in &self.checks {
+            anyhow::ensure!(
+                self.ccs.contains(&c.cc) && c.against.as_ref().is_none_or(|a| self.ccs.contains(a)),
+                "check on `{}`: cc and against must be listed in ccs",
+                c.cc
+            );
         }
         for c in &self.checks {
             if c.slowdown_ratio_max.is_some() {
