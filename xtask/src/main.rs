@@ -277,28 +277,11 @@ fn real_main() -> Result<()> {
     let root = root();
     match Args::parse().task {
         Task::Codegen {
-            arch, check: true, ..
-        } => {
-            let arch = arch.unwrap_or_else(|| std::env::consts::ARCH.to_string());
-            compile_all(
-                &root,
-                &arch,
-                &root.join("bpf/vmlinux").join(&arch),
-                "bpf/vmlinux",
-            )?;
-        }
-        Task::Codegen { arch, btf, out, .. } => {
-            let arch = arch.unwrap_or_else(|| std::env::consts::ARCH.to_string());
-            if arch != std::env::consts::ARCH && btf == Path::new("/sys/kernel/btf/vmlinux") {
-                bail!(
-                    "--arch {arch}: this machine's BTF is {}; give --btf with the BTF of an \
-                     {arch} kernel (>= 6.10: copy /sys/kernel/btf/vmlinux from one)",
-                    std::env::consts::ARCH
-                );
-            }
-            let dir = out.unwrap_or_else(|| root.join("bpf/vmlinux")).join(&arch);
-            codegen(&root, &arch, &btf, &dir)?;
-        }
+            arch,
+            btf,
+            out,
+            check,
+        } => codegen_task(&root, arch, &btf, out, check)?,
         Task::Test => run(Command::new("bash").arg(root.join("scripts/test.sh")))?,
         Task::Demo => run(Command::new("bash").arg(root.join("scripts/demo.sh")))?,
         Task::Disturb {
@@ -306,30 +289,7 @@ fn real_main() -> Result<()> {
             period_ms,
             cmd,
         } => disturb::run(burst_ms, period_ms, &cmd)?,
-        Task::Soak { minutes, seed, out } => {
-            if !(minutes > 0.0 && minutes <= 24.0 * 60.0) {
-                bail!("--minutes {minutes}: give a duration in (0, 1440]");
-            }
-            build_ccload(&root)?;
-            let out = out.unwrap_or_else(|| {
-                let t = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_secs())
-                    .unwrap_or(0);
-                root.join(format!("lab-results/soak-{t}"))
-            });
-            let r = ccload_lab::soak::run(minutes, seed, &out)?;
-            println!("{}", serde_json::to_string_pretty(&r)?);
-            let bad = r.failures();
-            if bad.is_empty() {
-                println!("soak: PASSED ({minutes} min)");
-            } else {
-                for b in &bad {
-                    println!("soak: FAILED: {b}");
-                }
-                std::process::exit(1);
-            }
-        }
+        Task::Soak { minutes, seed, out } => soak_task(&root, minutes, seed, out)?,
         Task::Bench {
             secs,
             reps,
@@ -358,13 +318,7 @@ fn real_main() -> Result<()> {
                 }
             };
             std::env::set_var("CCLOAD_BIN", bin);
-            let out = out.unwrap_or_else(|| {
-                let t = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_secs())
-                    .unwrap_or(0);
-                root.join(format!("lab-results/bench-{t}"))
-            });
+            let out = out.unwrap_or_else(|| stamped(&root, "bench"));
             ccload_lab::bench::run(secs, reps, mib << 20, &out, only.as_deref())?;
         }
         Task::Install {
@@ -389,56 +343,107 @@ fn real_main() -> Result<()> {
                 },
             )?;
         }
-        Task::Lab {
-            cmd: LabCmd::List { json },
-        } => lab::list(&root, json)?,
-        Task::Lab {
-            cmd: LabCmd::Plot { dirs },
-        } => {
+        Task::Lab { cmd } => lab_task(&root, cmd)?,
+    }
+    Ok(())
+}
+
+/// `lab-results/<what>-<unix seconds>`: a run's default directory.
+fn stamped(root: &Path, what: &str) -> PathBuf {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    root.join(format!("lab-results/{what}-{t}"))
+}
+
+/// `codegen`: vmlinux.h for an architecture, or (`--check`) the programs
+/// compiled against the committed one.
+fn codegen_task(
+    root: &Path,
+    arch: Option<String>,
+    btf: &Path,
+    out: Option<PathBuf>,
+    check: bool,
+) -> Result<()> {
+    let arch = arch.unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    if check {
+        return compile_all(
+            root,
+            &arch,
+            &root.join("bpf/vmlinux").join(&arch),
+            "bpf/vmlinux",
+        );
+    }
+    if arch != std::env::consts::ARCH && btf == Path::new("/sys/kernel/btf/vmlinux") {
+        bail!(
+            "--arch {arch}: this machine's BTF is {}; give --btf with the BTF of an \
+             {arch} kernel (>= 6.10: copy /sys/kernel/btf/vmlinux from one)",
+            std::env::consts::ARCH
+        );
+    }
+    let dir = out.unwrap_or_else(|| root.join("bpf/vmlinux")).join(&arch);
+    codegen(root, &arch, btf, &dir)
+}
+
+/// `soak`: flows, commands and daemon reloads for `minutes`; exits 1 on a
+/// failure.
+fn soak_task(root: &Path, minutes: f64, seed: u64, out: Option<PathBuf>) -> Result<()> {
+    if !(minutes > 0.0 && minutes <= 24.0 * 60.0) {
+        bail!("--minutes {minutes}: give a duration in (0, 1440]");
+    }
+    build_ccload(root)?;
+    let out = out.unwrap_or_else(|| stamped(root, "soak"));
+    let r = ccload_lab::soak::run(minutes, seed, &out)?;
+    println!("{}", serde_json::to_string_pretty(&r)?);
+    let bad = r.failures();
+    if bad.is_empty() {
+        println!("soak: PASSED ({minutes} min)");
+        return Ok(());
+    }
+    for b in &bad {
+        println!("soak: FAILED: {b}");
+    }
+    std::process::exit(1);
+}
+
+/// `lab ...`: the lab crate's commands.
+fn lab_task(root: &Path, cmd: LabCmd) -> Result<()> {
+    match cmd {
+        LabCmd::List { json } => lab::list(root, json)?,
+        LabCmd::Plot { dirs } => {
             for d in dirs {
                 ccload_lab::stored::replot(&d)?;
             }
         }
-        Task::Lab {
-            cmd: LabCmd::Compare { a, b, json },
-        } => print!("{}", ccload_lab::stored::compare(&a, &b, json)?),
-        Task::Lab {
-            cmd: LabCmd::Digest { dir },
-        } => print!("{}", ccload_lab::digest::digest(&dir)?),
-        Task::Lab {
-            cmd: LabCmd::Demo { algo, secs },
-        } => {
-            build_ccload(&root)?;
-            ccload_lab::demo::run(&root, &algo, secs, true)?;
+        LabCmd::Compare { a, b, json } => print!("{}", ccload_lab::stored::compare(&a, &b, json)?),
+        LabCmd::Digest { dir } => print!("{}", ccload_lab::digest::digest(&dir)?),
+        LabCmd::Demo { algo, secs } => {
+            build_ccload(root)?;
+            ccload_lab::demo::run(root, &algo, secs, true)?;
         }
-        Task::Lab {
-            cmd:
-                LabCmd::Run {
-                    scenario,
-                    quick,
-                    out,
-                    dry_run,
-                    resume,
-                },
+        LabCmd::Run {
+            scenario,
+            quick,
+            out,
+            dry_run,
+            resume,
         } => {
             if dry_run {
-                return lab::dry_run(&root, &scenario, quick);
+                return lab::dry_run(root, &scenario, quick);
             }
-            build_ccload(&root)?;
-            lab::run_or_resume(&root, &scenario, quick, out, resume)?;
+            build_ccload(root)?;
+            lab::run_or_resume(root, &scenario, quick, out, resume)?;
         }
-        Task::Lab {
-            cmd:
-                LabCmd::Check {
-                    scenario,
-                    quick,
-                    out,
-                    resume,
-                    all_runs,
-                },
+        LabCmd::Check {
+            scenario,
+            quick,
+            out,
+            resume,
+            all_runs,
         } => {
-            build_ccload(&root)?;
-            if let Err(e) = lab::check(&root, &scenario, quick, out, resume, all_runs) {
+            build_ccload(root)?;
+            if let Err(e) = lab::check(root, &scenario, quick, out, resume, all_runs) {
                 eprintln!("lab check: {e:#}");
                 std::process::exit(1);
             }
