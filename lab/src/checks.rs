@@ -245,6 +245,17 @@ impl<'a> Judging<'a> {
             (0, self.confirm_reps)
         };
         self.confirm = compared;
+        self.against_reference(c);
+        self.confirm = floors;
+        self.own_floors(c);
+        self.confirm = compared;
+        self.sharing(c);
+        self.own_ceilings(c);
+    }
+
+    /// Goodput, retransmissions, RTT inflation, queueing delay and
+    /// slowdown against the reference CC's runs.
+    fn against_reference(&mut self, c: &Check) {
         let good = |r: &RunSummary| r.goodput_mbit;
         // after the warm-up: a run without the count fails (NaN)
         let warm = c.retrans_after_warmup;
@@ -332,8 +343,11 @@ impl<'a> Judging<'a> {
                 });
             }
         }
-        // absolute floors on one of the run's own values
-        self.confirm = floors;
+    }
+
+    /// Floors on the run's own values: utilisation, Jain, share, a late
+    /// flow's time to its share, retransmissions against the peers'.
+    fn own_floors(&mut self, c: &Check) {
         // the mix's `$cc` flows, by index: in reno's run of `$cc` + reno
         // both flows are reno's
         let under = self.case.under_test();
@@ -378,7 +392,15 @@ impl<'a> Judging<'a> {
                 &|v| v <= x * o + s,
             );
         }
-        self.confirm = compared;
+    }
+
+    /// Sharing against the reference's: share, Jain, a late flow's time, a
+    /// longer RTT's share.
+    fn sharing(&mut self, c: &Check) {
+        let under = self.case.under_test();
+        let is_mine = |i: usize| under.get(i).copied().unwrap_or(false);
+        let share = |r: &RunSummary| r.share_of_flows(is_mine);
+        let late = |r: &RunSummary| r.late_fair_s.unwrap_or(f64::INFINITY);
         if let Some(x) = c.share_ratio_min {
             self.compare("share", &share, &|o| format!(">= {x} x {o:.3}"), &|a, b| {
                 a - x * b
@@ -410,6 +432,11 @@ impl<'a> Judging<'a> {
                 &|a, b| a - x * b,
             );
         }
+    }
+
+    /// Ceilings on the run's own values: time in Recovery, retransmissions
+    /// per segment against the link's loss.
+    fn own_ceilings(&mut self, c: &Check) {
         if let Some(x) = c.recovery_share_max {
             self.own(
                 "recovery_share",
