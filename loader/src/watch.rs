@@ -163,40 +163,17 @@ pub fn run(o: WatchOpts) -> Result<()> {
     if o.algos.is_empty() {
         bail!("nothing is attached (ccload attach --algo ALGO first)");
     }
-    let mut locks = Vec::new();
-    let mut maps = Vec::new();
-    let mut restore = Vec::new();
-    for algo in &o.algos {
-        match lock_consumer(*algo) {
-            Ok(l) => locks.push(l),
-            Err(e) => {
-                // `ccload serve` owns the ring buffers: read its fan-out.
-                if let Some(sock) = daemon_socket(&o.args.socket) {
-                    drop(locks);
-                    // `--every` is the kernel's sampling, whoever reads the
-                    // ring: set it here too, restored on exit.
-                    if let Some(e) = o.args.every {
-                        let todo: Vec<Algo> = o
-                            .algos
-                            .iter()
-                            .copied()
-                            .filter(|a| !restore.iter().any(|(r, _)| r == a))
-                            .collect();
-                        for a in todo {
-                            restore.push((a, set_tracing(a, &every_fields(e))?));
-                        }
-                    }
-                    let _every = EveryGuard(restore);
-                    return run_from_daemon(o, sock);
-                }
-                return Err(e);
-            }
+    let (locks, maps, restore) = match open_rings(&o)? {
+        Opened::Here {
+            locks,
+            maps,
+            restore,
+        } => (locks, maps, restore),
+        Opened::Daemon { sock, restore } => {
+            let _every = EveryGuard(restore);
+            return run_from_daemon(o, sock);
         }
-        maps.push(bpf::open_map(*algo, "events")?);
-        if let Some(e) = o.args.every {
-            restore.push((*algo, set_tracing(*algo, &every_fields(e))?));
-        }
-    }
+    };
     let _every = EveryGuard(restore);
     let drops_at_start = ring_drops(&o.algos)?;
 
@@ -243,83 +220,16 @@ pub fn run(o: WatchOpts) -> Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let start = Instant::now();
-    let result: Result<()> = rt.block_on(async {
-        // SAFETY: the epoll fd belongs to `rb`, which outlives `afd` (dropped at
-        // the end of this block), and nobody closes it meanwhile.
-        let afd =
-            unsafe { AsyncFd::register(FdWrap(rb.epoll_fd())) }.map_err(|e| e.into_parts().1)?;
-        // SIGINT, SIGTERM (systemd, timeout(1), kill) and SIGHUP end the
-        // loop normally, so `--every` is restored on every usual way out.
-        use tokio::signal::unix::{signal, SignalKind};
-        let ctrl_c = tokio::signal::ctrl_c();
-        tokio::pin!(ctrl_c);
-        let mut term = signal(SignalKind::terminate())?;
-        let mut hup = signal(SignalKind::hangup())?;
-        let mut stop = false;
-        loop {
-            // Controllers wake a reader only once a batch is waiting
-            // (ccl_event_submit()), so the ring is also drained on a timer.
-            let tick = tokio::time::sleep(Duration::from_millis(crate::bpf::RB_DRAIN_MS));
-            tokio::select! {
-                _ = &mut ctrl_c => break,
-                _ = term.recv() => break,
-                _ = hup.recv() => break,
-                r = afd.readable() => r?.clear_ready(),
-                _ = tick => {
-                    if let Some(a) = ring_renewed(&o.algos, &ring_ids) {
-                        eprintln!(
-                            "ccload: {a} was upgraded in place with a new telemetry ring; \
-                             this watch reads the old one: run `ccload watch` again"
-                        );
-                        break;
-                    }
-                }
-            }
-            // Readiness is cleared first and the ring drained until a pass
-            // finds nothing: the kernel wakes a reader only when a record
-            // finds a batch waiting (ours) or lands in an empty ring (the
-            // ring's default), so a reader that stopped short of empty (or
-            // cleared readiness after new records came) would wait for the
-            // next tick while records pile up.
-            loop {
-                let n = rb.consume_raw();
-                if n < 0 {
-                    bail!(
-                        "reading the ring buffer: {}",
-                        std::io::Error::from_raw_os_error(-n)
-                    );
-                }
-                if fast.is_some() && pr.write_fast(&mut out.borrow_mut(), o)? {
-                    stop = true;
-                    break;
-                }
-                if n == 0 {
-                    break;
-                }
-            }
-            if stop {
-                break;
-            }
-            if fast.is_some() {
-                if pr.write_fast(&mut out.borrow_mut(), o)? {
-                    break;
-                }
-                if o.args.duration.is_some_and(|d| start.elapsed() >= d) {
-                    break;
-                }
-                continue;
-            }
-            let batch: Vec<Event> = std::mem::take(&mut *queue.borrow_mut());
-            if pr.push_all(batch, o, &drops_at_start)?
-                || o.args.duration.is_some_and(|d| start.elapsed() >= d)
-            {
-                break;
-            }
-        }
-        Ok(())
-    });
-    result?;
+    rt.block_on(read_loop(
+        &rb,
+        o,
+        &mut pr,
+        fast,
+        &out,
+        &queue,
+        &ring_ids,
+        &drops_at_start,
+    ))?;
     if !pr.stopped {
         // What the kernel wrote before the stop is still shown: up to
         // RB_DRAIN_MS of records came since the last drain, with no wakeup.
@@ -342,6 +252,152 @@ pub fn run(o: WatchOpts) -> Result<()> {
         );
     }
     drop(locks);
+    Ok(())
+}
+
+/// What `watch` reads: the rings here (their consumer locks held, `--every`
+/// set), or the daemon's fan-out when `ccload serve` holds them.
+enum Opened {
+    Here {
+        locks: Vec<crate::stream::ConsumerLock>,
+        maps: Vec<libbpf_rs::MapHandle>,
+        restore: Vec<(Algo, Vec<(String, u32)>)>,
+    },
+    Daemon {
+        sock: std::os::unix::net::UnixStream,
+        restore: Vec<(Algo, Vec<(String, u32)>)>,
+    },
+}
+
+/// Lock each algorithm's ring as its consumer and open it, setting
+/// `--every` in the kernel (restored by the caller's guard); the daemon's
+/// socket when the daemon is the consumer.
+fn open_rings(o: &WatchOpts) -> Result<Opened> {
+    let mut locks = Vec::new();
+    let mut maps = Vec::new();
+    let mut restore = Vec::new();
+    for algo in &o.algos {
+        match lock_consumer(*algo) {
+            Ok(l) => locks.push(l),
+            Err(e) => {
+                // `ccload serve` owns the ring buffers: read its fan-out.
+                if let Some(sock) = daemon_socket(&o.args.socket) {
+                    drop(locks);
+                    // `--every` is the kernel's sampling, whoever reads the
+                    // ring: set it here too, restored on exit.
+                    if let Some(e) = o.args.every {
+                        let todo: Vec<Algo> = o
+                            .algos
+                            .iter()
+                            .copied()
+                            .filter(|a| !restore.iter().any(|(r, _)| r == a))
+                            .collect();
+                        for a in todo {
+                            restore.push((a, set_tracing(a, &every_fields(e))?));
+                        }
+                    }
+                    return Ok(Opened::Daemon { sock, restore });
+                }
+                return Err(e);
+            }
+        }
+        maps.push(bpf::open_map(*algo, "events")?);
+        if let Some(e) = o.args.every {
+            restore.push((*algo, set_tracing(*algo, &every_fields(e))?));
+        }
+    }
+    Ok(Opened::Here {
+        locks,
+        maps,
+        restore,
+    })
+}
+
+/// Read the rings until a signal, `--count`, `--duration` or an in-place
+/// upgrade that renewed a ring ends the watch.
+#[allow(clippy::too_many_arguments)]
+async fn read_loop(
+    rb: &libbpf_rs::RingBuffer<'_>,
+    o: &WatchOpts,
+    pr: &mut Printer,
+    fast: Option<FastFormat>,
+    out: &std::cell::RefCell<FastOut>,
+    queue: &std::cell::RefCell<Vec<Event>>,
+    ring_ids: &[u32],
+    drops_at_start: &[u64],
+) -> Result<()> {
+    let start = Instant::now();
+    // SAFETY: the epoll fd belongs to `rb`, which outlives `afd` (dropped at
+    // the end of this block), and nobody closes it meanwhile.
+    let afd = unsafe { AsyncFd::register(FdWrap(rb.epoll_fd())) }.map_err(|e| e.into_parts().1)?;
+    // SIGINT, SIGTERM (systemd, timeout(1), kill) and SIGHUP end the
+    // loop normally, so `--every` is restored on every usual way out.
+    use tokio::signal::unix::{signal, SignalKind};
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    let mut term = signal(SignalKind::terminate())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    let mut stop = false;
+    loop {
+        // Controllers wake a reader only once a batch is waiting
+        // (ccl_event_submit()), so the ring is also drained on a timer.
+        let tick = tokio::time::sleep(Duration::from_millis(crate::bpf::RB_DRAIN_MS));
+        tokio::select! {
+            _ = &mut ctrl_c => break,
+            _ = term.recv() => break,
+            _ = hup.recv() => break,
+            r = afd.readable() => r?.clear_ready(),
+            _ = tick => {
+                if let Some(a) = ring_renewed(&o.algos, ring_ids) {
+                    eprintln!(
+                        "ccload: {a} was upgraded in place with a new telemetry ring; \
+                         this watch reads the old one: run `ccload watch` again"
+                    );
+                    break;
+                }
+            }
+        }
+        // Readiness is cleared first and the ring drained until a pass
+        // finds nothing: the kernel wakes a reader only when a record
+        // finds a batch waiting (ours) or lands in an empty ring (the
+        // ring's default), so a reader that stopped short of empty (or
+        // cleared readiness after new records came) would wait for the
+        // next tick while records pile up.
+        loop {
+            let n = rb.consume_raw();
+            if n < 0 {
+                bail!(
+                    "reading the ring buffer: {}",
+                    std::io::Error::from_raw_os_error(-n)
+                );
+            }
+            if fast.is_some() && pr.write_fast(&mut out.borrow_mut(), o)? {
+                stop = true;
+                break;
+            }
+            if n == 0 {
+                break;
+            }
+        }
+        if stop {
+            break;
+        }
+        if fast.is_some() {
+            if pr.write_fast(&mut out.borrow_mut(), o)? {
+                break;
+            }
+            if o.args.duration.is_some_and(|d| start.elapsed() >= d) {
+                break;
+            }
+            continue;
+        }
+        let batch: Vec<Event> = std::mem::take(&mut *queue.borrow_mut());
+        if pr.push_all(batch, o, drops_at_start)?
+            || o.args.duration.is_some_and(|d| start.elapsed() >= d)
+        {
+            break;
+        }
+    }
     Ok(())
 }
 
