@@ -246,85 +246,19 @@ pub fn run(algos: Vec<Algo>) -> Result<()> {
         let n = rows.len();
         let selected = sel.min(n.saturating_sub(1));
         term.draw(|f| {
-            let [head, tot, list, spark] = Layout::vertical([
-                Constraint::Length(1),
-                Constraint::Length(agg_rows.len() as u16 + 3),
-                Constraint::Min(5),
-                Constraint::Length(9),
-            ])
-            .areas(f.area());
-            f.render_widget(
-                Paragraph::new(Line::from(format!(
-                    "ccload-top  {n} flows  {records} records  ring drops {dropped}  sort:{}{}   [s]ort [f]reeze [up/down] select [q]uit",
-                    sort.name(),
-                    if frozen { "  FROZEN" } else { "" }
-                ))),
-                head,
-            );
-            f.render_widget(
-                Table::new(
-                    agg_rows.clone(),
-                    [Constraint::Length(14), Constraint::Length(6), Constraint::Length(8), Constraint::Length(9), Constraint::Length(7), Constraint::Length(6), Constraint::Length(9), Constraint::Length(9), Constraint::Length(10)],
-                )
-                .header(
-                    Row::new(vec!["algo/profile", "open", "flows", "retx %", "losses", "RTOs", "srtt p50", "srtt p95", "rate p50"])
-                        .style(Style::default().add_modifier(Modifier::BOLD)),
-                )
-                .block(Block::default().borders(Borders::ALL).title("in-kernel aggregates (ms, Mbit/s)")),
-                tot,
-            );
-            let body: Vec<Row> = rows
-                .iter()
-                .enumerate()
-                .map(|(i, fl)| {
-                    let e = &fl.last;
-                    let r = Row::new(vec![
-                        format!("{} > {}", e.local(), e.remote()),
-                        e.algo.name().to_string(),
-                        e.phase_name().to_string(),
-                        e.hdr.ca_state.to_string(),
-                        e.hdr.snd_cwnd.to_string(),
-                        format!("{:.2}", e.hdr.srtt_us as f64 / 1000.0),
-                        format!("{:.1}", rate_mbps(e)),
-                    ]);
-                    if i == selected {
-                        r.style(Style::default().add_modifier(Modifier::REVERSED))
-                    } else {
-                        r
-                    }
-                })
-                .collect();
-            f.render_widget(
-                Table::new(
-                    body,
-                    [Constraint::Length(46), Constraint::Length(10), Constraint::Length(7), Constraint::Length(6), Constraint::Length(8), Constraint::Length(9), Constraint::Length(10)],
-                )
-                .header(
-                    Row::new(vec!["flow (local > remote)", "algo", "phase", "state", "cwnd", "srtt ms", "rate Mb/s"])
-                        .style(Style::default().add_modifier(Modifier::BOLD)),
-                )
-                .block(Block::default().borders(Borders::ALL).title("flows")),
-                list,
-            );
-            if let Some(fl) = rows.get(selected) {
-                let [a, b2, c] = Layout::vertical([Constraint::Length(3); 3]).areas(spark);
-                for (area, title, data) in [
-                    (a, "cwnd (segments)", &fl.cwnd),
-                    (b2, "srtt (us)", &fl.srtt),
-                    (c, "rate (Mbit/s)", &fl.rate),
-                ] {
-                    let d: Vec<u64> = data.iter().copied().collect();
-                    f.render_widget(
-                        Sparkline::default()
-                            .block(Block::default().borders(Borders::ALL).title(format!(
-                                "{title}: {}",
-                                d.last().copied().unwrap_or(0)
-                            )))
-                            .data(&d),
-                        area,
-                    );
-                }
-            }
+            draw(
+                f,
+                &Header {
+                    n,
+                    records,
+                    dropped,
+                    sort,
+                    frozen,
+                },
+                &agg_rows,
+                &rows,
+                selected,
+            )
         })?;
         if event::poll(Duration::from_millis(200))? {
             if let TermEvent::Key(k) = event::read()? {
@@ -344,6 +278,149 @@ pub fn run(algos: Vec<Algo>) -> Result<()> {
     }
     drop(locks);
     Ok(())
+}
+
+/// The header line's counts and modes.
+struct Header {
+    n: usize,
+    records: u64,
+    dropped: u64,
+    sort: SortBy,
+    frozen: bool,
+}
+
+/// One frame: the header, the in-kernel aggregates, the flows (the
+/// `selected` one highlighted) and its sparklines.
+fn draw(
+    f: &mut ratatui::Frame,
+    h: &Header,
+    agg_rows: &[Row<'static>],
+    rows: &[&Flow],
+    selected: usize,
+) {
+    let [head, tot, list, spark] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(agg_rows.len() as u16 + 3),
+        Constraint::Min(5),
+        Constraint::Length(9),
+    ])
+    .areas(f.area());
+    f.render_widget(
+        Paragraph::new(Line::from(format!(
+            "ccload-top  {} flows  {} records  ring drops {}  sort:{}{}   [s]ort [f]reeze [up/down] select [q]uit",
+            h.n,
+            h.records,
+            h.dropped,
+            h.sort.name(),
+            if h.frozen { "  FROZEN" } else { "" }
+        ))),
+        head,
+    );
+    f.render_widget(
+        Table::new(
+            agg_rows.to_vec(),
+            [
+                Constraint::Length(14),
+                Constraint::Length(6),
+                Constraint::Length(8),
+                Constraint::Length(9),
+                Constraint::Length(7),
+                Constraint::Length(6),
+                Constraint::Length(9),
+                Constraint::Length(9),
+                Constraint::Length(10),
+            ],
+        )
+        .header(
+            Row::new(vec![
+                "algo/profile",
+                "open",
+                "flows",
+                "retx %",
+                "losses",
+                "RTOs",
+                "srtt p50",
+                "srtt p95",
+                "rate p50",
+            ])
+            .style(Style::default().add_modifier(Modifier::BOLD)),
+        )
+        .block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title("in-kernel aggregates (ms, Mbit/s)"),
+        ),
+        tot,
+    );
+    let body: Vec<Row> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, fl)| {
+            let e = &fl.last;
+            let r = Row::new(vec![
+                format!("{} > {}", e.local(), e.remote()),
+                e.algo.name().to_string(),
+                e.phase_name().to_string(),
+                e.hdr.ca_state.to_string(),
+                e.hdr.snd_cwnd.to_string(),
+                format!("{:.2}", e.hdr.srtt_us as f64 / 1000.0),
+                format!("{:.1}", rate_mbps(e)),
+            ]);
+            if i == selected {
+                r.style(Style::default().add_modifier(Modifier::REVERSED))
+            } else {
+                r
+            }
+        })
+        .collect();
+    f.render_widget(
+        Table::new(
+            body,
+            [
+                Constraint::Length(46),
+                Constraint::Length(10),
+                Constraint::Length(7),
+                Constraint::Length(6),
+                Constraint::Length(8),
+                Constraint::Length(9),
+                Constraint::Length(10),
+            ],
+        )
+        .header(
+            Row::new(vec![
+                "flow (local > remote)",
+                "algo",
+                "phase",
+                "state",
+                "cwnd",
+                "srtt ms",
+                "rate Mb/s",
+            ])
+            .style(Style::default().add_modifier(Modifier::BOLD)),
+        )
+        .block(Block::default().borders(Borders::ALL).title("flows")),
+        list,
+    );
+    if let Some(fl) = rows.get(selected) {
+        let [a, b2, c] = Layout::vertical([Constraint::Length(3); 3]).areas(spark);
+        for (area, title, data) in [
+            (a, "cwnd (segments)", &fl.cwnd),
+            (b2, "srtt (us)", &fl.srtt),
+            (c, "rate (Mbit/s)", &fl.rate),
+        ] {
+            let d: Vec<u64> = data.iter().copied().collect();
+            f.render_widget(
+                Sparkline::default()
+                    .block(
+                        Block::default()
+                            .borders(Borders::ALL)
+                            .title(format!("{title}: {}", d.last().copied().unwrap_or(0))),
+                    )
+                    .data(&d),
+                area,
+            );
+        }
+    }
 }
 
 #[cfg(test)]
