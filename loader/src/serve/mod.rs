@@ -399,6 +399,49 @@ impl Rings {
         now != self.ids
     }
 
+    /// The rings' epoll fd registered with tokio (None without rings).  One
+    /// that cannot be registered is given up and the rings are retried.
+    /// It must be dropped before the rings are replaced.
+    fn poll_fd(&mut self) -> Option<AsyncFd<stream::FdWrap>> {
+        // SAFETY: the epoll fd belongs to `self.rb`, which outlives the
+        // AsyncFd (the caller drops it before the rings are replaced).
+        let reg = (self.rb.as_ref())
+            .map(|rb| unsafe { AsyncFd::register(stream::FdWrap(rb.epoll_fd())) });
+        match reg {
+            Some(Ok(a)) => Some(a),
+            Some(Err(e)) => {
+                tracing::warn!("ring buffer poll: {e}; retrying");
+                *self = Rings {
+                    missing: bpf::attached(),
+                    ..Rings::empty()
+                };
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Controllers wake a reader only once a batch is waiting
+    /// (ccl_event_submit()): whatever woke the loop, drain the rings, count
+    /// each record in the metrics and fan it out to the `watch` clients.
+    fn drain(&self, q: &Queue, st: &State, tx: &tokio::sync::broadcast::Sender<Rc<[u8]>>) {
+        if let Some(rb) = &self.rb {
+            if let Err(e) = rb.consume() {
+                tracing::warn!("ring buffer: {e}");
+            }
+        }
+        let batch = std::mem::take(&mut *q.borrow_mut());
+        if !batch.is_empty() {
+            let mut m = st.metrics.borrow_mut();
+            for raw in batch {
+                if let Some(ev) = Event::decode(&raw) {
+                    m.record(&ev);
+                }
+                let _ = tx.send(raw.into());
+            }
+        }
+    }
+
     /// Open what can be opened; an algorithm whose ring another consumer
     /// holds (or that vanished mid-reload) is logged and left for a retry.
     fn open(q: &Queue) -> Rings {
@@ -551,14 +594,9 @@ async fn fan_out(
     st.metrics.borrow_mut().clients -= 1;
 }
 
-/// `text` is the config file's content that `st` was applied from.
-async fn main_loop(path: PathBuf, text: &str, st: Rc<State>, verbose: bool) -> Result<Exit> {
-    // The handlers first: a SIGTERM that comes once the listeners are up
-    // (systemd sends one any time after READY=1) is a clean stop, never
-    // the default action's kill.
-    let mut hup = signal(SignalKind::hangup())?;
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
+/// The metrics listener (its accept loop spawned) and the telemetry
+/// socket for `ccload watch` (mode 0600), as `[serve]` says.
+async fn bind_listeners(st: &Rc<State>) -> Result<tokio::net::UnixListener> {
     let (mlisten, sock_path, limits) = {
         let d = st.desired.borrow();
         let limits = http::Limits {
@@ -585,6 +623,55 @@ async fn main_loop(path: PathBuf, text: &str, st: Rc<State>, verbose: bool) -> R
     .with_context(|| format!("{}", sock_path.display()))?;
     tracing::info!("telemetry for `ccload watch` on {}", sock_path.display());
     tokio::task::spawn_local(http::accept_loop(http, st.clone(), limits));
+    Ok(unix)
+}
+
+/// A SIGHUP or a changed file: apply the config again; a config that
+/// fails keeps the running state.
+fn reload_config(
+    path: &Path,
+    why: &str,
+    st: &Rc<State>,
+    cfgw: &mut cfgwatch::ConfigWatch,
+    cgw: &mut cgwatch::CgroupWatch,
+    podw: &mut pods::PodWatch,
+    verbose: bool,
+) {
+    tracing::info!(config = %path.display(), why, "{why}: reloading {}", path.display());
+    let text = config::read(path);
+    cfgw.loaded(text.as_deref().ok());
+    notify(&format!("RELOADING=1\nMONOTONIC_USEC={}", monotonic_usec()));
+    let listed = st.pods.borrow().clone();
+    let applied = text
+        .and_then(|t| config::parse(path, &t))
+        .and_then(|d| apply(d, listed.as_deref(), verbose));
+    match applied {
+        Ok(d) => {
+            st.rollouts.borrow_mut().sync(&d.rollouts);
+            podw.sync(&d, st);
+            *st.desired.borrow_mut() = d;
+            if let Err(e) = cgw.rewatch(&st.effective().cgroups) {
+                tracing::warn!("cgroup watch: {e}");
+            }
+            st.metrics.borrow_mut().applies += 1;
+            tracing::info!("reload applied");
+        }
+        Err(e) => {
+            st.metrics.borrow_mut().apply_errors += 1;
+            tracing::error!(error = %format!("{e:#}"), "reload failed, keeping the running state: {e:#}");
+        }
+    }
+}
+
+/// `text` is the config file's content that `st` was applied from.
+async fn main_loop(path: PathBuf, text: &str, st: Rc<State>, verbose: bool) -> Result<Exit> {
+    // The handlers first: a SIGTERM that comes once the listeners are up
+    // (systemd sends one any time after READY=1) is a clean stop, never
+    // the default action's kill.
+    let mut hup = signal(SignalKind::hangup())?;
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let unix = bind_listeners(&st).await?;
     let (tx, _) = tokio::sync::broadcast::channel::<Rc<[u8]>>(16384);
     let q: Queue = Default::default();
     let mut rings = Rings::open(&q);
@@ -610,22 +697,7 @@ async fn main_loop(path: PathBuf, text: &str, st: Rc<State>, verbose: bool) -> R
     .map(|p| tokio::time::interval(p / 2));
     let mut unix_backoff = Duration::from_millis(10);
     loop {
-        // SAFETY: the epoll fd belongs to `rings.rb`, which outlives `afd`
-        // (dropped before `rings` is replaced).
-        let reg = (rings.rb.as_ref())
-            .map(|rb| unsafe { AsyncFd::register(stream::FdWrap(rb.epoll_fd())) });
-        let afd = match reg {
-            Some(Ok(a)) => Some(a),
-            Some(Err(e)) => {
-                tracing::warn!("ring buffer poll: {e}; retrying");
-                rings = Rings {
-                    missing: bpf::attached(),
-                    ..Rings::empty()
-                };
-                None
-            }
-            None => None,
-        };
+        let afd = rings.poll_fd();
         let retry_at = tokio::time::Instant::now() + RING_RETRY;
         let mut checked = std::time::Instant::now();
         let reload = loop {
@@ -706,52 +778,13 @@ async fn main_loop(path: PathBuf, text: &str, st: Rc<State>, verbose: bool) -> R
                     break None;
                 }
             }
-            // Controllers wake a reader only once a batch is waiting
-            // (ccl_event_submit()): whatever woke this loop, drain the ring.
-            if let Some(rb) = &rings.rb {
-                if let Err(e) = rb.consume() {
-                    tracing::warn!("ring buffer: {e}");
-                }
-            }
-            let batch = std::mem::take(&mut *q.borrow_mut());
-            if !batch.is_empty() {
-                let mut m = st.metrics.borrow_mut();
-                for raw in batch {
-                    if let Some(ev) = Event::decode(&raw) {
-                        m.record(&ev);
-                    }
-                    let _ = tx.send(raw.into());
-                }
-            }
+            rings.drain(&q, &st, &tx);
         };
         drop(afd);
         // Release the consumer locks before applying (and re-locking).
         drop(std::mem::replace(&mut rings, Rings::empty()));
         if let Some(why) = reload {
-            tracing::info!(config = %path.display(), why, "{why}: reloading {}", path.display());
-            let text = config::read(&path);
-            cfgw.loaded(text.as_deref().ok());
-            notify(&format!("RELOADING=1\nMONOTONIC_USEC={}", monotonic_usec()));
-            let listed = st.pods.borrow().clone();
-            let applied = text
-                .and_then(|t| config::parse(&path, &t))
-                .and_then(|d| apply(d, listed.as_deref(), verbose));
-            match applied {
-                Ok(d) => {
-                    st.rollouts.borrow_mut().sync(&d.rollouts);
-                    podw.sync(&d, &st);
-                    *st.desired.borrow_mut() = d;
-                    if let Err(e) = cgw.rewatch(&st.effective().cgroups) {
-                        tracing::warn!("cgroup watch: {e}");
-                    }
-                    st.metrics.borrow_mut().applies += 1;
-                    tracing::info!("reload applied");
-                }
-                Err(e) => {
-                    st.metrics.borrow_mut().apply_errors += 1;
-                    tracing::error!(error = %format!("{e:#}"), "reload failed, keeping the running state: {e:#}");
-                }
-            }
+            reload_config(&path, why, &st, &mut cfgw, &mut cgw, &mut podw, verbose);
         }
         rings = Rings::open(&q);
         st.metrics.borrow_mut().rings_missing = rings.missing.clone();
