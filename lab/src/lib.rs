@@ -9,15 +9,10 @@
 //! - [`session`]: a whole scenario: attach, run, write, check.
 //! - [`report`], [`plot`]: report.md and the PNG/SVG plots.
 //!
-//! - [`soak`]: ccload under a hostile operator, for `cargo xtask soak`.
-//! - [`bench`]: telemetry consumer rate and datapath costs, for `cargo
-//!   xtask bench`.
-//!
-//! `cargo xtask lab list|run|check`, `cargo xtask soak` and `cargo xtask
-//! bench` are the front ends.
+//! `cargo xtask lab list|run|check` is the front end.  The soak and the
+//! bench test ccload itself, not the controllers: they are `ccload-qa`.
 
 pub mod arrivals;
-pub mod bench;
 pub mod checks;
 pub mod demo;
 pub mod digest;
@@ -26,6 +21,5 @@ pub mod report;
 pub mod run;
 pub mod scenario;
 pub mod session;
-pub mod soak;
 pub mod stored;
 pub mod summary;

@@ -17,6 +17,7 @@ const CRATES: &[&str] = &[
     "loader/src",
     "bpf/core-tests/src",
     "lab/src",
+    "qa/src",
     "testbed/src",
     "xtask/src",
 ];

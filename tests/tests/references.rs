@@ -26,8 +26,8 @@ const NOT_FILES: &[&str] = &[
 ];
 
 const DIRS: &[&str] = &[
-    "docs", "bpf", "loader", "lab", "testbed", "tests", "xtask", "configs", "scripts", "deploy",
-    ".ci",
+    "docs", "bpf", "loader", "lab", "qa", "testbed", "tests", "xtask", "configs", "scripts",
+    "deploy", ".ci",
 ];
 
 fn tracked() -> Vec<PathBuf> {

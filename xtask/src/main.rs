@@ -319,7 +319,7 @@ fn real_main() -> Result<()> {
             };
             std::env::set_var("CCLOAD_BIN", bin);
             let out = out.unwrap_or_else(|| stamped(&root, "bench"));
-            ccload_lab::bench::run(secs, reps, mib << 20, &out, only.as_deref())?;
+            ccload_qa::bench::run(secs, reps, mib << 20, &out, only.as_deref())?;
         }
         Task::Install {
             destdir,
@@ -394,7 +394,7 @@ fn soak_task(root: &Path, minutes: f64, seed: u64, out: Option<PathBuf>) -> Resu
     }
     build_ccload(root)?;
     let out = out.unwrap_or_else(|| stamped(root, "soak"));
-    let r = ccload_lab::soak::run(minutes, seed, &out)?;
+    let r = ccload_qa::soak::run(minutes, seed, &out)?;
     println!("{}", serde_json::to_string_pretty(&r)?);
     let bad = r.failures();
     if bad.is_empty() {
