@@ -216,12 +216,16 @@ pub(super) fn render(
     sockets: &BTreeMap<String, u64>,
 ) -> String {
     let mut o = String::new();
-    family(
-        &mut o,
-        "ccload_up",
-        "gauge",
-        "The ccload daemon is running.",
-    );
+    render_daemon(&mut o, m);
+    render_kernel(&mut o, d, stats, sockets);
+    render_telemetry(&mut o, m, d, aggs);
+    o
+}
+
+/// The daemon's own families: up, config applies, HTTP and accept errors,
+/// cgroup and pod reconciles, upgrades, clients, unread rings.
+fn render_daemon(o: &mut String, m: &Metrics) {
+    family(o, "ccload_up", "gauge", "The ccload daemon is running.");
     let _ = writeln!(o, "ccload_up 1");
     for (name, help, v) in [
         (
@@ -285,11 +289,11 @@ pub(super) fn render(
             m.pod_watch_errors,
         ),
     ] {
-        family(&mut o, name, "counter", help);
+        family(o, name, "counter", help);
         let _ = writeln!(o, "{name} {v}");
     }
     family(
-        &mut o,
+        o,
         "ccload_pods_selected",
         "gauge",
         "Pods of this node the [[pods]] entries select (absent before the first list).",
@@ -298,14 +302,14 @@ pub(super) fn render(
         let _ = writeln!(o, "ccload_pods_selected {n}");
     }
     family(
-        &mut o,
+        o,
         "ccload_watch_clients",
         "gauge",
         "Connected telemetry clients.",
     );
     let _ = writeln!(o, "ccload_watch_clients {}", m.clients);
     family(
-        &mut o,
+        o,
         "ccload_ring_unread",
         "gauge",
         "1 for an attached controller whose ring buffer another consumer holds.",
@@ -313,6 +317,16 @@ pub(super) fn render(
     for a in &m.rings_missing {
         let _ = writeln!(o, "ccload_ring_unread{{algo=\"{a}\"}} 1");
     }
+}
+
+/// The controllers' kernel counters, which configured ones are attached,
+/// and their sockets.
+fn render_kernel(
+    o: &mut String,
+    d: &Desired,
+    stats: &KernelStats,
+    sockets: &BTreeMap<String, u64>,
+) {
     // HELP text comes from the one stats table (stats::STATS).
     let counters: [(&str, u32); 4] = [
         ("ccload_flows_total", intf::CCL_STAT_FLOW_INIT),
@@ -324,7 +338,7 @@ pub(super) fn render(
         ("ccload_events_total", intf::CCL_STAT_EVENTS),
     ];
     for (name, idx) in counters {
-        family(&mut o, name, "counter", &crate::stats::help(idx));
+        family(o, name, "counter", &crate::stats::help(idx));
         for (a, s) in stats {
             if let Some(v) = s.get(idx as usize) {
                 let _ = writeln!(o, "{name}{{algo=\"{a}\"}} {v}");
@@ -332,7 +346,7 @@ pub(super) fn render(
         }
     }
     family(
-        &mut o,
+        o,
         "ccload_controller_attached",
         "gauge",
         "1 for each controller the config names that is attached, 0 for one that is not.",
@@ -346,7 +360,7 @@ pub(super) fn render(
         );
     }
     family(
-        &mut o,
+        o,
         "ccload_sockets",
         "gauge",
         "TCP sockets using the controller in the daemon's network namespace.",
@@ -355,8 +369,13 @@ pub(super) fn render(
         let n = sockets.get(a.name()).copied().unwrap_or(0);
         let _ = writeln!(o, "ccload_sockets{{algo=\"{a}\"}} {n}");
     }
+}
+
+/// Telemetry record counts, and the in-kernel aggregates per controller
+/// profile and per cgroup.
+fn render_telemetry(o: &mut String, m: &Metrics, d: &Desired, aggs: &agg::All) {
     family(
-        &mut o,
+        o,
         "ccload_telemetry_records_total",
         "counter",
         "Telemetry records received, by profile.",
@@ -378,7 +397,7 @@ pub(super) fn render(
             )
         })
         .collect();
-    render_aggs(&mut o, "ccload_", "per controller profile", &profiles);
+    render_aggs(o, "ccload_", "per controller profile", &profiles);
     let cgroups: Vec<(String, &Agg)> = aggs
         .cgroups
         .iter()
@@ -403,13 +422,7 @@ pub(super) fn render(
             )
         })
         .collect();
-    render_aggs(
-        &mut o,
-        "ccload_cgroup_",
-        "per bound or watched cgroup",
-        &cgroups,
-    );
-    o
+    render_aggs(o, "ccload_cgroup_", "per bound or watched cgroup", &cgroups);
 }
 
 /// How many configured cgroups are bound, unbound, or named by entries
