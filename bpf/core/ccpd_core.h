@@ -605,6 +605,14 @@ CCL_CORE u32 ccpd_qmax_us(const struct ccpd *ca)
 	return ca->rtt_max_us > ca->rtt_min_us ? ca->rtt_max_us - ca->rtt_min_us : 0;
 }
 
+/* A drain's bound for "no queue": max(qmax/8, CCPD_COMP_EXIT_US). */
+CCL_CORE u32 ccpd_comp_exit_us(const struct ccpd *ca)
+{
+	u32 q = ccpd_qmax_us(ca) / 8;
+
+	return q > CCPD_COMP_EXIT_US ? q : CCPD_COMP_EXIT_US;
+}
+
 /* A loss re-learns rtt_max from the smoothed RTT s (bmax_on_loss); with
  * share the path hears of it (ccpd_path_sync). */
 CCL_CORE void ccpd_relearn_bmax(struct ccpd *ca, u32 s, u32 m)
@@ -1362,7 +1370,7 @@ CCL_CORE_GLOBAL u32 ccpd_drain(struct ccpd *ca, const struct ccl_ccpd_params *p,
 	if (ca->drain_min_us != CCL_U32_MAX) {
 		dq = ca->drain_min_us > m ? ca->drain_min_us - m : 0;
 		enter = qmax / 4 > CCPD_COMP_ENTER_US ? qmax / 4 : CCPD_COMP_ENTER_US;
-		leave = qmax / 8 > CCPD_COMP_EXIT_US ? qmax / 8 : CCPD_COMP_EXIT_US;
+		leave = ccpd_comp_exit_us(ca);
 		/* (the drain took s down: over rtt_max the flow's own rate
 		 * errs low, towards competing) */
 		mine = ca->rtt_max_us ? (u64)ca->w_saved * CCL_USEC_PER_SEC / ca->rtt_max_us : 0;
@@ -1648,6 +1656,15 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 			    ccpd_has_half(ca->w_q10, o->c_sps, l->rtts_us) &&
 			    ccpd_loss_queue_seen(ca, p))
 				inc = CCL_Q10;
+			/* comp_fill: no queue (s within a drain's exit bound of
+			 * m): no one keeps one now and the pipe has room, so
+			 * half the window a round, up to the pipe C m */
+			if (p->comp_fill && w < l->est.p_q10 &&
+			    l->rtts_us <= l->rtt_min_us + ccpd_comp_exit_us(ca)) {
+				u64 room = l->est.p_q10 - w;
+
+				inc = ccl_max64(inc, ccl_min64(w / 2, room));
+			}
 			w += inc > CCL_Q10 ? inc : CCL_Q10;
 			ca->w_q10 = ccpd_clamp_w_q10((s64)ccl_min64(w, CCL_U32_MAX), p->cwnd_min,
 						     l->cwnd_max);
