@@ -1817,6 +1817,53 @@ fn ccpd_competing_growth_slows_at_half_the_link() {
     );
 }
 
+/// comp_fill: competing, a round whose smoothed RTT shows no queue (within
+/// a drain's exit bound, max(qmax / 8, 0.25 ms), of m) grows the window by
+/// half, up to the pipe C m; a queue brings back s / 10 ms a round.
+#[test]
+fn ccpd_competing_fills_an_empty_pipe_with_comp_fill() {
+    let p = ccpd_params(&[("drain_ms", "5000"), ("comp_fill", "1")]);
+    let mut ca = shared_flow(&p);
+    ca.phase = intf::CCL_PHASE_CA as u8;
+    ca.rtt_min_us = 40_000;
+    ca.rtt_max_us = 80_000; // qmax 40 ms: no queue up to 45 ms
+    ca.cap_sps = 8_333; // P = C m = 333
+    ca.fb_cur = 4_000;
+    ca.w_q10 = 200 << 10;
+    ca.sh |= (intf::CCPD_SH_COMP | intf::CCPD_SH_SLOT) as u8;
+    let mut delivered = 0u32;
+    let mut round = |ca: &mut intf::ccpd, s_us: u32| {
+        ca.rtts_q3 = s_us << 3;
+        let a = intf::ccpd_ack {
+            now_us: 1_000_000,
+            ca_state: intf::CCL_CA_OPEN,
+            snd_cwnd: ca.w_q10 >> 10,
+            cwnd_clamp: u32::MAX,
+            mss: 1448,
+            acked: 2,
+            rtt_us: -1,
+            cwnd_limited: 1,
+            has_prior: 1,
+            prior_delivered: delivered,
+            tp_delivered: delivered + 300,
+            ..Default::default()
+        };
+        delivered += 300;
+        let mut o = intf::ccpd_out::default();
+        unsafe { intf::ccpd_on_ack(ca, &p, &a, &mut o) };
+        assert_eq!(o.law, intf::CCPD_LAW_COMP);
+        o.snd_cwnd
+    };
+    assert_eq!(round(&mut ca, 44_000), 300, "no queue: half the window");
+    assert_eq!(round(&mut ca, 44_000), 333, "up to the pipe");
+    assert_eq!(round(&mut ca, 44_000), 337, "at the pipe: s / 10 ms");
+    ca.w_q10 = 200 << 10;
+    assert_eq!(round(&mut ca, 46_000), 204, "a queue of 6 ms: s / 10 ms");
+    // off (the default): s / 10 ms with no queue too
+    let off = ccpd_params(&[]);
+    assert_eq!(off.comp_fill, 0);
+}
+
 /// N ccpd flows on one bottleneck, a round-synchronous fluid model: every
 /// round each flow reads the queue its and the others' windows built two
 /// rounds before (a round start's RTT measures the previous round), and steps the real L1 law (`ccpd_law_l1`) with the gain

@@ -1388,6 +1388,42 @@ fn ctcp_plus_one_episode_between_two_losses() {
     assert_eq!(again(&free, 3, 1, 0), cut, "a fourth one: cut too");
 }
 
+/// probe_keep: a probe that finds no other sender's queue gives back the
+/// queue Compound keeps, gamma segments, at most what it drained; off, the
+/// window regrows from the pipe.
+#[test]
+fn ctcp_plus_probe_keep_gives_back_gamma_after_a_probe_alone() {
+    for (keep, gamma, want) in [(1, 30, 30), (1, 1000, 100), (0, 30, 0)] {
+        let p: intf::ccl_ctcp_plus_params = Algo::CtcpPlus
+            .params_struct(&[("probe_ms", "5000"), ("probe_keep", &keep.to_string())]);
+        let mut r = intf::ctcp_round {
+            win: 300,
+            swnd: 300,
+            rtt_us: 60_000,
+            base_rtt_us: 40_000,
+            rtt_max_us: 80_000,
+            round_min_us: 58_000,
+            gamma,
+            cwnd_l: 300,
+            dw_grew: 1,
+            now_ms: 4_900,
+            slot: 0,
+            ..Default::default()
+        };
+        let mut step = |now_ms: u32, round_min_us: u32| {
+            (r.now_ms, r.round_min_us, r.rule) = (now_ms, round_min_us, 0);
+            unsafe { intf::ctcp_round_update(&mut r, &p) };
+        };
+        step(5_000, 58_000); // the probe: the pipe, 200 of 300
+                             // the queue drains (1 ms left, under qmax/8 = 5 ms): alone
+        step(5_060, 45_000);
+        step(5_120, 42_000);
+        step(5_180, 41_000);
+        assert_eq!((r.comp, r.probe, r.cwnd_l), (0, 0, 200), "keep {keep}");
+        assert_eq!(r.dwnd_q10 >> 10, want, "keep {keep}, gamma {gamma}");
+    }
+}
+
 /// probe_ms (2000 by default; 5000 here): at its first round in a new slot of the host
 /// clock the flow holds its pipe swnd baseRTT/RTT, without growth, for three
 /// more rounds.  A probe whose smallest round RTT still shows more than
