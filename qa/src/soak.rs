@@ -640,25 +640,7 @@ pub fn run(minutes: f64, seed: u64, out: &Path) -> Result<Report> {
                 &lost_samples,
             );
             sc.spawn(move || {
-                let mut k = f;
-                while !flows_stop.load(Ordering::Relaxed) {
-                    let cc = FLOW_CCS[(k % FLOW_CCS.len() as u64) as usize];
-                    k += 1;
-                    match link.transfer(cc, FLOW_BYTES) {
-                        Ok(t) if t.bytes == FLOW_BYTES => {
-                            done.fetch_add(1, Ordering::Relaxed);
-                        }
-                        // The CC was not registered when the socket was set up.
-                        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-                            not_started.fetch_add(1, Ordering::Relaxed);
-                            std::thread::sleep(Duration::from_millis(100));
-                        }
-                        other => {
-                            lost.fetch_add(1, Ordering::Relaxed);
-                            lock(lost_samples).push(format!("flow {f} on {cc}: {other:?}"));
-                        }
-                    }
-                }
+                flow_loop(f, link, flows_stop, [done, lost, not_started], lost_samples)
             });
         }
         let (stop_r, quiet_r, c_r, cfgs_r, cg2_r) = (&stop, &quiet, &c, &cfgs, &cg2.0);
@@ -715,15 +697,57 @@ pub fn run(minutes: f64, seed: u64, out: &Path) -> Result<Report> {
     r.failure_samples
         .extend(lost_samples.into_inner().unwrap_or_default());
 
-    // The last word: apply a config, which must then be what the kernel has.
-    let fin = ccload_cmd(&s(&["apply", cfgs[1].to_str().unwrap_or("")]))?.output()?;
+    final_apply(&mut r, &cfgs[1])?;
+    // Then everything away, and nothing of ours may remain.
+    drop(cg2);
+    drop(cg1);
+    check_leftovers(&mut r, links0)?;
+    std::fs::write(out.join("soak.json"), serde_json::to_string_pretty(&r)?)?;
+    Ok(r)
+}
+
+/// One of the soak's flows: transfers on the controllers in turn until
+/// `stop`, counted as [done, lost, not started] (the CC was not registered
+/// when its socket was set up).
+fn flow_loop(
+    f: u64,
+    link: &Bottleneck,
+    stop: &AtomicBool,
+    [done, lost, not_started]: [&AtomicU64; 3],
+    lost_samples: &Mutex<Vec<String>>,
+) {
+    let mut k = f;
+    while !stop.load(Ordering::Relaxed) {
+        let cc = FLOW_CCS[(k % FLOW_CCS.len() as u64) as usize];
+        k += 1;
+        match link.transfer(cc, FLOW_BYTES) {
+            Ok(t) if t.bytes == FLOW_BYTES => {
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            // The CC was not registered when the socket was set up.
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                not_started.fetch_add(1, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            other => {
+                lost.fetch_add(1, Ordering::Relaxed);
+                lock(lost_samples).push(format!("flow {f} on {cc}: {other:?}"));
+            }
+        }
+    }
+}
+
+/// The last word: apply `cfg`, which must then be what the kernel has (an
+/// empty plan, no leftovers in `status`).
+fn final_apply(r: &mut Report, cfg: &Path) -> Result<()> {
+    let fin = ccload_cmd(&s(&["apply", cfg.to_str().unwrap_or("")]))?.output()?;
     if !fin.status.success() {
         r.failure_samples.push(format!(
             "final apply: {}",
             String::from_utf8_lossy(&fin.stderr)
         ));
     }
-    let dry = ccload_cmd(&s(&["apply", "--dry-run", cfgs[1].to_str().unwrap_or("")]))?.output()?;
+    let dry = ccload_cmd(&s(&["apply", "--dry-run", cfg.to_str().unwrap_or("")]))?.output()?;
     let plan =
         String::from_utf8_lossy(&dry.stdout).to_string() + &String::from_utf8_lossy(&dry.stderr);
     r.final_plan_empty = dry.status.success()
@@ -737,10 +761,12 @@ pub fn run(minutes: f64, seed: u64, out: &Path) -> Result<Report> {
     let st = ccload_cmd(&s(&["status", "--json"]))?.output()?;
     let sj: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap_or_default();
     r.leftovers_after_final_apply = sj["leftovers"].as_array().map_or(0, |a| a.len() as u64);
+    Ok(())
+}
 
-    // Then everything away, and nothing of ours may remain.
-    drop(cg2);
-    drop(cg1);
+/// After `detach --all`: no struct_ops map or pin of ours, and no link
+/// more than the `links0` other tools had at the start.
+fn check_leftovers(r: &mut Report, links0: u64) -> Result<()> {
     let _ = ccload_cmd(&s(&["detach", "--all"]))?.output()?;
     let clean = wait_for(Duration::from_secs(60), || {
         kernel_leftovers() == (0, links0)
@@ -757,8 +783,7 @@ pub fn run(minutes: f64, seed: u64, out: &Path) -> Result<Report> {
         r.failure_samples
             .push("struct_ops maps or links still present 60 s after detach --all".into());
     }
-    std::fs::write(out.join("soak.json"), serde_json::to_string_pretty(&r)?)?;
-    Ok(r)
+    Ok(())
 }
 
 fn walk_count(p: &Path) -> u64 {
