@@ -518,173 +518,31 @@ pub fn run(secs: f64, reps: usize, bytes: u64, out: &Path, only: Option<&str>) -
         set_trace(1)?;
         let part = |p: &str| only.is_none_or(|o| o == p);
         let ns = NetNs::new();
-        let mut consumer = Vec::new();
-        let mut real_flows = (0, 0, 0.0);
+        let mut r = Report {
+            consumer: Vec::new(),
+            real_flows: (0, 0, 0.0),
+            datapath: Vec::new(),
+            aggregates: Vec::new(),
+            cost: Vec::new(),
+            cpu: Vec::new(),
+        };
         if part("consumer") {
-            consumer = consumer_rates(secs)?;
-            // What the synthetic runs left in the ring (a failed rate leaves it
-            // full) is read out first: only the flows' records are counted.
-            let drain = Consumer::start("json")?;
-            std::thread::sleep(Duration::from_millis(1000));
-            drain.stop()?;
-            // Real flows: 4 loopback ccpd flows tracing every round.
-            let stats0 = ring_counters()?;
-            let c = Consumer::start("json")?;
-            let t0 = Instant::now();
-            std::thread::scope(|sc| {
-                for _ in 0..4 {
-                    sc.spawn(|| {
-                        ns.run(move || {
-                            ccload_testbed::traffic::transfer(
-                                "ccpd",
-                                2 << 30,
-                                "127.0.0.1:0".parse().unwrap(),
-                            )
-                            .map(|t| t.bytes)
-                            .unwrap_or(0)
-                        })
-                    });
-                }
-            });
-            let flow_secs = t0.elapsed().as_secs_f64();
-            std::thread::sleep(Duration::from_millis(500));
-            let got = c.stop()?;
-            let stats1 = ring_counters()?;
-            let written = stats1.0 - stats0.0;
-            let dropped = stats1.1 - stats0.1;
-            eprintln!("bench: 4 loopback flows: {written} records written, {got} received, {dropped} ring full, {flow_secs:.1} s");
-            real_flows = (written, got, dropped as f64);
+            (r.consumer, r.real_flows) = consumer_part(&ns, secs)?;
         }
-
-        let mut datapath = Vec::new();
-        let mut aggregates = Vec::new();
         if part("datapath") {
-            // (b) datapath.
-            set_trace(0)?;
-            let noop = || Ok(());
-            let tr_on = || set_trace(1);
-            let tr_off = || set_trace(0);
-            let consumer_keep = Consumer::start("json")?;
-            let cfgs: Vec<Cfg> = vec![
-                ("cubic", &noop, "cubic"),
-                ("ccpd", &tr_off, "ccpd"),
-                ("ccpd, tracing every round", &tr_on, "ccpd"),
-                ("hetcp", &noop, "hetcp"),
-                ("ctcp_plus", &noop, "ctcp_plus"),
-                ("ub_reno", &noop, "ub_reno"),
-            ];
-            datapath = interleaved(&ns, &cfgs, reps, bytes)?;
-            consumer_keep.stop()?;
-            set_trace(0)?;
+            r.datapath = datapath_part(&ns, reps, bytes)?;
         }
         if part("aggregates") {
-            // (c) sock_ops aggregates on cubic.
-            let cg = BenchCgroup::enter()?;
-            let p = cg.path.to_string_lossy().to_string();
-            let watch = || ccload(&["cgroup", "watch", &p]).map(drop);
-            // `unset` of an unwatched cgroup says so and exits 1: fine here.
-            let unwatch = || {
-                let _ = ccload(&["cgroup", "unset", &p]);
-                Ok(())
-            };
-            let cfgs: Vec<Cfg> = vec![
-                ("cubic, cgroup not watched", &unwatch, "cubic"),
-                (
-                    "cubic, cgroup watched (sock_ops aggregates)",
-                    &watch,
-                    "cubic",
-                ),
-            ];
-            aggregates = interleaved(&ns, &cfgs, reps, bytes)?;
-            drop(cg);
+            r.aggregates = aggregates_part(&ns, reps, bytes)?;
         }
-        let mut cost = Vec::new();
         if part("cost") {
-            // (d) The kernel counts BPF run time while this fd is open.
-            // SAFETY: a syscall wrapper; the fd is ours and closed below.
-            let fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
-            anyhow::ensure!(
-                fd >= 0,
-                "BPF_ENABLE_STATS: {}",
-                std::io::Error::last_os_error()
-            );
-            // SAFETY: fd was just returned to us.
-            let _stats =
-                unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-            let ccpd = ["ccpd_"];
-            set_trace(0)?;
-            cost.push(cost_row(&ns, "cubic", "cubic", &ccpd, None, reps, bytes)?);
-            cost.push(cost_row(
-                &ns,
-                "ccpd, no tracing",
-                "ccpd",
-                &ccpd,
-                None,
-                reps,
-                bytes,
-            )?);
-            // The other three controllers' hooks, per run (the guard and the
-            // aggregates every hook calls are in these numbers too).
-            for (label, cc, prefix) in [
-                ("hetcp", "hetcp", "hetcp_"),
-                ("ctcp_plus", "ctcp_plus", "ctcp_plus_"),
-                ("ub_reno", "ub_reno", "ub_reno_"),
-            ] {
-                cost.push(cost_row(&ns, label, cc, &[prefix], None, reps, bytes)?);
-            }
-            set_trace(1)?;
-            let c = Consumer::start("json")?;
-            let pid = c.pid();
-            cost.push(cost_row(
-                &ns,
-                "ccpd, tracing every round, `watch` consuming",
-                "ccpd",
-                &ccpd,
-                Some(pid),
-                reps,
-                bytes,
-            )?);
-            // `watch --every 10ms`: at most one record per flow per 10 ms.
-            ccload(&["tune", "--algo", "ccpd", "--set", "trace_ms=10"])?;
-            cost.push(cost_row(
-                &ns,
-                "ccpd, tracing every 10 ms, `watch` consuming",
-                "ccpd",
-                &ccpd,
-                Some(pid),
-                reps,
-                bytes,
-            )?);
-            ccload(&["tune", "--algo", "ccpd", "--set", "trace_ms=0"])?;
-            c.stop()?;
-            set_trace(0)?;
-            let cg = BenchCgroup::enter()?;
-            let p = cg.path.to_string_lossy().to_string();
-            ccload(&["cgroup", "watch", &p])?;
-            cost.push(cost_row(
-                &ns,
-                "cubic, cgroup watched (sock_ops aggregates)",
-                "cubic",
-                &["ccl_cgroup_soc"],
-                None,
-                reps,
-                bytes,
-            )?);
-            drop(cg);
+            r.cost = cost_part(&ns, reps, bytes)?;
         }
-        let mut cpu = Vec::new();
         if part("cpu") {
             set_trace(0)?;
-            cpu = cpu_per_byte(reps)?;
+            r.cpu = cpu_per_byte(reps)?;
         }
-        Ok(Report {
-            consumer,
-            real_flows,
-            datapath,
-            aggregates,
-            cost,
-            cpu,
-        })
+        Ok(r)
     })();
     for a in ours {
         let _ = ccload(&["detach", "--algo", a]);
@@ -696,6 +554,167 @@ pub fn run(secs: f64, reps: usize, bytes: u64, out: &Path, only: Option<&str>) -
     println!("{md}");
     println!("wrote {}", out.join("bench.md").display());
     Ok(r)
+}
+
+/// (a) The consumer: synthetic record rates, then 4 loopback ccpd flows
+/// tracing every round (records written, received, dropped).
+fn consumer_part(ns: &NetNs, secs: f64) -> Result<(Vec<ConsumerRow>, (u64, u64, f64))> {
+    let consumer = consumer_rates(secs)?;
+    // What the synthetic runs left in the ring (a failed rate leaves it
+    // full) is read out first: only the flows' records are counted.
+    let drain = Consumer::start("json")?;
+    std::thread::sleep(Duration::from_millis(1000));
+    drain.stop()?;
+    // Real flows: 4 loopback ccpd flows tracing every round.
+    let stats0 = ring_counters()?;
+    let c = Consumer::start("json")?;
+    let t0 = Instant::now();
+    std::thread::scope(|sc| {
+        for _ in 0..4 {
+            sc.spawn(|| {
+                ns.run(move || {
+                    ccload_testbed::traffic::transfer(
+                        "ccpd",
+                        2 << 30,
+                        "127.0.0.1:0".parse().unwrap(),
+                    )
+                    .map(|t| t.bytes)
+                    .unwrap_or(0)
+                })
+            });
+        }
+    });
+    let flow_secs = t0.elapsed().as_secs_f64();
+    std::thread::sleep(Duration::from_millis(500));
+    let got = c.stop()?;
+    let stats1 = ring_counters()?;
+    let written = stats1.0 - stats0.0;
+    let dropped = stats1.1 - stats0.1;
+    eprintln!("bench: 4 loopback flows: {written} records written, {got} received, {dropped} ring full, {flow_secs:.1} s");
+    Ok((consumer, (written, got, dropped as f64)))
+}
+
+/// (b) The datapath: cubic and our controllers, ccpd with and without
+/// tracing, interleaved.
+fn datapath_part(ns: &NetNs, reps: usize, bytes: u64) -> Result<Vec<PathRow>> {
+    // (b) datapath.
+    set_trace(0)?;
+    let noop = || Ok(());
+    let tr_on = || set_trace(1);
+    let tr_off = || set_trace(0);
+    let consumer_keep = Consumer::start("json")?;
+    let cfgs: Vec<Cfg> = vec![
+        ("cubic", &noop, "cubic"),
+        ("ccpd", &tr_off, "ccpd"),
+        ("ccpd, tracing every round", &tr_on, "ccpd"),
+        ("hetcp", &noop, "hetcp"),
+        ("ctcp_plus", &noop, "ctcp_plus"),
+        ("ub_reno", &noop, "ub_reno"),
+    ];
+    let datapath = interleaved(ns, &cfgs, reps, bytes)?;
+    consumer_keep.stop()?;
+    set_trace(0)?;
+    Ok(datapath)
+}
+
+/// (c) cubic with the sock_ops aggregates of a watched cgroup, and without.
+fn aggregates_part(ns: &NetNs, reps: usize, bytes: u64) -> Result<Vec<PathRow>> {
+    // (c) sock_ops aggregates on cubic.
+    let cg = BenchCgroup::enter()?;
+    let p = cg.path.to_string_lossy().to_string();
+    let watch = || ccload(&["cgroup", "watch", &p]).map(drop);
+    // `unset` of an unwatched cgroup says so and exits 1: fine here.
+    let unwatch = || {
+        let _ = ccload(&["cgroup", "unset", &p]);
+        Ok(())
+    };
+    let cfgs: Vec<Cfg> = vec![
+        ("cubic, cgroup not watched", &unwatch, "cubic"),
+        (
+            "cubic, cgroup watched (sock_ops aggregates)",
+            &watch,
+            "cubic",
+        ),
+    ];
+    let aggregates = interleaved(ns, &cfgs, reps, bytes)?;
+    drop(cg);
+    Ok(aggregates)
+}
+
+/// (d) The hooks' run time per ACK, as the kernel counts it.
+fn cost_part(ns: &NetNs, reps: usize, bytes: u64) -> Result<Vec<CostRow>> {
+    let mut cost = Vec::new();
+    // (d) The kernel counts BPF run time while this fd is open.
+    // SAFETY: a syscall wrapper; the fd is ours and closed below.
+    let fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
+    anyhow::ensure!(
+        fd >= 0,
+        "BPF_ENABLE_STATS: {}",
+        std::io::Error::last_os_error()
+    );
+    // SAFETY: fd was just returned to us.
+    let _stats = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let ccpd = ["ccpd_"];
+    set_trace(0)?;
+    cost.push(cost_row(ns, "cubic", "cubic", &ccpd, None, reps, bytes)?);
+    cost.push(cost_row(
+        ns,
+        "ccpd, no tracing",
+        "ccpd",
+        &ccpd,
+        None,
+        reps,
+        bytes,
+    )?);
+    // The other three controllers' hooks, per run (the guard and the
+    // aggregates every hook calls are in these numbers too).
+    for (label, cc, prefix) in [
+        ("hetcp", "hetcp", "hetcp_"),
+        ("ctcp_plus", "ctcp_plus", "ctcp_plus_"),
+        ("ub_reno", "ub_reno", "ub_reno_"),
+    ] {
+        cost.push(cost_row(ns, label, cc, &[prefix], None, reps, bytes)?);
+    }
+    set_trace(1)?;
+    let c = Consumer::start("json")?;
+    let pid = c.pid();
+    cost.push(cost_row(
+        ns,
+        "ccpd, tracing every round, `watch` consuming",
+        "ccpd",
+        &ccpd,
+        Some(pid),
+        reps,
+        bytes,
+    )?);
+    // `watch --every 10ms`: at most one record per flow per 10 ms.
+    ccload(&["tune", "--algo", "ccpd", "--set", "trace_ms=10"])?;
+    cost.push(cost_row(
+        ns,
+        "ccpd, tracing every 10 ms, `watch` consuming",
+        "ccpd",
+        &ccpd,
+        Some(pid),
+        reps,
+        bytes,
+    )?);
+    ccload(&["tune", "--algo", "ccpd", "--set", "trace_ms=0"])?;
+    c.stop()?;
+    set_trace(0)?;
+    let cg = BenchCgroup::enter()?;
+    let p = cg.path.to_string_lossy().to_string();
+    ccload(&["cgroup", "watch", &p])?;
+    cost.push(cost_row(
+        ns,
+        "cubic, cgroup watched (sock_ops aggregates)",
+        "cubic",
+        &["ccl_cgroup_soc"],
+        None,
+        reps,
+        bytes,
+    )?);
+    drop(cg);
+    Ok(cost)
 }
 
 fn path_table(o: &mut String, rows: &mut [PathRow], base: &str) {
