@@ -370,6 +370,100 @@ pub(crate) fn payload_share(mtu: u32) -> f64 {
     (mtu - 52) as f64 / mtu as f64
 }
 
+/// How the long flows (`steady`) shared the link after the last of them
+/// started: the mean of Jain's index over 1-s bins where one of them
+/// moved bytes, and (when no flow is a short arrival) the time to Jain 0.9
+/// and a late joiner's time to 0.8 of its share.
+fn sharing(
+    flows: &[Flow],
+    by_flow: &BTreeMap<usize, Vec<&FlowSample>>,
+    steady: &[usize],
+    w0: f64,
+    t_end: f64,
+) -> (f64, Option<f64>, Option<f64>) {
+    // Jain's index over 1-s bins where every flow is active; a short-flow
+    // mix's arrivals come and go, and only its long flows share.
+    let t_last = steady.iter().map(|&i| flows[i].start).fold(0.0, f64::max);
+    let stop_min = steady
+        .iter()
+        .map(|&i| flows[i].stop)
+        .fold(f64::MAX, f64::min)
+        .min(t_end);
+    let mut bins = Vec::new();
+    let mut t = w0.max(t_last);
+    while t + 1.0 <= stop_min {
+        let all = bin_bytes(by_flow, flows.len(), t);
+        let rates: Vec<f64> = steady.iter().map(|&i| all[i]).collect();
+        if rates.iter().any(|&r| r > 0.0) {
+            bins.push(jain(&rates));
+        }
+        t += 1.0;
+    }
+    let (jain_09_s, late_fair_s) = if steady.len() == flows.len() {
+        convergence(flows, by_flow, t_last, stop_min)
+    } else {
+        (None, None)
+    };
+    let mean = if bins.is_empty() {
+        0.0
+    } else {
+        bins.iter().sum::<f64>() / bins.len() as f64
+    };
+    (mean, jain_09_s, late_fair_s)
+}
+
+/// Flow `i`'s summary over the measured window (from the warm-up `w0` or
+/// its start), from its samples `v`, and its RTT samples (ms) in that
+/// window.
+fn flow_summary(
+    i: usize,
+    f: &Flow,
+    v: &[&FlowSample],
+    w0: f64,
+    t_end: f64,
+) -> (FlowSummary, Vec<f64>) {
+    let from = w0.max(f.start);
+    let win: Vec<&&FlowSample> = v.iter().filter(|s| s.t >= from).collect();
+    let good = if f.arrival {
+        // a short flow: what it added to the link over the window (its
+        // own rate is its slowdown's business)
+        let rx = f.rx.load(Ordering::Relaxed);
+        let before = if f.start >= w0 {
+            0
+        } else {
+            win.first().map_or(rx, |a| a.rx_bytes)
+        };
+        rx.saturating_sub(before) as f64 * 8.0 / (t_end - w0).max(1e-3) / 1e6
+    } else {
+        match (win.first(), win.last()) {
+            (Some(a), Some(b)) if b.t > a.t => {
+                (b.rx_bytes - a.rx_bytes) as f64 * 8.0 / (b.t - a.t) / 1e6
+            }
+            _ => 0.0,
+        }
+    };
+    let mut rtts: Vec<f64> = win.iter().map(|s| s.srtt_us as f64 / 1e3).collect();
+    let mean = if rtts.is_empty() {
+        0.0
+    } else {
+        rtts.iter().sum::<f64>() / rtts.len() as f64
+    };
+    let fs = FlowSummary {
+        flow: i,
+        cc: f.cc.clone(),
+        start_s: f.start,
+        goodput_mbit: good,
+        completion_s: f.done_at.lock().unwrap().map(|t| t - f.start),
+        bytes: f.rx.load(Ordering::Relaxed),
+        rtt_mean_ms: mean,
+        rtt_p95_ms: quantile(&mut rtts, 0.95),
+        retransmits: v.last().map(|s| s.total_retrans).unwrap_or(0),
+        path_rtt_ms: f.path_rtt_ms,
+        retrans_peak: retrans_peak(v),
+    };
+    (fs, rtts)
+}
+
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn summarise(
     sc: &Scenario,
@@ -394,72 +488,13 @@ pub(crate) fn summarise(
     let mut total_good = 0.0;
     for (i, f) in flows.iter().enumerate() {
         let v = by_flow.get(&i).cloned().unwrap_or_default();
-        let from = w0.max(f.start);
-        let win: Vec<&&FlowSample> = v.iter().filter(|s| s.t >= from).collect();
-        let good = if f.arrival {
-            // a short flow: what it added to the link over the window (its
-            // own rate is its slowdown's business)
-            let rx = f.rx.load(Ordering::Relaxed);
-            let before = if f.start >= w0 {
-                0
-            } else {
-                win.first().map_or(rx, |a| a.rx_bytes)
-            };
-            rx.saturating_sub(before) as f64 * 8.0 / (t_end - w0).max(1e-3) / 1e6
-        } else {
-            match (win.first(), win.last()) {
-                (Some(a), Some(b)) if b.t > a.t => {
-                    (b.rx_bytes - a.rx_bytes) as f64 * 8.0 / (b.t - a.t) / 1e6
-                }
-                _ => 0.0,
-            }
-        };
-        total_good += good;
-        let mut rtts: Vec<f64> = win.iter().map(|s| s.srtt_us as f64 / 1e3).collect();
-        all_rtt.extend(rtts.iter().copied());
-        let mean = if rtts.is_empty() {
-            0.0
-        } else {
-            rtts.iter().sum::<f64>() / rtts.len() as f64
-        };
-        per_flow.push(FlowSummary {
-            flow: i,
-            cc: f.cc.clone(),
-            start_s: f.start,
-            goodput_mbit: good,
-            completion_s: f.done_at.lock().unwrap().map(|t| t - f.start),
-            bytes: f.rx.load(Ordering::Relaxed),
-            rtt_mean_ms: mean,
-            rtt_p95_ms: quantile(&mut rtts, 0.95),
-            retransmits: v.last().map(|s| s.total_retrans).unwrap_or(0),
-            path_rtt_ms: f.path_rtt_ms,
-            retrans_peak: retrans_peak(&v),
-        });
+        let (fs, rtts) = flow_summary(i, f, &v, w0, t_end);
+        total_good += fs.goodput_mbit;
+        all_rtt.extend(rtts);
+        per_flow.push(fs);
     }
-    // Jain's index over 1-s bins where every flow is active; a short-flow
-    // mix's arrivals come and go, and only its long flows share.
     let steady: Vec<usize> = (0..flows.len()).filter(|&i| !flows[i].arrival).collect();
-    let t_last = steady.iter().map(|&i| flows[i].start).fold(0.0, f64::max);
-    let stop_min = steady
-        .iter()
-        .map(|&i| flows[i].stop)
-        .fold(f64::MAX, f64::min)
-        .min(t_end);
-    let mut bins = Vec::new();
-    let mut t = w0.max(t_last);
-    while t + 1.0 <= stop_min {
-        let all = bin_bytes(&by_flow, flows.len(), t);
-        let rates: Vec<f64> = steady.iter().map(|&i| all[i]).collect();
-        if rates.iter().any(|&r| r > 0.0) {
-            bins.push(jain(&rates));
-        }
-        t += 1.0;
-    }
-    let (jain_09_s, late_fair_s) = if steady.len() == flows.len() {
-        convergence(flows, &by_flow, t_last, stop_min)
-    } else {
-        (None, None)
-    };
+    let (jain_bins, jain_09_s, late_fair_s) = sharing(flows, &by_flow, &steady, w0, t_end);
     let fct = crate::arrivals::fct_bins(
         &flows
             .iter()
@@ -518,11 +553,7 @@ pub(crate) fn summarise(
             0.0
         },
         jain: jain(&goods),
-        jain_bins: if bins.is_empty() {
-            0.0
-        } else {
-            bins.iter().sum::<f64>() / bins.len() as f64
-        },
+        jain_bins,
         jain_09_s,
         late_fair_s,
         queue_mean_pkts: qmean,
