@@ -9,8 +9,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use ccload_testbed::delay::DelayReport;
 use ccload_testbed::iperf3::{self, Iperf3};
-use ccload_testbed::link::{Bottleneck, PFIFO};
+use ccload_testbed::link::{Bottleneck, TraceLink, PFIFO};
 use ccload_testbed::tcpinfo::tcp_info;
 use ccload_testbed::traffic::{connect, set_cc, socket_for};
 
@@ -38,25 +39,7 @@ pub fn run_case(
     cfg.trace = trace_link.clone();
     let mut link = Bottleneck::new(cfg);
     let (cc_name, _) = parse_cc(cc);
-    let flows: Vec<Flow> = case
-        .run_flows()
-        .map(|f| Flow {
-            cc: if f.cc == "$cc" {
-                cc_name.clone()
-            } else {
-                f.cc.clone()
-            },
-            start: f.start_s,
-            stop: f.stop_s.unwrap_or(sc.duration_s).min(sc.duration_s),
-            bytes: f.bytes,
-            arrival: f.arrival,
-            path_rtt_ms: (!case.link.extra_delay_ms.is_empty())
-                .then(|| f.rtt_ms.unwrap_or(case.rtt_ms)),
-            class: delay_class(&case.flows, f, case.rtt_ms),
-            rx: Arc::new(AtomicU64::new(0)),
-            done_at: Arc::new(std::sync::Mutex::new(None)),
-        })
-        .collect();
+    let flows = run_flows(sc, case, &cc_name);
     let senders: Vec<Sender> = case
         .run_flows()
         .map(|f| f.sender.unwrap_or(sc.sender))
@@ -112,25 +95,7 @@ pub fn run_case(
             let s = socks[i].clone().expect("connected above");
             threads.push(start_sender(s, &flows[i], t0, stop_all.clone()));
         }
-        for (i, slot) in iperfs.iter_mut().enumerate() {
-            let Some(p) = slot else { continue };
-            if socks[i].is_none() {
-                match p.data_socket() {
-                    Ok(Some(s)) => socks[i] = Some(Arc::new(s)),
-                    Ok(None) if t < flows[i].start + IPERF3_START_S => {}
-                    Ok(None) => anyhow::bail!(
-                        "flow {i} ({}): iperf3 showed no data stream in {IPERF3_START_S} s",
-                        flows[i].cc
-                    ),
-                    Err(e) => anyhow::bail!("flow {i} ({}): {e}", flows[i].cc),
-                }
-            }
-            if t >= flows[i].stop {
-                if let Some(p) = slot.take() {
-                    p.stop();
-                }
-            }
-        }
+        poll_iperf3(&mut iperfs, &mut socks, &flows, t)?;
         pending.retain(|(i, s)| match s.get() {
             Some(s) => {
                 socks[*i] = Some(s.clone());
@@ -138,38 +103,7 @@ pub fn run_case(
             }
             None => true,
         });
-        for (i, s) in socks.iter().enumerate() {
-            let Some(s) = s else { continue };
-            // a finished short flow has nothing more to show
-            if flows[i].arrival && flows[i].done_at.lock().unwrap().is_some() {
-                continue;
-            }
-            if let Some(ti) = tcp_info(s.as_raw_fd()) {
-                if senders[i] == Sender::Iperf3 {
-                    // iperf3's receiver counts for itself: what the
-                    // receiver has is what it acknowledged
-                    flows[i].rx.store(ti.tcpi_bytes_acked, Ordering::Relaxed);
-                }
-                samples.push(FlowSample {
-                    t,
-                    flow: i,
-                    cwnd: ti.tcpi_snd_cwnd,
-                    srtt_us: ti.tcpi_rtt,
-                    min_rtt_us: ti.tcpi_min_rtt,
-                    delivered: ti.tcpi_delivered,
-                    total_retrans: ti.tcpi_total_retrans,
-                    pacing_rate: ti.tcpi_pacing_rate,
-                    delivery_rate: ti.tcpi_delivery_rate,
-                    rx_bytes: flows[i].rx.load(Ordering::Relaxed),
-                    ca_state: ti.tcpi_ca_state,
-                    ssthresh: ti.tcpi_snd_ssthresh,
-                    unacked: ti.tcpi_unacked,
-                    sacked: ti.tcpi_sacked,
-                    lost: ti.tcpi_lost,
-                    retrans_out: ti.tcpi_retrans,
-                });
-            }
-        }
+        sample_flows(&socks, &flows, &senders, t, &mut samples);
         if let Ok(Some(q)) = probe.by_handle(PFIFO) {
             queue.push(QueueSample {
                 t,
@@ -205,8 +139,6 @@ pub fn run_case(
     // A veth link has no delay line: nothing of its timing to judge.
     let rep_delay = link.stop_delay();
     drop(link);
-    let comb = rep_delay.as_ref().map(|r| r.combined());
-    let late = |q: f64| comb.as_ref().map_or(0, |c| c.lateness_us(q));
     let summary = summarise(
         sc,
         case,
@@ -219,16 +151,50 @@ pub fn run_case(
         qfinal.drops as u64,
         random_drops,
     );
+    let summary = with_link(
+        sc,
+        case,
+        summary,
+        t_end,
+        trace_link.as_ref(),
+        rep_delay.as_ref(),
+    );
+    let summary = RunSummary {
+        repairs: repairs0
+            .zip(algo.and_then(repair_counts))
+            .map(|(a, b)| [b[0].saturating_sub(a[0]), b[1].saturating_sub(a[1])]),
+        ..summary
+    };
+    Ok(RunResult {
+        summary,
+        samples,
+        queue,
+    })
+}
+
+/// The run's summary with what the link measured: the delay line's
+/// queueing delay and what a trace offered (trace-driven links), and its
+/// own lateness, which says whether the run measured the host.
+fn with_link(
+    sc: &Scenario,
+    case: &Case,
+    summary: RunSummary,
+    t_end: f64,
+    trace_link: Option<&TraceLink>,
+    rep_delay: Option<&DelayReport>,
+) -> RunSummary {
+    let comb = rep_delay.map(|r| r.combined());
+    let late = |q: f64| comb.as_ref().map_or(0, |c| c.lateness_us(q));
     // A trace-driven link: the delay line's own bottleneck counters.
-    let tr = rep_delay.as_ref().and_then(|r| r.forward.trace.as_ref());
+    let tr = rep_delay.and_then(|r| r.forward.trace.as_ref());
     let payload = payload_share(case.link.mtu);
     // What the trace offered over the window goodput is measured in (the
     // delay line's trace clock starts a few ms before t0).
-    let offered = trace_link.as_ref().map(|l| {
+    let offered = trace_link.map(|l| {
         let ms = |s: f64| l.offset_ms + (s * 1e3) as u64;
         l.down.mbit_between(ms(sc.warmup_s), ms(t_end))
     });
-    let summary = RunSummary {
+    RunSummary {
         qdelay_p50_ms: tr.map(|t| t.qdelay_ms(0.5)).or(summary.qdelay_p50_ms),
         qdelay_p95_ms: tr.map(|t| t.qdelay_ms(0.95)).or(summary.qdelay_p95_ms),
         offered_mbit: offered,
@@ -240,17 +206,104 @@ pub fn run_case(
         lateness_p99_us: late(0.99),
         lateness_max_us: late(1.0),
         realtime: comb.as_ref().is_none_or(|c| c.realtime),
-        valid: rep_delay.as_ref().is_none_or(|r| r.valid()),
-        repairs: repairs0
-            .zip(algo.and_then(repair_counts))
-            .map(|(a, b)| [b[0].saturating_sub(a[0]), b[1].saturating_sub(a[1])]),
+        valid: rep_delay.is_none_or(|r| r.valid()),
         ..summary
-    };
-    Ok(RunResult {
-        summary,
-        samples,
-        queue,
-    })
+    }
+}
+
+/// The run's flows (Case::run_flows), `$cc` as `cc_name`.
+fn run_flows(sc: &Scenario, case: &Case, cc_name: &str) -> Vec<Flow> {
+    case.run_flows()
+        .map(|f| Flow {
+            cc: if f.cc == "$cc" {
+                cc_name.to_string()
+            } else {
+                f.cc.clone()
+            },
+            start: f.start_s,
+            stop: f.stop_s.unwrap_or(sc.duration_s).min(sc.duration_s),
+            bytes: f.bytes,
+            arrival: f.arrival,
+            path_rtt_ms: (!case.link.extra_delay_ms.is_empty())
+                .then(|| f.rtt_ms.unwrap_or(case.rtt_ms)),
+            class: delay_class(&case.flows, f, case.rtt_ms),
+            rx: Arc::new(AtomicU64::new(0)),
+            done_at: Arc::new(std::sync::Mutex::new(None)),
+        })
+        .collect()
+}
+
+/// iperf3 flows: each one's data stream once it shows (an error after
+/// IPERF3_START_S without one), and its process stopped at its stop time.
+fn poll_iperf3(
+    iperfs: &mut [Option<Iperf3>],
+    socks: &mut [Option<Arc<TcpStream>>],
+    flows: &[Flow],
+    t: f64,
+) -> anyhow::Result<()> {
+    for (i, slot) in iperfs.iter_mut().enumerate() {
+        let Some(p) = slot else { continue };
+        if socks[i].is_none() {
+            match p.data_socket() {
+                Ok(Some(s)) => socks[i] = Some(Arc::new(s)),
+                Ok(None) if t < flows[i].start + IPERF3_START_S => {}
+                Ok(None) => anyhow::bail!(
+                    "flow {i} ({}): iperf3 showed no data stream in {IPERF3_START_S} s",
+                    flows[i].cc
+                ),
+                Err(e) => anyhow::bail!("flow {i} ({}): {e}", flows[i].cc),
+            }
+        }
+        if t >= flows[i].stop {
+            if let Some(p) = slot.take() {
+                p.stop();
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One TCP_INFO sample of each connected flow at `t` (a finished short
+/// flow has nothing more to show).
+fn sample_flows(
+    socks: &[Option<Arc<TcpStream>>],
+    flows: &[Flow],
+    senders: &[Sender],
+    t: f64,
+    samples: &mut Vec<FlowSample>,
+) {
+    for (i, s) in socks.iter().enumerate() {
+        let Some(s) = s else { continue };
+        // a finished short flow has nothing more to show
+        if flows[i].arrival && flows[i].done_at.lock().unwrap().is_some() {
+            continue;
+        }
+        if let Some(ti) = tcp_info(s.as_raw_fd()) {
+            if senders[i] == Sender::Iperf3 {
+                // iperf3's receiver counts for itself: what the
+                // receiver has is what it acknowledged
+                flows[i].rx.store(ti.tcpi_bytes_acked, Ordering::Relaxed);
+            }
+            samples.push(FlowSample {
+                t,
+                flow: i,
+                cwnd: ti.tcpi_snd_cwnd,
+                srtt_us: ti.tcpi_rtt,
+                min_rtt_us: ti.tcpi_min_rtt,
+                delivered: ti.tcpi_delivered,
+                total_retrans: ti.tcpi_total_retrans,
+                pacing_rate: ti.tcpi_pacing_rate,
+                delivery_rate: ti.tcpi_delivery_rate,
+                rx_bytes: flows[i].rx.load(Ordering::Relaxed),
+                ca_state: ti.tcpi_ca_state,
+                ssthresh: ti.tcpi_snd_ssthresh,
+                unacked: ti.tcpi_unacked,
+                sacked: ti.tcpi_sacked,
+                lost: ti.tcpi_lost,
+                retrans_out: ti.tcpi_retrans,
+            });
+        }
+    }
 }
 
 /// A ccload controller's guard counters (ssth_repaired, cwnd_repaired);
