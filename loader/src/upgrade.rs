@@ -160,30 +160,8 @@ pub fn upgrade(
         from: Some(Identity::of(&old_meta)),
         ..Default::default()
     };
-    let old_params = open_map(algo, "params")?;
-    let size = old_params.value_size() as usize;
     let same_layout = old_meta.layout_id == crate::layout::layout_id(algo);
-    let old_fields = if params_are_ours(algo, &old_meta, size) {
-        None
-    } else {
-        Some(params_fields(algo, &old_meta, size)?)
-    };
-    let mut params = Vec::new();
-    for profile in 0..intf::CCL_NR_PROFILES {
-        let Some(bytes) = old_params.lookup(&profile.to_ne_bytes(), MapFlags::ANY)? else {
-            params.push(algo.defaults());
-            continue;
-        };
-        let (p, c) = match &old_fields {
-            None => (Params::from_bytes(algo, &bytes)?, Carried::default()),
-            Some(f) => carry_params(algo, &bytes, f),
-        };
-        if profile == 0 {
-            report.carried = c;
-        }
-        params.push(p);
-    }
-    report.profiles = intf::CCL_NR_PROFILES;
+    let mut params = carried_params(algo, &old_meta, &mut report)?;
     params[0].apply(sets)?;
 
     let link = libbpf_rs::Link::open(crate::bpf::link_pin(algo))
@@ -280,6 +258,41 @@ pub fn upgrade(
         .context("failed to write meta")?;
     report.to = Some(ours);
     Ok(report)
+}
+
+/// The attached object's tunables, every profile, in this build's layout:
+/// read as they are when the layout is ours, else carried field by field
+/// by name (what profile 0 carried and dropped goes in `report`); a
+/// profile never written reads as the defaults.
+fn carried_params(
+    algo: Algo,
+    old_meta: &intf::ccl_meta,
+    report: &mut Report,
+) -> Result<Vec<Params>> {
+    let old_params = crate::bpf::open_map(algo, "params")?;
+    let size = old_params.value_size() as usize;
+    let old_fields = if params_are_ours(algo, old_meta, size) {
+        None
+    } else {
+        Some(params_fields(algo, old_meta, size)?)
+    };
+    let mut params = Vec::new();
+    for profile in 0..intf::CCL_NR_PROFILES {
+        let Some(bytes) = old_params.lookup(&profile.to_ne_bytes(), MapFlags::ANY)? else {
+            params.push(algo.defaults());
+            continue;
+        };
+        let (p, c) = match &old_fields {
+            None => (Params::from_bytes(algo, &bytes)?, Carried::default()),
+            Some(f) => carry_params(algo, &bytes, f),
+        };
+        if profile == 0 {
+            report.carried = c;
+        }
+        params.push(p);
+    }
+    report.profiles = intf::CCL_NR_PROFILES;
+    Ok(params)
 }
 
 /// Removes an upgrade's private pin directory (and what is left in it).
