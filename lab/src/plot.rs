@@ -479,6 +479,61 @@ where
     Ok(())
 }
 
+/// One case's plots: goodput against p95 RTT per run (scatter) and each
+/// CC's RTT distribution after the warm-up (CDF), PNG and SVG.
+fn case_plots(
+    pd: &Path,
+    sc: &Scenario,
+    results: &[RunResult],
+    runs: &[&crate::summary::RunSummary],
+    case: &str,
+) -> Result<()> {
+    let in_case: Vec<&crate::summary::RunSummary> =
+        runs.iter().copied().filter(|r| r.case == case).collect();
+    let base = format!("scatter_{}", safe(case));
+    scatter(
+        BitMapBackend::new(&pd.join(format!("{base}.png")), (900, 650)).into_drawing_area(),
+        case,
+        &in_case,
+        &sc.ccs,
+    )?;
+    scatter(
+        SVGBackend::new(&pd.join(format!("{base}.svg")), (900, 650)).into_drawing_area(),
+        case,
+        &in_case,
+        &sc.ccs,
+    )?;
+    let mut series: Vec<(String, Vec<f64>)> = Vec::new();
+    for cc in &sc.ccs {
+        let mut v: Vec<f64> = results
+            .iter()
+            .filter(|r| r.summary.case == case && &r.summary.cc == cc)
+            .flat_map(|r| r.samples.iter())
+            .filter(|s| s.t >= sc.warmup_s && s.srtt_us > 0)
+            .map(|s| s.srtt_us as f64 / 1e3)
+            .collect();
+        if v.is_empty() {
+            continue;
+        }
+        v.sort_by(f64::total_cmp);
+        series.push((cc.clone(), v));
+    }
+    if !series.is_empty() {
+        let base = format!("cdf_rtt_{}", safe(case));
+        rtt_cdf(
+            BitMapBackend::new(&pd.join(format!("{base}.png")), (900, 650)).into_drawing_area(),
+            case,
+            &series,
+        )?;
+        rtt_cdf(
+            SVGBackend::new(&pd.join(format!("{base}.svg")), (900, 650)).into_drawing_area(),
+            case,
+            &series,
+        )?;
+    }
+    Ok(())
+}
+
 pub fn plots(dir: &Path, sc: &Scenario, results: &[RunResult], agg: &[Agg]) -> Result<()> {
     register_font()?;
     let pd = dir.join("plots");
@@ -490,49 +545,7 @@ pub fn plots(dir: &Path, sc: &Scenario, results: &[RunResult], agg: &[Agg]) -> R
         }
     }
     for case in &cases {
-        let in_case: Vec<&crate::summary::RunSummary> =
-            runs.iter().copied().filter(|r| r.case == *case).collect();
-        let base = format!("scatter_{}", safe(case));
-        scatter(
-            BitMapBackend::new(&pd.join(format!("{base}.png")), (900, 650)).into_drawing_area(),
-            case,
-            &in_case,
-            &sc.ccs,
-        )?;
-        scatter(
-            SVGBackend::new(&pd.join(format!("{base}.svg")), (900, 650)).into_drawing_area(),
-            case,
-            &in_case,
-            &sc.ccs,
-        )?;
-        let mut series: Vec<(String, Vec<f64>)> = Vec::new();
-        for cc in &sc.ccs {
-            let mut v: Vec<f64> = results
-                .iter()
-                .filter(|r| r.summary.case == *case && &r.summary.cc == cc)
-                .flat_map(|r| r.samples.iter())
-                .filter(|s| s.t >= sc.warmup_s && s.srtt_us > 0)
-                .map(|s| s.srtt_us as f64 / 1e3)
-                .collect();
-            if v.is_empty() {
-                continue;
-            }
-            v.sort_by(f64::total_cmp);
-            series.push((cc.clone(), v));
-        }
-        if !series.is_empty() {
-            let base = format!("cdf_rtt_{}", safe(case));
-            rtt_cdf(
-                BitMapBackend::new(&pd.join(format!("{base}.png")), (900, 650)).into_drawing_area(),
-                case,
-                &series,
-            )?;
-            rtt_cdf(
-                SVGBackend::new(&pd.join(format!("{base}.svg")), (900, 650)).into_drawing_area(),
-                case,
-                &series,
-            )?;
-        }
+        case_plots(&pd, sc, results, &runs, case)?;
     }
     type Metric = fn(&crate::summary::RunSummary) -> f64;
     let metrics: [(&str, &str, Metric); 2] = [
