@@ -316,42 +316,69 @@ fn draw(
         ))),
         head,
     );
-    f.render_widget(
-        Table::new(
-            agg_rows.to_vec(),
-            [
-                Constraint::Length(14),
-                Constraint::Length(6),
-                Constraint::Length(8),
-                Constraint::Length(9),
-                Constraint::Length(7),
-                Constraint::Length(6),
-                Constraint::Length(9),
-                Constraint::Length(9),
-                Constraint::Length(10),
-            ],
-        )
-        .header(
-            Row::new(vec![
-                "algo/profile",
-                "open",
-                "flows",
-                "retx %",
-                "losses",
-                "RTOs",
-                "srtt p50",
-                "srtt p95",
-                "rate p50",
-            ])
-            .style(Style::default().add_modifier(Modifier::BOLD)),
-        )
-        .block(
-            Block::default()
-                .borders(Borders::ALL)
-                .title("in-kernel aggregates (ms, Mbit/s)"),
-        ),
-        tot,
-    );
+    f.render_widget(aggregates_table(agg_rows), tot);
+    f.render_widget(flows_table(rows, selected), list);
+    if let Some(fl) = rows.get(selected) {
+        let [a, b2, c] = Layout::vertical([Constraint::Length(3); 3]).areas(spark);
+        for (area, title, data) in [
+            (a, "cwnd (segments)", &fl.cwnd),
+            (b2, "srtt (us)", &fl.srtt),
+            (c, "rate (Mbit/s)", &fl.rate),
+        ] {
+            let d: Vec<u64> = data.iter().copied().collect();
+            f.render_widget(
+                Sparkline::default()
+                    .block(
+                        Block::default()
+                            .borders(Borders::ALL)
+                            .title(format!("{title}: {}", d.last().copied().unwrap_or(0))),
+                    )
+                    .data(&d),
+                area,
+            );
+        }
+    }
+}
+
+/// The in-kernel aggregates, a row per algorithm and profile.
+fn aggregates_table(agg_rows: &[Row<'static>]) -> Table<'static> {
+    Table::new(
+        agg_rows.to_vec(),
+        [
+            Constraint::Length(14),
+            Constraint::Length(6),
+            Constraint::Length(8),
+            Constraint::Length(9),
+            Constraint::Length(7),
+            Constraint::Length(6),
+            Constraint::Length(9),
+            Constraint::Length(9),
+            Constraint::Length(10),
+        ],
+    )
+    .header(
+        Row::new(vec![
+            "algo/profile",
+            "open",
+            "flows",
+            "retx %",
+            "losses",
+            "RTOs",
+            "srtt p50",
+            "srtt p95",
+            "rate p50",
+        ])
+        .style(Style::default().add_modifier(Modifier::BOLD)),
+    )
+    .block(
+        Block::default()
+            .borders(Borders::ALL)
+            .title("in-kernel aggregates (ms, Mbit/s)"),
+    )
+}
+
+/// The flows, the `selected` one highlighted.
+fn flows_table<'a>(rows: &[&'a Flow], selected: usize) -> Table<'a> {
     let body: Vec<Row> = rows
         .iter()
         .enumerate()
@@ -373,54 +400,31 @@ fn draw(
             }
         })
         .collect();
-    f.render_widget(
-        Table::new(
-            body,
-            [
-                Constraint::Length(46),
-                Constraint::Length(10),
-                Constraint::Length(7),
-                Constraint::Length(6),
-                Constraint::Length(8),
-                Constraint::Length(9),
-                Constraint::Length(10),
-            ],
-        )
-        .header(
-            Row::new(vec![
-                "flow (local > remote)",
-                "algo",
-                "phase",
-                "state",
-                "cwnd",
-                "srtt ms",
-                "rate Mb/s",
-            ])
-            .style(Style::default().add_modifier(Modifier::BOLD)),
-        )
-        .block(Block::default().borders(Borders::ALL).title("flows")),
-        list,
-    );
-    if let Some(fl) = rows.get(selected) {
-        let [a, b2, c] = Layout::vertical([Constraint::Length(3); 3]).areas(spark);
-        for (area, title, data) in [
-            (a, "cwnd (segments)", &fl.cwnd),
-            (b2, "srtt (us)", &fl.srtt),
-            (c, "rate (Mbit/s)", &fl.rate),
-        ] {
-            let d: Vec<u64> = data.iter().copied().collect();
-            f.render_widget(
-                Sparkline::default()
-                    .block(
-                        Block::default()
-                            .borders(Borders::ALL)
-                            .title(format!("{title}: {}", d.last().copied().unwrap_or(0))),
-                    )
-                    .data(&d),
-                area,
-            );
-        }
-    }
+    Table::new(
+        body,
+        [
+            Constraint::Length(46),
+            Constraint::Length(10),
+            Constraint::Length(7),
+            Constraint::Length(6),
+            Constraint::Length(8),
+            Constraint::Length(9),
+            Constraint::Length(10),
+        ],
+    )
+    .header(
+        Row::new(vec![
+            "flow (local > remote)",
+            "algo",
+            "phase",
+            "state",
+            "cwnd",
+            "srtt ms",
+            "rate Mb/s",
+        ])
+        .style(Style::default().add_modifier(Modifier::BOLD)),
+    )
+    .block(Block::default().borders(Borders::ALL).title("flows"))
 }
 
 #[cfg(test)]
