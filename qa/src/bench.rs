@@ -744,6 +744,74 @@ fn path_table(o: &mut String, rows: &mut [PathRow], base: &str) {
     }
 }
 
+/// (d) The hooks' CPU cost per configuration.
+fn render_cost(o: &mut String, cost: &[CostRow], reps: usize, bytes: u64) {
+    let _ = writeln!(
+        o,
+        "\n### (d) CPU cost, loopback, {reps} transfers of {} MiB per row (BPF_ENABLE_STATS run time and /proc/stat)\n",
+        bytes >> 20
+    );
+    let _ = writeln!(
+        o,
+        "| configuration | Gbit/s (median) | machine CPU s | BPF programs, % of CPU | ns per run | consumer, % of CPU |"
+    );
+    let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|");
+    for c in cost {
+        let _ = writeln!(
+            o,
+            "| {} | {:.1} | {:.2} | {:.2} | {:.0} | {:.2} |",
+            c.label,
+            c.gbps,
+            c.cpu_ns as f64 / 1e9,
+            c.share(c.bpf_ns),
+            c.ns_per_run(),
+            c.share(c.consumer_ns)
+        );
+    }
+}
+
+/// (e) CPU per byte per CC at a fixed rate, against cubic's.
+fn render_cpu(o: &mut String, cpu: &[CpuRow], reps: usize) {
+    let _ = writeln!(
+        o,
+        "\n### (e) CPU per byte at {} Gbit/s, veth pair, MTU 1500, no offloads, {reps} alternated {CPU_SECS}-s transfers (sender and receiver thread CPU)\n",
+        CPU_RATE_BIT_S / 1e9
+    );
+    let _ = writeln!(
+        o,
+        "| CC | Gbit/s (median) | ns per byte (median) | min-max | vs cubic | within {CPU_RATIO_MAX}x |"
+    );
+    let _ = writeln!(o, "|---|---:|---:|---:|---:|---|");
+    // (cc, median Gbit/s, median ns/byte, min, max): median sorts
+    let rows: Vec<(&str, f64, f64, f64, f64)> = cpu
+        .iter()
+        .map(|c| {
+            let mut v = c.ns_per_byte.clone();
+            let mut g = c.gbps.clone();
+            let med = median(&mut v);
+            (c.cc.as_str(), median(&mut g), med, v[0], v[v.len() - 1])
+        })
+        .collect();
+    let base = rows
+        .iter()
+        .find(|x| x.0 == "cubic")
+        .map_or(f64::NAN, |x| x.2);
+    for &(cc, g, med, lo, hi) in &rows {
+        let ratio = med / base;
+        let within = if cc == "cubic" {
+            "-"
+        } else if ratio <= CPU_RATIO_MAX {
+            "yes"
+        } else {
+            "**no**"
+        };
+        let _ = writeln!(
+            o,
+            "| {cc} | {g:.2} | {med:.2} | {lo:.2}-{hi:.2} | {ratio:.2}x | {within} |"
+        );
+    }
+}
+
 pub fn render(r: &Report, secs: f64, reps: usize, bytes: u64) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "## ccload bench\n");
@@ -814,69 +882,10 @@ pub fn render(r: &Report, secs: f64, reps: usize, bytes: u64) -> String {
         path_table(&mut o, &mut ag, "cubic, cgroup not watched");
     }
     if !r.cost.is_empty() {
-        let _ = writeln!(
-            o,
-            "\n### (d) CPU cost, loopback, {reps} transfers of {} MiB per row (BPF_ENABLE_STATS run time and /proc/stat)\n",
-            bytes >> 20
-        );
-        let _ = writeln!(
-            o,
-            "| configuration | Gbit/s (median) | machine CPU s | BPF programs, % of CPU | ns per run | consumer, % of CPU |"
-        );
-        let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|");
-        for c in &r.cost {
-            let _ = writeln!(
-                o,
-                "| {} | {:.1} | {:.2} | {:.2} | {:.0} | {:.2} |",
-                c.label,
-                c.gbps,
-                c.cpu_ns as f64 / 1e9,
-                c.share(c.bpf_ns),
-                c.ns_per_run(),
-                c.share(c.consumer_ns)
-            );
-        }
+        render_cost(&mut o, &r.cost, reps, bytes);
     }
     if !r.cpu.is_empty() {
-        let _ = writeln!(
-            o,
-            "\n### (e) CPU per byte at {} Gbit/s, veth pair, MTU 1500, no offloads, {reps} alternated {CPU_SECS}-s transfers (sender and receiver thread CPU)\n",
-            CPU_RATE_BIT_S / 1e9
-        );
-        let _ = writeln!(
-            o,
-            "| CC | Gbit/s (median) | ns per byte (median) | min-max | vs cubic | within {CPU_RATIO_MAX}x |"
-        );
-        let _ = writeln!(o, "|---|---:|---:|---:|---:|---|");
-        // (cc, median Gbit/s, median ns/byte, min, max): median sorts
-        let rows: Vec<(&str, f64, f64, f64, f64)> = r
-            .cpu
-            .iter()
-            .map(|c| {
-                let mut v = c.ns_per_byte.clone();
-                let mut g = c.gbps.clone();
-                let med = median(&mut v);
-                (c.cc.as_str(), median(&mut g), med, v[0], v[v.len() - 1])
-            })
-            .collect();
-        let base = rows
-            .iter()
-            .find(|x| x.0 == "cubic")
-            .map_or(f64::NAN, |x| x.2);
-        for &(cc, g, med, lo, hi) in &rows {
-            let ratio = med / base;
-            let within = if cc == "cubic" {
-                "-"
-            } else if ratio <= CPU_RATIO_MAX {
-                "yes"
-            } else {
-                "**no**"
-            };
-            let _ = writeln!(
-                o,
-                "| {cc} | {g:.2} | {med:.2} | {lo:.2}-{hi:.2} | {ratio:.2}x | {within} |"
-            );
-        }
+        render_cpu(&mut o, &r.cpu, reps);
     }
     o
 }
