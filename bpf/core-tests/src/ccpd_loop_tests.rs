@@ -1746,6 +1746,50 @@ fn ccpd_competing_loss_holds_seven_tenths() {
     );
 }
 
+/// A flow in CA, competing: m 40 ms, rtt_max 80 ms, C 8,333 segments/s,
+/// fb 4,000, w 200.
+fn competing_flow(p: &intf::ccl_ccpd_params) -> intf::ccpd {
+    let mut ca = shared_flow(p);
+    ca.phase = intf::CCL_PHASE_CA as u8;
+    ca.rtt_min_us = 40_000;
+    ca.rtt_max_us = 80_000;
+    ca.cap_sps = 8_333;
+    ca.fb_cur = 4_000;
+    ca.w_q10 = 200 << 10;
+    ca.sh |= (intf::CCPD_SH_COMP | intf::CCPD_SH_SLOT) as u8;
+    ca
+}
+
+/// One round start of a competing flow at smoothed RTT `s_us` (300
+/// segments delivered since the last, the window limiting): the ACK's
+/// output.
+fn competing_round(
+    ca: &mut intf::ccpd,
+    p: &intf::ccl_ccpd_params,
+    delivered: &mut u32,
+    s_us: u32,
+) -> intf::ccpd_out {
+    ca.rtts_q3 = s_us << 3;
+    let a = intf::ccpd_ack {
+        now_us: 1_000_000,
+        ca_state: intf::CCL_CA_OPEN,
+        snd_cwnd: ca.w_q10 >> 10,
+        cwnd_clamp: u32::MAX,
+        mss: 1448,
+        acked: 2,
+        rtt_us: -1,
+        cwnd_limited: 1,
+        has_prior: 1,
+        prior_delivered: *delivered,
+        tp_delivered: *delivered + 300,
+        ..Default::default()
+    };
+    *delivered += 300;
+    let mut o = intf::ccpd_out::default();
+    unsafe { intf::ccpd_on_ack(ca, p, &a, &mut o) };
+    o
+}
+
 /// Competing, the window grows s / 10 ms segments a round (at least one)
 /// until a congestive loss, and from then on while it carries less than half
 /// the link (w < 7/16 C s, C the pairs' upper quartile), one segment a round
@@ -1754,35 +1798,12 @@ fn ccpd_competing_loss_holds_seven_tenths() {
 #[test]
 fn ccpd_competing_growth_slows_at_half_the_link() {
     let p = ccpd_params(&[("drain_ms", "5000")]);
-    let mut ca = shared_flow(&p);
-    ca.phase = intf::CCL_PHASE_CA as u8;
-    ca.rtt_min_us = 40_000;
-    ca.rtt_max_us = 80_000;
-    ca.cap_sps = 8_333; // half the link: 4_167 segments/s
-    ca.fb_cur = 4_000;
-    ca.w_q10 = 200 << 10;
-    ca.sh |= (intf::CCPD_SH_COMP | intf::CCPD_SH_SLOT) as u8;
+    // C 8,333 segments/s (P = C m = 333; half the link: 4,167)
+    let mut ca = competing_flow(&p);
     // drain slot 0 (from init) is the slot of t = 1 s: no drain here
     let mut delivered = 0u32;
     let mut round = |ca: &mut intf::ccpd, s_us: u32| {
-        ca.rtts_q3 = s_us << 3;
-        let a = intf::ccpd_ack {
-            now_us: 1_000_000,
-            ca_state: intf::CCL_CA_OPEN,
-            snd_cwnd: ca.w_q10 >> 10,
-            cwnd_clamp: u32::MAX,
-            mss: 1448,
-            acked: 2,
-            rtt_us: -1,
-            cwnd_limited: 1,
-            has_prior: 1,
-            prior_delivered: delivered,
-            tp_delivered: delivered + 300,
-            ..Default::default()
-        };
-        delivered += 300;
-        let mut o = intf::ccpd_out::default();
-        unsafe { intf::ccpd_on_ack(ca, &p, &a, &mut o) };
+        let o = competing_round(ca, &p, &mut delivered, s_us);
         assert_eq!(o.round_start, 1);
         assert_eq!(o.law, intf::CCPD_LAW_COMP);
         o.snd_cwnd
@@ -1823,34 +1844,11 @@ fn ccpd_competing_growth_slows_at_half_the_link() {
 #[test]
 fn ccpd_competing_fills_an_empty_pipe_with_comp_fill() {
     let p = ccpd_params(&[("drain_ms", "5000"), ("comp_fill", "1")]);
-    let mut ca = shared_flow(&p);
-    ca.phase = intf::CCL_PHASE_CA as u8;
-    ca.rtt_min_us = 40_000;
-    ca.rtt_max_us = 80_000; // qmax 40 ms: no queue up to 45 ms
-    ca.cap_sps = 8_333; // P = C m = 333
-    ca.fb_cur = 4_000;
-    ca.w_q10 = 200 << 10;
-    ca.sh |= (intf::CCPD_SH_COMP | intf::CCPD_SH_SLOT) as u8;
+    // qmax 40 ms: no queue up to 45 ms; P = C m = 333
+    let mut ca = competing_flow(&p);
     let mut delivered = 0u32;
     let mut round = |ca: &mut intf::ccpd, s_us: u32| {
-        ca.rtts_q3 = s_us << 3;
-        let a = intf::ccpd_ack {
-            now_us: 1_000_000,
-            ca_state: intf::CCL_CA_OPEN,
-            snd_cwnd: ca.w_q10 >> 10,
-            cwnd_clamp: u32::MAX,
-            mss: 1448,
-            acked: 2,
-            rtt_us: -1,
-            cwnd_limited: 1,
-            has_prior: 1,
-            prior_delivered: delivered,
-            tp_delivered: delivered + 300,
-            ..Default::default()
-        };
-        delivered += 300;
-        let mut o = intf::ccpd_out::default();
-        unsafe { intf::ccpd_on_ack(ca, &p, &a, &mut o) };
+        let o = competing_round(ca, &p, &mut delivered, s_us);
         assert_eq!(o.law, intf::CCPD_LAW_COMP);
         o.snd_cwnd
     };

@@ -1388,6 +1388,22 @@ fn ctcp_plus_one_episode_between_two_losses() {
     assert_eq!(again(&free, 3, 1, 0), cut, "a fourth one: cut too");
 }
 
+/// A round of a 300-segment window at RTT 60 ms on a 40-ms path whose
+/// largest RTT was 80 ms (qmax 40 ms), the round's smallest sample 58 ms.
+fn probe_round() -> intf::ctcp_round {
+    intf::ctcp_round {
+        win: 300,
+        swnd: 300,
+        rtt_us: 60_000,
+        base_rtt_us: 40_000,
+        rtt_max_us: 80_000,
+        round_min_us: 58_000,
+        cwnd_l: 300,
+        dw_grew: 1,
+        ..Default::default()
+    }
+}
+
 /// probe_keep: a probe that finds no other sender's queue gives back the
 /// queue Compound keeps, gamma segments, at most what it drained; off, the
 /// window regrows from the pipe.
@@ -1397,25 +1413,18 @@ fn ctcp_plus_probe_keep_gives_back_gamma_after_a_probe_alone() {
         let p: intf::ccl_ctcp_plus_params = Algo::CtcpPlus
             .params_struct(&[("probe_ms", "5000"), ("probe_keep", &keep.to_string())]);
         let mut r = intf::ctcp_round {
-            win: 300,
-            swnd: 300,
-            rtt_us: 60_000,
-            base_rtt_us: 40_000,
-            rtt_max_us: 80_000,
-            round_min_us: 58_000,
             gamma,
-            cwnd_l: 300,
-            dw_grew: 1,
             now_ms: 4_900,
             slot: 0,
-            ..Default::default()
+            ..probe_round()
         };
         let mut step = |now_ms: u32, round_min_us: u32| {
             (r.now_ms, r.round_min_us, r.rule) = (now_ms, round_min_us, 0);
             unsafe { intf::ctcp_round_update(&mut r, &p) };
         };
-        step(5_000, 58_000); // the probe: the pipe, 200 of 300
-                             // the queue drains (1 ms left, under qmax/8 = 5 ms): alone
+        // the probe: the pipe, 200 of 300; then the queue drains (1 ms
+        // left, under qmax/8 = 5 ms): alone
+        step(5_000, 58_000);
         step(5_060, 45_000);
         step(5_120, 42_000);
         step(5_180, 41_000);
@@ -1440,18 +1449,10 @@ fn ctcp_plus_probe_tells_another_senders_queue_from_its_own() {
     let (probe, comp) = (intf::CCL_CTCP_PROBE, intf::CCL_CTCP_COMP);
     // RTT 60 ms on a 40-ms path whose largest RTT was 80 ms (qmax 40 ms)
     let mut r = intf::ctcp_round {
-        win: 300,
-        swnd: 300,
-        rtt_us: 60_000,
-        base_rtt_us: 40_000,
-        rtt_max_us: 80_000,
-        round_min_us: 58_000,
         gamma: 1000, // no episode, no brake: the probe alone
-        cwnd_l: 300,
-        dw_grew: 1,
         now_ms: 1_000,
         slot: u32::MAX, // CTCP_SLOT_NONE: no slot seen yet
-        ..Default::default()
+        ..probe_round()
     };
     let step = |r: &mut intf::ctcp_round, now_ms: u32, round_min_us: u32| {
         (r.now_ms, r.round_min_us, r.rule) = (now_ms, round_min_us, 0);
