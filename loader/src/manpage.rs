@@ -1,33 +1,22 @@
 //! The sections clap_mangen does not write: ccload(1)'s EXIT STATUS,
 //! ENVIRONMENT, FILES and SEE ALSO, and ccload.toml(5), made from
 //! docs/config.md (its key table and first examples) so the two never
-//! disagree.
+//! disagree.  The roff is the `roff` crate's, as clap_mangen re-exports it.
+
+use clap_mangen::roff::{bold, roman, Inline, Roff};
 
 /// docs/config.md, the config reference.
 const CONFIG_MD: &str = include_str!("../../docs/config.md");
 
-/// Inline markdown to roff: `code` in bold, backslashes escaped, a line
-/// that would start with a control character guarded.
-fn inline(md: &str) -> String {
-    let mut o = String::new();
-    let mut code = false;
-    for c in md.chars() {
-        match c {
-            '`' => {
-                o.push_str(if code { "\\fR" } else { "\\fB" });
-                code = !code;
-            }
-            '\\' => o.push_str("\\e"),
-            c => o.push(c),
-        }
-    }
-    if code {
-        o.push_str("\\fR");
-    }
-    if o.starts_with('.') || o.starts_with('\'') {
-        o.insert_str(0, "\\&");
-    }
-    o
+/// Inline markdown as roff inlines: `code` in bold, the rest roman (the
+/// roff crate escapes backslashes and dashes, and guards a line that would
+/// start with a control character).
+fn inline(md: &str) -> Vec<Inline> {
+    md.split('`')
+        .enumerate()
+        .filter(|(_, t)| !t.is_empty())
+        .map(|(i, t)| if i % 2 == 1 { bold(t) } else { roman(t) })
+        .collect()
 }
 
 /// A markdown paragraph on one line, single spaces.
@@ -35,21 +24,19 @@ fn words(md: &str) -> String {
     md.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-fn section(title: &str, items: &[(&str, &str)]) -> String {
-    let mut o = if title.contains(' ') {
-        format!(".SH \"{title}\"\n")
-    } else {
-        format!(".SH {title}\n")
-    };
+/// A section of tagged paragraphs.
+fn section(o: &mut Roff, title: &str, items: &[(&str, &str)]) {
+    o.control("SH", [title]);
     for (tag, text) in items {
-        o.push_str(&format!(".TP\n{}\n{}\n", inline(tag), inline(text)));
+        o.control("TP", []).text(inline(tag)).text(inline(text));
     }
-    o
 }
 
 /// EXIT STATUS, ENVIRONMENT, FILES, SEE ALSO of ccload(1).
 pub fn ccload_sections() -> String {
-    let mut o = section(
+    let mut o = Roff::new();
+    section(
+        &mut o,
         "EXIT STATUS",
         &[
             ("0", "Success; a rollout that ran its course or was promoted."),
@@ -71,7 +58,8 @@ pub fn ccload_sections() -> String {
             ),
         ],
     );
-    o += &section(
+    section(
+        &mut o,
         "ENVIRONMENT",
         &[
             (
@@ -92,7 +80,8 @@ pub fn ccload_sections() -> String {
             ),
         ],
     );
-    o += &section(
+    section(
+        &mut o,
         "FILES",
         &[
             (
@@ -118,10 +107,33 @@ pub fn ccload_sections() -> String {
             ),
         ],
     );
-    o += ".SH \"SEE ALSO\"\n";
-    o += "\\fBccload.toml\\fR(5), \\fBccload-attach\\fR(1), \\fBccload-rollout\\fR(1), \\fBccload-serve\\fR(1), \\fBbpftool\\fR(8), \\fBtc\\fR(8), \\fBss\\fR(8)\n";
-    o += ".PP\nThe README, docs/config.md, docs/metrics.md and docs/ccpd.md in /usr/share/doc/ccload or the source tree.\n";
-    o
+    o.control("SH", ["SEE ALSO"]).text(see_also(&[
+        ("ccload.toml", 5),
+        ("ccload-attach", 1),
+        ("ccload-rollout", 1),
+        ("ccload-serve", 1),
+        ("bpftool", 8),
+        ("tc", 8),
+        ("ss", 8),
+    ]));
+    o.control("PP", []).text([roman(
+        "The README, docs/config.md, docs/metrics.md and docs/ccpd.md in /usr/share/doc/ccload or the source tree.",
+    )]);
+    // A part of clap_mangen's page, which has the preamble that defines
+    // the straight apostrophe (\*(Aq) these lines use: without a second.
+    let r = o.render();
+    r[r.find(".SH").unwrap_or(0)..].to_string()
+}
+
+/// `page(section), ...` with the pages in bold.
+fn see_also(pages: &[(&str, u8)]) -> Vec<Inline> {
+    let mut v = Vec::new();
+    for (i, (page, sec)) in pages.iter().enumerate() {
+        v.push(bold(*page));
+        let sep = if i + 1 < pages.len() { ", " } else { "" };
+        v.push(roman(format!("({sec}){sep}")));
+    }
+    v
 }
 
 /// ccload(1) with the sections above, placed before VERSION.
@@ -134,10 +146,15 @@ pub fn with_sections(page: &str) -> String {
 
 /// ccload.toml(5), from docs/config.md.
 pub fn config_page(version: &str) -> String {
-    let mut o = format!(
-        ".TH ccload.toml 5 \"\" \"ccload {version}\"\n.SH NAME\nccload.toml \\- the configuration of ccload apply and ccload serve\n\
-         .SH SYNOPSIS\n\\fB/etc/ccload/config.toml\\fR\n.SH DESCRIPTION\n"
-    );
+    let mut o = Roff::new();
+    let source = format!("ccload {version}");
+    o.control("TH", ["ccload.toml", "5", "\"\"", &source]);
+    o.control("SH", ["NAME"]).text([roman(
+        "ccload.toml - the configuration of ccload apply and ccload serve",
+    )]);
+    o.control("SH", ["SYNOPSIS"])
+        .text([bold("/etc/ccload/config.toml")]);
+    o.control("SH", ["DESCRIPTION"]);
     // After the title line, up to the first section.
     let intro = CONFIG_MD
         .split_once('\n')
@@ -150,13 +167,13 @@ pub fn config_page(version: &str) -> String {
             // (the source tree's own test is no business of the page's)
             for item in para.split("\n- ").filter(|i| !i.contains("cargo test")) {
                 let t = words(item.trim_start_matches("- "));
-                o += &format!(".IP \\(bu 2\n{}\n", inline(&t));
+                o.control("IP", ["\\(bu", "2"]).text(inline(&t));
             }
         } else {
-            o += &format!(".PP\n{}\n", inline(&words(para)));
+            o.control("PP", []).text(inline(&words(para)));
         }
     }
-    o += ".SH KEYS\n";
+    o.control("SH", ["KEYS"]);
     let keys = CONFIG_MD.split("\n## Keys\n").nth(1).unwrap_or("");
     for l in keys
         .lines()
@@ -165,33 +182,40 @@ pub fn config_page(version: &str) -> String {
     {
         let c: Vec<&str> = l.split('|').map(str::trim).collect();
         if c.len() >= 5 {
-            o += &format!(
-                ".TP\n{} ({}; default: {})\n{}\n",
-                inline(c[1]),
-                inline(c[2]),
-                inline(c[3]),
-                inline(c[4])
-            );
+            let mut tag = inline(c[1]);
+            tag.push(roman(" ("));
+            tag.extend(inline(c[2]));
+            tag.push(roman("; default: "));
+            tag.extend(inline(c[3]));
+            tag.push(roman(")"));
+            o.control("TP", []).text(tag).text(inline(c[4]));
         }
     }
     if let Some(after) = CONFIG_MD.split("\n| `serve.request_timeout_ms`").nth(1) {
         if let Some(p) = after.split("\n\n").nth(1) {
-            o += &format!(".PP\n{}\n", inline(&words(p)));
+            o.control("PP", []).text(inline(&words(p)));
         }
     }
-    o += ".SH EXAMPLES\n";
+    o.control("SH", ["EXAMPLES"]);
     for block in CONFIG_MD.split("```toml\n").skip(1).take(2) {
         let code = block.split("```").next().unwrap_or("");
-        o += ".PP\n.nf\n";
+        o.control("PP", []).control("nf", []);
         for l in code.lines() {
-            o += &format!("{}\n", inline(&l.replace('`', "")));
+            o.text([roman(l.replace('`', ""))]);
         }
-        o += ".fi\n";
+        o.control("fi", []);
     }
-    o += ".PP\nMore examples, and every tunable with its default and range, in docs/config.md; \
-          \\fBccload algos\\fR prints the tunables too.\n";
-    o += ".SH \"SEE ALSO\"\n\\fBccload\\fR(1), \\fBccload-apply\\fR(1), \\fBccload-serve\\fR(1)\n";
-    o
+    o.control("PP", []).text([
+        roman("More examples, and every tunable with its default and range, in docs/config.md; "),
+        bold("ccload algos"),
+        roman(" prints the tunables too."),
+    ]);
+    o.control("SH", ["SEE ALSO"]).text(see_also(&[
+        ("ccload", 1),
+        ("ccload-apply", 1),
+        ("ccload-serve", 1),
+    ]));
+    o.render()
 }
 
 #[cfg(test)]
@@ -201,7 +225,11 @@ mod tests {
     #[test]
     fn the_config_page_holds_every_key_and_an_example() {
         let p = config_page("0");
-        assert!(p.starts_with(".TH ccload.toml 5"));
+        // (after the roff crate's preamble, which keeps apostrophes straight)
+        assert_eq!(
+            p.lines().find(|l| l.starts_with(".TH")),
+            Some(".TH ccload.toml 5 \"\" \"ccload 0\"")
+        );
         for key in [
             "default_cc",
             "cgroups[].path",
@@ -225,7 +253,8 @@ mod tests {
         assert!(at(".SH \"EXIT STATUS\"") < at(".SH VERSION"));
         assert!(at(".SH ENVIRONMENT") < at(".SH FILES"));
         assert!(p.contains("CCLOAD_LOCK_WAIT") && p.contains("/run/ccload/profiles.json"));
-        assert_eq!(inline("`a\\b`"), "\\fBa\\eb\\fR");
-        assert_eq!(inline(".x"), "\\&.x");
+        let line = |md: &str| Roff::new().text(inline(md)).to_roff();
+        assert_eq!(line("`a\\b` c"), "\\fBa\\\\b\\fR c\n");
+        assert_eq!(line(".x"), "\\&.x\n");
     }
 }
