@@ -10,7 +10,6 @@
 //! (a `touch` or an unrelated file in the directory changes nothing).
 
 use std::io;
-use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -22,7 +21,7 @@ use tokio::time::Instant;
 pub(super) const SETTLE: Duration = Duration::from_millis(200);
 
 pub(super) struct ConfigWatch {
-    fd: AsyncFd<OwnedFd>,
+    fd: AsyncFd<inotify::Inotify>,
     path: PathBuf,
     /// The bytes of the config as last loaded (None: unreadable).
     last: Option<Vec<u8>>,
@@ -39,13 +38,14 @@ impl ConfigWatch {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        let mask = libc::IN_CLOSE_WRITE
-            | libc::IN_MODIFY
-            | libc::IN_MOVED_TO
-            | libc::IN_CREATE
-            | libc::IN_DELETE
-            | libc::IN_ATTRIB
-            | libc::IN_ONLYDIR;
+        use inotify::WatchMask as M;
+        let mask = M::CLOSE_WRITE
+            | M::MODIFY
+            | M::MOVED_TO
+            | M::CREATE
+            | M::DELETE
+            | M::ATTRIB
+            | M::ONLYDIR;
         Ok(ConfigWatch {
             fd: super::inotify::watch([&dir], mask, true)?,
             path: path.to_path_buf(),
@@ -60,8 +60,8 @@ impl ConfigWatch {
         self.last = text.map(|t| t.as_bytes().to_vec());
     }
 
-    fn drain(&self) {
-        super::inotify::drain(&self.fd);
+    fn drain(&mut self) {
+        super::inotify::drain(self.fd.get_mut());
     }
 
     /// Resolves when the config file's content has changed.  Cancel-safe:
@@ -79,8 +79,8 @@ impl ConfigWatch {
                 }
                 continue;
             }
-            let mut g = self.fd.readable().await?;
-            self.drain();
+            let mut g = self.fd.readable_mut().await?;
+            super::inotify::drain(g.get_inner_mut());
             g.clear_ready();
             self.settle_at = Some(Instant::now() + SETTLE);
         }

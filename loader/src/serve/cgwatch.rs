@@ -7,7 +7,6 @@
 
 use std::collections::BTreeSet;
 use std::io;
-use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -22,7 +21,7 @@ pub(super) const PERIOD: Duration = Duration::from_secs(10);
 const SETTLE: Duration = Duration::from_millis(50);
 
 pub(super) struct CgroupWatch {
-    fd: Option<AsyncFd<OwnedFd>>,
+    fd: Option<AsyncFd<inotify::Inotify>>,
     dirs: BTreeSet<PathBuf>,
     settle_at: Option<Instant>,
     next_poll: Instant,
@@ -51,20 +50,17 @@ impl CgroupWatch {
         if self.dirs.is_empty() {
             return Ok(());
         }
-        let mask = libc::IN_CREATE
-            | libc::IN_DELETE
-            | libc::IN_MOVED_TO
-            | libc::IN_DELETE_SELF
-            | libc::IN_ONLYDIR;
+        use inotify::WatchMask as M;
+        let mask = M::CREATE | M::DELETE | M::MOVED_TO | M::DELETE_SELF | M::ONLYDIR;
         // A directory that vanished since it was listed is skipped: the
         // period covers it.
         self.fd = Some(super::inotify::watch(&self.dirs, mask, false)?);
         Ok(())
     }
 
-    fn drain(&self) {
-        if let Some(fd) = &self.fd {
-            super::inotify::drain(fd);
+    fn drain(&mut self) {
+        if let Some(fd) = &mut self.fd {
+            super::inotify::drain(fd.get_mut());
         }
     }
 
