@@ -1,6 +1,6 @@
-//! Builds the BPF controllers into libbpf-rs skeletons, generates the Rust view
-//! of the shared C layouts with bindgen, and compiles the controllers'
-//! arithmetic cores for the host unit tests.
+//! Builds the BPF controllers into libbpf-rs skeletons and the Algo enum
+//! from `CCL_ALGOS`.  The Rust view of the shared C layouts and the host
+//! build of the arithmetic cores are ccload-intf's (bpf/intf/build.rs).
 
 use std::env;
 use std::ffi::OsStr;
@@ -14,41 +14,7 @@ use libbpf_cargo::SkeletonBuilder;
 /// bpf/ccload_intf.h ([`algos_of`]).
 const OTHERS: &[&str] = &["cgroup", "bench", "migrate"];
 
-/// One row of `CCL_ALGOS(X)`: X(name, NAME, tel).
-struct Row {
-    name: String,
-    upper: String,
-    /// Telemetry union member, also the prefix of the arithmetic core.
-    tel: String,
-}
-
-/// The rows of the `#define CCL_ALGOS(X)` X-macro in ccload_intf.h: the one
-/// list of controllers.
-fn algos_of(intf_h: &Path) -> Vec<Row> {
-    let text = std::fs::read_to_string(intf_h).expect("read ccload_intf.h");
-    let start = text
-        .find("#define CCL_ALGOS(X)")
-        .expect("ccload_intf.h defines CCL_ALGOS(X)");
-    let mut rows = Vec::new();
-    // The macro body: continuation lines up to the first line without `\`.
-    for line in text[start..].lines().skip(1) {
-        let row = line.trim().trim_end_matches('\\').trim();
-        if let Some(args) = row.strip_prefix("X(").and_then(|r| r.strip_suffix(')')) {
-            let f: Vec<&str> = args.split(',').map(str::trim).collect();
-            assert_eq!(f.len(), 3, "CCL_ALGOS row `{row}`: want X(name, NAME, tel)");
-            rows.push(Row {
-                name: f[0].to_string(),
-                upper: f[1].to_string(),
-                tel: f[2].to_string(),
-            });
-        }
-        if !line.trim_end().ends_with('\\') {
-            break;
-        }
-    }
-    assert!(!rows.is_empty(), "CCL_ALGOS has no rows");
-    rows
-}
+include!("../bpf/build_rows.rs");
 
 /// `ctcp_plus` -> `CtcpPlus` (also libbpf-cargo's skeleton type prefix).
 fn camel(name: &str) -> String {
@@ -220,32 +186,6 @@ fn main() {
             .build_and_generate(&skel)
             .unwrap_or_else(|e| panic!("building {}: {e:#}", src.display()));
     }
-
-    // The cores' types and functions carry their row's `tel` prefix
-    // (docs/architecture.md, "Names").
-    let prefixes: String = std::iter::once("ccl_.*".to_string())
-        .chain(rows.iter().map(|r| format!("{}_.*", r.tel)))
-        .collect::<Vec<_>>()
-        .join("|");
-    bindgen::Builder::default()
-        .header(bpf_dir.join("core/host_api.h").to_string_lossy())
-        .allowlist_type(&prefixes)
-        .allowlist_function(&prefixes)
-        .allowlist_var("ccl_.*")
-        .derive_default(true)
-        .prepend_enum_name(false)
-        .generate()
-        .expect("bindgen of bpf/core/host_api.h")
-        .write_to_file(out.join("intf.rs"))
-        .expect("write intf.rs");
-
-    cc::Build::new()
-        .file(bpf_dir.join("core/host_core.c"))
-        .include(&bpf_dir)
-        .warnings(true)
-        .extra_warnings(true)
-        .flag_if_supported("-Wno-type-limits")
-        .compile("ccload_core");
 
     rerun_dir(&bpf_dir);
 }

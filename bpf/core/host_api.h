@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* host_api.h - what bindgen turns into loader's `intf` module: the shared
+/* host_api.h - what bindgen turns into crate ccload-intf (bpf/intf): the shared
  * layouts, the arithmetic cores and the tunable descriptor tables. */
 #include "../ccload_intf.h"
 #include "ccl_core.h"

@@ -43,19 +43,9 @@ mod agg_tests;
 #[cfg(test)]
 mod fuzz_tests;
 
-/// The layouts of bpf/ccload_intf.h and the arithmetic cores (bindgen);
-/// public for their host tests (bpf/core-tests).
-#[doc(hidden)]
-pub mod intf {
-    #![allow(
-        non_camel_case_types,
-        non_upper_case_globals,
-        non_snake_case,
-        dead_code
-    )]
-    #![allow(clippy::all)]
-    include!(concat!(env!("OUT_DIR"), "/intf.rs"));
-}
+/// The layouts of bpf/ccload_intf.h and the arithmetic cores (bindgen, in
+/// crate ccload-intf).
+pub use ccload_intf as intf;
 
 /// libbpf-cargo skeletons: one per `CCL_ALGOS` row, and the cgroup binding.
 pub(crate) mod skel {

@@ -30,8 +30,8 @@
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 
 use crate::core_tests::Rng;
-use ccload::algos::Algo;
-use ccload::intf;
+use crate::params::Algo;
+use ccload_intf as intf;
 
 #[derive(Clone, Copy)]
 pub(crate) struct Link {

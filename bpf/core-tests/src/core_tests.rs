@@ -4,8 +4,8 @@
 //!
 //! Size: one section of tests per controller core.
 
-use ccload::algos::Algo;
-use ccload::intf;
+use crate::params::Algo;
+use ccload_intf as intf;
 
 /// Deterministic xorshift so the grids are reproducible without a rand crate.
 pub(crate) struct Rng(pub(crate) u64);

@@ -5,8 +5,8 @@
 //! loss.  Each test checks what the paper's model predicts (Eq. 1-3 of
 //! HE-TCP, Compound's Diff control) against the machine's windows.
 
-use ccload::algos::Algo;
-use ccload::intf;
+use crate::params::Algo;
+use ccload_intf as intf;
 
 /// A drop-tail bottleneck: `c` segments/s, `base_us` of RTT, `buf` segments
 /// of buffer.  One round carries the window `w`: the queue is what exceeds
