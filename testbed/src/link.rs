@@ -161,6 +161,130 @@ fn tun_in(ns: &NetNs, name: &'static str) -> std::os::fd::OwnedFd {
         .unwrap_or_else(|e| panic!("TUN {name}: {e} (is /dev/net/tun there?)"))
 }
 
+/// The link's devices, addresses, routes and sysctls in the sender's
+/// (`s`), router's (`r`) and receiver's (`d`) namespaces: a veth pair from
+/// sender to router, and from router to receiver another veth pair, or
+/// the delay line's two TUN devices (returned).
+fn wire(
+    cfg: &LinkCfg,
+    s: &NetNs,
+    r: &NetNs,
+    d: &NetNs,
+) -> Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    let mtu = cfg.mtu.to_string();
+    // No IPv6 chatter (router solicitations, MLD) through the link.
+    for ns in [s, r, d] {
+        ns_sysctl(ns, "net.ipv6.conf.all.disable_ipv6", "1");
+        ns_sysctl(ns, "net.ipv6.conf.default.disable_ipv6", "1");
+    }
+    run_ok(
+        "ip",
+        &[
+            "-n", &s.name, "link", "add", "s0", "type", "veth", "peer", "name", "r0", "netns",
+            &r.name,
+        ],
+    );
+    let tuns = if cfg.veth {
+        run_ok(
+            "ip",
+            &[
+                "-n", &r.name, "link", "add", "tr", "type", "veth", "peer", "name", "td", "netns",
+                &d.name,
+            ],
+        );
+        None
+    } else {
+        Some((tun_in(r, "tr"), tun_in(d, "td")))
+    };
+    for (ns, dev, addr) in [
+        (s, "s0", "10.77.1.1/24"),
+        (r, "r0", "10.77.1.2/24"),
+        (r, "tr", "10.77.2.1/24"),
+        (d, "td", "10.77.2.2/24"),
+    ] {
+        run_ok("ip", &["-n", &ns.name, "addr", "add", addr, "dev", dev]);
+        run_ok(
+            "ip",
+            &[
+                "-n",
+                &ns.name,
+                "link",
+                "set",
+                dev,
+                "mtu",
+                &mtu,
+                "txqueuelen",
+                "1000",
+                "up",
+            ],
+        );
+        set_offloads(ns, dev, cfg.offloads);
+    }
+    run_ok(
+        "ip",
+        &["-n", &s.name, "route", "add", "default", "via", "10.77.1.2"],
+    );
+    let gw = if cfg.veth {
+        ["via", "10.77.2.1"]
+    } else {
+        ["dev", "td"]
+    };
+    run_ok(
+        "ip",
+        &["-n", &d.name, "route", "add", "default", gw[0], gw[1]],
+    );
+    ns_sysctl(r, "net.ipv4.ip_forward", "1");
+    for ns in [s, d] {
+        ns_sysctl(ns, "net.ipv4.tcp_no_metrics_save", "1");
+        ns_sysctl(ns, "net.ipv4.tcp_rmem", "4096 131072 67108864");
+        ns_sysctl(ns, "net.ipv4.tcp_wmem", "4096 131072 67108864");
+    }
+    tuns
+}
+
+/// The router's bottleneck on `tr`: TBF at the rate (none on an unlimited
+/// veth or a trace-driven link, whose delay line shapes) over a drop-tail
+/// pfifo of the buffer's packets.
+fn bottleneck_qdiscs(cfg: &LinkCfg, r: &NetNs) {
+    // Drop-tail bottleneck: TBF shapes, its pfifo child holds N packets.
+    // The bucket holds one packet (plus slack for the timer): with the
+    // usual 2-MTU burst, two packets reaching an idle link leave back to
+    // back, which a real serialising link never does and which turns
+    // packet-pair capacity probes (CCPD) into 10x overestimates.  The
+    // slack is what a late watchdog timer may cost: a packet that waits
+    // for it leaves that late, and the tokens of any lateness beyond the
+    // slack are lost.  A quarter packet is 30 us at 100 Mbit/s; over 100
+    // Mbit/s the slack is TBF_TIMER_SLACK_US of the rate.  At 500 Mbit/s
+    // a 16-us slack carried 0.92 of the rate in the median 10-ms
+    // interval (0.68 over a whole CI run), 30 us carries 0.99
+    // (tests/tests/link.rs, a_veth_link_runs_at_lan_rates_and_rtts).
+    let burst =
+        cfg.mtu + (cfg.mtu / 4).max((cfg.rate_mbit * TBF_TIMER_SLACK_US / 8.0).round() as u32);
+    let pfifo_parent = if (cfg.veth && cfg.rate_mbit == 0.0) || cfg.trace.is_some() {
+        "root"
+    } else {
+        in_ns(
+            r,
+            &format!(
+                "tc qdisc add dev tr root handle 1: tbf rate {}kbit burst {burst} latency 10s",
+                (cfg.rate_mbit * 1000.0).round() as u64,
+            ),
+        );
+        "parent 1:1"
+    };
+    // A trace's buffer is the delay line's queue: the router passes
+    // everything on at once.
+    let limit = if cfg.trace.is_some() {
+        100_000
+    } else {
+        cfg.buffer_pkts
+    };
+    in_ns(
+        r,
+        &format!("tc qdisc add dev tr {pfifo_parent} handle 10: pfifo limit {limit}"),
+    );
+}
+
 impl Bottleneck {
     pub fn new(cfg: LinkCfg) -> Bottleneck {
         assert!(
@@ -177,111 +301,8 @@ impl Bottleneck {
         );
         let awake = crate::awake::Awake::hold();
         let (s, r, d) = (NetNs::new(), NetNs::new(), NetNs::new());
-        let mtu = cfg.mtu.to_string();
-        // No IPv6 chatter (router solicitations, MLD) through the link.
-        for ns in [&s, &r, &d] {
-            ns_sysctl(ns, "net.ipv6.conf.all.disable_ipv6", "1");
-            ns_sysctl(ns, "net.ipv6.conf.default.disable_ipv6", "1");
-        }
-        run_ok(
-            "ip",
-            &[
-                "-n", &s.name, "link", "add", "s0", "type", "veth", "peer", "name", "r0", "netns",
-                &r.name,
-            ],
-        );
-        let tuns = if cfg.veth {
-            run_ok(
-                "ip",
-                &[
-                    "-n", &r.name, "link", "add", "tr", "type", "veth", "peer", "name", "td",
-                    "netns", &d.name,
-                ],
-            );
-            None
-        } else {
-            Some((tun_in(&r, "tr"), tun_in(&d, "td")))
-        };
-        for (ns, dev, addr) in [
-            (&s, "s0", "10.77.1.1/24"),
-            (&r, "r0", "10.77.1.2/24"),
-            (&r, "tr", "10.77.2.1/24"),
-            (&d, "td", "10.77.2.2/24"),
-        ] {
-            run_ok("ip", &["-n", &ns.name, "addr", "add", addr, "dev", dev]);
-            run_ok(
-                "ip",
-                &[
-                    "-n",
-                    &ns.name,
-                    "link",
-                    "set",
-                    dev,
-                    "mtu",
-                    &mtu,
-                    "txqueuelen",
-                    "1000",
-                    "up",
-                ],
-            );
-            set_offloads(ns, dev, cfg.offloads);
-        }
-        run_ok(
-            "ip",
-            &["-n", &s.name, "route", "add", "default", "via", "10.77.1.2"],
-        );
-        let gw = if cfg.veth {
-            ["via", "10.77.2.1"]
-        } else {
-            ["dev", "td"]
-        };
-        run_ok(
-            "ip",
-            &["-n", &d.name, "route", "add", "default", gw[0], gw[1]],
-        );
-        ns_sysctl(&r, "net.ipv4.ip_forward", "1");
-        for ns in [&s, &d] {
-            ns_sysctl(ns, "net.ipv4.tcp_no_metrics_save", "1");
-            ns_sysctl(ns, "net.ipv4.tcp_rmem", "4096 131072 67108864");
-            ns_sysctl(ns, "net.ipv4.tcp_wmem", "4096 131072 67108864");
-        }
-        // Drop-tail bottleneck: TBF shapes, its pfifo child holds N packets.
-        // The bucket holds one packet (plus slack for the timer): with the
-        // usual 2-MTU burst, two packets reaching an idle link leave back to
-        // back, which a real serialising link never does and which turns
-        // packet-pair capacity probes (CCPD) into 10x overestimates.  The
-        // slack is what a late watchdog timer may cost: a packet that waits
-        // for it leaves that late, and the tokens of any lateness beyond the
-        // slack are lost.  A quarter packet is 30 us at 100 Mbit/s; over 100
-        // Mbit/s the slack is TBF_TIMER_SLACK_US of the rate.  At 500 Mbit/s
-        // a 16-us slack carried 0.92 of the rate in the median 10-ms
-        // interval (0.68 over a whole CI run), 30 us carries 0.99
-        // (tests/tests/link.rs, a_veth_link_runs_at_lan_rates_and_rtts).
-        let burst =
-            cfg.mtu + (cfg.mtu / 4).max((cfg.rate_mbit * TBF_TIMER_SLACK_US / 8.0).round() as u32);
-        let pfifo_parent = if (cfg.veth && cfg.rate_mbit == 0.0) || cfg.trace.is_some() {
-            "root"
-        } else {
-            in_ns(
-                &r,
-                &format!(
-                    "tc qdisc add dev tr root handle 1: tbf rate {}kbit burst {burst} latency 10s",
-                    (cfg.rate_mbit * 1000.0).round() as u64,
-                ),
-            );
-            "parent 1:1"
-        };
-        // A trace's buffer is the delay line's queue: the router passes
-        // everything on at once.
-        let limit = if cfg.trace.is_some() {
-            100_000
-        } else {
-            cfg.buffer_pkts
-        };
-        in_ns(
-            &r,
-            &format!("tc qdisc add dev tr {pfifo_parent} handle 10: pfifo limit {limit}"),
-        );
+        let tuns = wire(&cfg, &s, &r, &d);
+        bottleneck_qdiscs(&cfg, &r);
         let ms = |x: f64| Duration::from_nanos((x * 1e6).round() as u64);
         let seeded = cfg
             .loss_seed
