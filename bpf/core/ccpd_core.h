@@ -1642,9 +1642,11 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		 * competitor's packets, so C reads near its own share.  With no
 		 * queue the competitor left, or no one fills the pipe: a drain
 		 * ends competing only once the path's flows carry 3/4 C, and a
-		 * flow left alone at a fraction of the link would grow at one
-		 * segment a round until then (docs/ccpd.md, "Sharing a
-		 * bottleneck").
+		 * flow left alone at a fraction of the link grew at s / 10 ms a
+		 * round until then (a cellular link's dip left one at 195 of
+		 * 600 segments for 5 s); with comp_fill a round with no queue
+		 * grows it by half, up to the pipe C m (docs/ccpd.md, "Sharing
+		 * a bottleneck", "Competing on an empty link").
 		 */
 		o->law = CCPD_LAW_COMP;
 		o->controlled = 1;

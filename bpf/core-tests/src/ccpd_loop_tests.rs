@@ -1797,7 +1797,8 @@ fn competing_round(
 /// from there grows no faster than the other.
 #[test]
 fn ccpd_competing_growth_slows_at_half_the_link() {
-    let p = ccpd_params(&[("drain_ms", "5000")]);
+    // (comp_fill off: its growth with no queue is the next test's)
+    let p = ccpd_params(&[("drain_ms", "5000"), ("comp_fill", "0")]);
     // C 8,333 segments/s (P = C m = 333; half the link: 4,167)
     let mut ca = competing_flow(&p);
     // drain slot 0 (from init) is the slot of t = 1 s: no drain here
@@ -1857,9 +1858,12 @@ fn ccpd_competing_fills_an_empty_pipe_with_comp_fill() {
     assert_eq!(round(&mut ca, 44_000), 337, "at the pipe: s / 10 ms");
     ca.w_q10 = 200 << 10;
     assert_eq!(round(&mut ca, 46_000), 204, "a queue of 6 ms: s / 10 ms");
-    // off (the default): s / 10 ms with no queue too
-    let off = ccpd_params(&[]);
-    assert_eq!(off.comp_fill, 0);
+    assert_eq!(ccpd_params(&[]).comp_fill, 1, "on by default");
+    // off: s / 10 ms with no queue too
+    let off = ccpd_params(&[("drain_ms", "5000"), ("comp_fill", "0")]);
+    let mut ca = competing_flow(&off);
+    let o = competing_round(&mut ca, &off, &mut delivered, 44_000);
+    assert_eq!(o.snd_cwnd, 204);
 }
 
 /// N ccpd flows on one bottleneck, a round-synchronous fluid model: every
