@@ -29,30 +29,8 @@ fn link(k: f64) -> Bottleneck {
     })
 }
 
-/// The delay line's lateness for [`measured_on_a_valid_link`]: its p99,
-/// or, when the host stalled it, the worst release (us).  This host stalls
-/// now and then for 20-90 ms (2-4 times in some 45-s runs; the delay line
-/// runs SCHED_FIFO and still released ~120 packets 20+ ms late in each
-/// direction), which is 0.1 % of the releases and invisible at p99.  Each
-/// stall releases its ACKs at once and the burst overflows a BDP/8 buffer
-/// with no queue before it: a loss before the RTT rises, which ends the
-/// Reno cycle this test reads onsets from (503 drops in a stalled run
-/// against 89 in a quiet one), and at 1 BDP costs Reno the full link (44.3
-/// against 48.2 Mbit/s) where the extra window refills it.  10 ms, not the
-/// lab's stall rule (`RunSummary::stalled`: an eighth of the base RTT, 5 ms
-/// here), which only ranks runs: a quiet run's worst release was 5.3 ms
-/// late, and this test measures again every run over its bound.
-fn stall_lateness(rep: &ccload_itests::delay::DelayReport) -> u64 {
-    const STALL_US: u64 = 10_000;
-    let c = rep.combined();
-    match c.lateness_us(1.0) {
-        worst if worst >= STALL_US => worst,
-        _ => c.lateness_us(0.99),
-    }
-}
-
 /// ub_reno, then reno, through the same link: the ratio of their goodput
-/// after `skip` seconds, and the link's [`stall_lateness`].
+/// after `skip` seconds, and the link's [`ccload_itests::stall_lateness`].
 fn pair(k: f64, bytes: u64, skip: f64) -> (f64, u64) {
     let mut l = link(k);
     let mbps = |cc: &str| {
@@ -67,7 +45,7 @@ fn pair(k: f64, bytes: u64, skip: f64) -> (f64, u64) {
         m
     };
     let (u, r) = (mbps("ub_reno"), mbps("reno"));
-    let late = stall_lateness(&l.stop_delay().unwrap());
+    let late = ccload_itests::stall_lateness(&l.stop_delay().unwrap());
     eprintln!(
         "k = {k}: ub_reno/reno {:.3}; delay line lateness {late} us",
         u / r
@@ -76,7 +54,7 @@ fn pair(k: f64, bytes: u64, skip: f64) -> (f64, u64) {
 }
 
 /// One ub_reno transfer of `bytes` at a buffer of `k` BDP: its sender's
-/// telemetry, and the link's [`stall_lateness`], so that a transfer whose
+/// telemetry, and the link's [`ccload_itests::stall_lateness`], so that a transfer whose
 /// timing was off is measured again ([`measured_on_a_valid_link`]; seen:
 /// p99 661 us, a transfer at 2/3 of the others' rate and an RTT rising
 /// from 0.4 BDP; and the host stalls above).
@@ -91,7 +69,7 @@ fn ub_reno_alone(k: f64, bytes: u64) -> (Vec<serde_json::Value>, u64) {
     }
     w.stop();
     let drops = l.queue_drops();
-    let late = stall_lateness(&l.stop_delay().unwrap());
+    let late = ccload_itests::stall_lateness(&l.stop_delay().unwrap());
     eprintln!(
         "k = {k}: ub_reno {:.2} Mbit/s, {drops} drops; delay line lateness {late} us",
         t.mbps()
