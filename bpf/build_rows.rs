@@ -1,7 +1,8 @@
-// The rows of `CCL_ALGOS(X)` in bpf/ccload_intf.h, read by the build
-// scripts of ccload (loader/build.rs: the Algo enum, the skeletons) and of
-// ccload-intf (bpf/intf/build.rs: bindgen's allowlist), which include!
-// this file: one parser of the one list of controllers.
+// What the build scripts of ccload (loader/build.rs: the Algo enum, the
+// skeletons) and of ccload-intf (bpf/intf/build.rs: bindgen's allowlist)
+// share, include!d by both: the one parser of `CCL_ALGOS(X)` in
+// bpf/ccload_intf.h, the one list of controllers, and the rerun rule for
+// the C sources.
 
 /// One row of `CCL_ALGOS(X)`: X(name, NAME, tel).
 #[allow(dead_code)] // each build script reads the fields it needs
@@ -38,4 +39,19 @@ fn algos_of(intf_h: &Path) -> Vec<Row> {
     }
     assert!(!rows.is_empty(), "CCL_ALGOS has no rows");
     rows
+}
+
+/// Rerun the build script when a file under `dir` changes (the committed
+/// vmlinux headers aside).
+fn rerun_dir(dir: &Path) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if path.file_name() != Some(std::ffi::OsStr::new("vmlinux")) {
+                rerun_dir(&path);
+            }
+        } else {
+            println!("cargo:rerun-if-changed={}", path.display());
+        }
+    }
 }

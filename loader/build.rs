@@ -189,16 +189,3 @@ fn main() {
 
     rerun_dir(&bpf_dir);
 }
-
-fn rerun_dir(dir: &Path) {
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            if path.file_name() != Some(OsStr::new("vmlinux")) {
-                rerun_dir(&path);
-            }
-        } else {
-            println!("cargo:rerun-if-changed={}", path.display());
-        }
-    }
-}

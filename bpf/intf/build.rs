@@ -4,7 +4,6 @@
 //! the cores' host tests call.
 
 use std::env;
-use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 include!("../build_rows.rs");
@@ -42,17 +41,4 @@ fn main() {
         .compile("ccload_core");
 
     rerun_dir(&bpf_dir);
-}
-
-fn rerun_dir(dir: &Path) {
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            if path.file_name() != Some(OsStr::new("vmlinux")) {
-                rerun_dir(&path);
-            }
-        } else {
-            println!("cargo:rerun-if-changed={}", path.display());
-        }
-    }
 }
