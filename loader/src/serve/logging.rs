@@ -44,15 +44,23 @@ pub fn log_format(json_flag: bool) -> LogFormat {
     }
 }
 
-/// Send the process's tracing events to stderr in `format` (once; a
-/// second call, as from tests, keeps the first).
+/// Send ccload's own tracing events, info and above, to stderr in
+/// `format` (once; a second call, as from tests, keeps the first).  The
+/// libraries' events (kube, hyper, tower) stay out of the daemon's log, as
+/// before it used tracing: only targets under `ccload` pass.
 pub fn init(format: LogFormat) {
-    let sub = tracing_subscriber::fmt()
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::Layer;
+    let layer = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .with_max_level(Level::INFO)
         .event_format(Line(format))
-        .finish();
-    let _ = tracing::subscriber::set_global_default(sub);
+        .with_filter(ours());
+    let _ = tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer));
+}
+
+/// What the daemon logs: ccload's events at info and above.
+fn ours() -> tracing_subscriber::filter::Targets {
+    tracing_subscriber::filter::Targets::new().with_target("ccload", Level::INFO)
 }
 
 /// sd-daemon priority and the level's word.
@@ -148,6 +156,16 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_ccloads_own_events_are_logged() {
+        let f = ours();
+        assert!(f.would_enable("ccload::serve", &Level::INFO));
+        assert!(f.would_enable("ccload::serve::rollouts", &Level::ERROR));
+        assert!(!f.would_enable("ccload::serve", &Level::DEBUG));
+        assert!(!f.would_enable("kube_runtime::watcher", &Level::WARN));
+        assert!(!f.would_enable("hyper::proto", &Level::INFO));
+    }
 
     #[test]
     fn each_format_writes_the_message_its_level_and_fields() {
