@@ -15,26 +15,27 @@ pub enum Algo {
 
 impl Algo {
     fn descs(self) -> &'static [intf::ccl_param_desc] {
-        // SAFETY: immutable C arrays (host_core.c) with their lengths.
+        // SAFETY: immutable C arrays (host_core.c) and their lengths.
         unsafe {
-            match self {
-                Algo::Ccpd => std::slice::from_raw_parts(
+            let (table, n) = match self {
+                Algo::Ccpd => (
                     intf::ccl_ccpd_param_desc.as_ptr(),
-                    intf::ccl_ccpd_param_count as usize,
+                    intf::ccl_ccpd_param_count,
                 ),
-                Algo::Hetcp => std::slice::from_raw_parts(
+                Algo::Hetcp => (
                     intf::ccl_hetcp_param_desc.as_ptr(),
-                    intf::ccl_hetcp_param_count as usize,
+                    intf::ccl_hetcp_param_count,
                 ),
-                Algo::CtcpPlus => std::slice::from_raw_parts(
+                Algo::CtcpPlus => (
                     intf::ccl_ctcp_plus_param_desc.as_ptr(),
-                    intf::ccl_ctcp_plus_param_count as usize,
+                    intf::ccl_ctcp_plus_param_count,
                 ),
-                Algo::UbReno => std::slice::from_raw_parts(
+                Algo::UbReno => (
                     intf::ccl_ub_reno_param_desc.as_ptr(),
-                    intf::ccl_ub_reno_param_count as usize,
+                    intf::ccl_ub_reno_param_count,
                 ),
-            }
+            };
+            std::slice::from_raw_parts(table, n as usize)
         }
     }
 
