@@ -92,10 +92,15 @@ impl CgroupRule {
         let mut level = vec![PathBuf::from("/")];
         for c in self.pattern.components() {
             let Component::Normal(c) = c else { continue };
-            let pat = c.to_str().filter(|s| is_glob(s));
+            // compiled once for every directory of the level (a
+            // malformed pattern, refused on load, matches nothing)
+            let pat = c
+                .to_str()
+                .filter(|s| is_glob(s))
+                .map(|s| component_glob(s).ok());
             let mut next = Vec::new();
             for dir in &level {
-                match pat {
+                match &pat {
                     None => {
                         let p = dir.join(c);
                         if p.is_dir() {
@@ -112,7 +117,7 @@ impl CgroupRule {
                             .filter(|e| {
                                 e.file_name()
                                     .to_str()
-                                    .is_some_and(|n| component_matches(pat, n))
+                                    .is_some_and(|n| pat.as_ref().is_some_and(|g| g.is_match(n)))
                             })
                             .map(|e| e.path())
                             .collect();
