@@ -1,7 +1,10 @@
 //! Privileged tests of the under-buffered-link controller (`ub_reno`)
 //! through the emulated link: at a buffer of BDP/8 its extra window fills
-//! the capacity Reno leaves idle after each halving; at a 1-BDP buffer the
-//! extra window never matters and it moves data as Reno does.
+//! the capacity Reno leaves idle after each halving, with a W_full learned
+//! from where the path's RTT starts to rise.  That it does no harm against
+//! Reno is a performance claim, judged in the lab against reno in the same
+//! run (the acceptance check: the quick cells 10M_80ms_0.25bdp and the
+//! 4-BDP cellular trace; every cell of the full grid).
 
 use std::time::Duration;
 
@@ -27,30 +30,6 @@ fn link(k: f64) -> Bottleneck {
         buffer_pkts: buf,
         ..cfg
     })
-}
-
-/// ub_reno, then reno, through the same link: the ratio of their goodput
-/// after `skip` seconds, and the link's [`ccload_itests::stall_lateness`].
-fn pair(k: f64, bytes: u64, skip: f64) -> (f64, u64) {
-    let mut l = link(k);
-    let mbps = |cc: &str| {
-        let t = l.transfer(cc, bytes).expect("transfer");
-        assert_eq!(t.bytes, bytes);
-        assert_eq!((t.sender_cc.as_str(), t.receiver_cc.as_str()), (cc, cc));
-        let m = t.mbps_after(skip);
-        eprintln!(
-            "k = {k}: {cc} {m:.2} Mbit/s after {skip} s ({:.2} whole transfer)",
-            t.mbps()
-        );
-        m
-    };
-    let (u, r) = (mbps("ub_reno"), mbps("reno"));
-    let late = ccload_itests::stall_lateness(&l.stop_delay().unwrap());
-    eprintln!(
-        "k = {k}: ub_reno/reno {:.3}; delay line lateness {late} us",
-        u / r
-    );
-    (u / r, late)
 }
 
 /// One ub_reno transfer of `bytes` at a buffer of `k` BDP: its sender's
@@ -137,12 +116,12 @@ fn median(v: &mut [i64]) -> i64 {
 }
 
 /// At BDP/8 the extra window acts, with a W_full learned where this path's
-/// RTT starts to rise and not drifting down over the cycles; at 1 BDP it
-/// moves data as Reno does.  Its gain over
-/// Reno is a performance claim: the lab measures it (acceptance matrix,
-/// `ub_reno` against `reno` at 10 Mbit/s, 80 ms, BDP/4; ubl-table1).
+/// RTT starts to rise and not drifting down over the cycles.  Its gain over
+/// Reno, and that it does no harm on a deep buffer, are performance claims:
+/// the lab measures them (acceptance matrix, `ub_reno` against `reno` at 10
+/// Mbit/s, 80 ms, BDP/4 and on the 4-BDP LTE trace; ubl-table1).
 #[test]
-fn ub_reno_learns_w_full_from_the_path_and_does_no_harm() {
+fn ub_reno_learns_w_full_from_the_path() {
     let _s = privileged!();
     let _g = Attached::new("ub_reno", &[]);
     let bdp = link_cfg().bdp_pkts() as i64;
@@ -225,17 +204,6 @@ fn ub_reno_learns_w_full_from_the_path_and_does_no_harm() {
     assert!(
         (900..=1000).contains(&r),
         "W_full carried is {r}/1000 of the onset before it (beta = 970)"
-    );
-    // The gain over Reno on a shallow buffer is the acceptance check's
-    // (quick cell 10M_80ms_0.25bdp: goodput >= 1.03x reno's in the same run).
-    // 1 BDP: Reno already fills the link; ub_reno must not do worse or more.
-    // A full link's goodput does not depend on timing (0.986-1.003 with
-    // p99 lateness up to 1.4 ms under `cargo xtask disturb`), but it does
-    // on stalls of 20 ms and more: measured on a link without them.
-    let big = measured_on_a_valid_link("k = 1", || pair(1.0, 64 * MB, 3.0));
-    assert!(
-        (0.97..=1.03).contains(&big),
-        "ub_reno/reno = {big:.3} at 1 BDP"
     );
 }
 
