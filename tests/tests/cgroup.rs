@@ -121,8 +121,8 @@ fn cgroups_get_their_own_controller_and_profile_on_both_ends() {
     // Both directions: A active -> B passive, B active -> A passive.
     let w = Watch::start(&["--algo", "ccpd"]);
     std::thread::sleep(Duration::from_millis(300));
-    let (ca, sb, n) = connection(&link, a.path(), b.path(), 24 * MB);
-    assert_eq!((ca.as_str(), sb.as_str(), n), ("ccpd", "cubic", 24 * MB));
+    let (ca, sb, n) = connection(&link, a.path(), b.path(), 6 * MB);
+    assert_eq!((ca.as_str(), sb.as_str(), n), ("ccpd", "cubic", 6 * MB));
     let mut recs_a = Vec::new();
     while let Ok(r) = w.rx.recv_timeout(Duration::from_millis(300)) {
         recs_a.push(r);
@@ -131,7 +131,7 @@ fn cgroups_get_their_own_controller_and_profile_on_both_ends() {
     assert_eq!((cb.as_str(), sa.as_str()), ("cubic", "ccpd"));
     // C (ccpd, profile 0) to a server outside any bound cgroup ("-": the
     // test's own cgroup): the server keeps the namespace default.
-    let (cc, so, _) = connection(&link, c.path(), "-", 24 * MB);
+    let (cc, so, _) = connection(&link, c.path(), "-", 6 * MB);
     assert_eq!(cc, "ccpd");
     assert_ne!(so, "ccpd", "a socket outside bound cgroups was changed");
     let mut recs_c = Vec::new();

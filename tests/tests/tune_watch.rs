@@ -35,7 +35,7 @@ fn tune_during_a_transfer_changes_the_law_within_rounds() {
     let w = Watch::start(&["--algo", "ccpd"]);
     std::thread::sleep(Duration::from_millis(300));
     let flow = std::thread::scope(|sc| {
-        let h = sc.spawn(|| link.transfer("ccpd", 40 * MB));
+        let h = sc.spawn(|| link.transfer("ccpd", 16 * MB));
         // Phase 1: rounds under Kp = 2.
         let mut before = 0;
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -83,7 +83,7 @@ fn tune_during_a_transfer_changes_the_law_within_rounds() {
         h.join().unwrap()
     });
     let t = flow.expect("transfer completes");
-    assert_eq!(t.bytes, 40 * MB);
+    assert_eq!(t.bytes, 16 * MB);
     let err = w.stop();
     assert!(err.contains("records shown"), "{err}");
 }
@@ -383,7 +383,7 @@ fn under_64_flows_drops_are_counted_and_aggregates_stay_exact() {
     };
     let (st0, a0) = (status_json(), agg());
     let ns = NetNs::new();
-    let size = 32 * MB;
+    let size = 8 * MB;
     let mut batches = 0u64;
     let deadline = Instant::now() + Duration::from_secs(90);
     while batches == 0
