@@ -7,9 +7,19 @@
 //!
 //! Rendering takes the socket counts as an argument: they come from a
 //! netlink dump made off the request path ([`super::SockCache`]).
+//!
+//! The families are built as the `prometheus` crate's data model and
+//! written by its `TextEncoder` (text format 0.0.4: escaping, `+Inf`,
+//! line order).  Not `prometheus-client`: it writes only OpenMetrics,
+//! whose counter families (`# TYPE ccload_flows counter` over samples
+//! named `ccload_flows_total`) `promtool check metrics` reads as samples
+//! without HELP, and the test command lints a scrape with promtool.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
+
+use prometheus::proto::{
+    Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType,
+};
 
 use crate::agg::{self, Agg};
 use crate::algos::Algo;
@@ -46,6 +56,90 @@ pub(super) struct Metrics {
     pub pods_selected: Option<u64>,
     /// `[[pods]]`: failed Kubernetes API calls (retried).
     pub pod_watch_errors: u64,
+}
+
+/// The families of one scrape, in the order they are added.
+#[derive(Default)]
+pub(super) struct Exposition(Vec<MetricFamily>);
+
+/// A sample's labels, (name, value); values are escaped when written.
+pub(super) type Labels<'a> = [(&'a str, &'a str)];
+
+impl Exposition {
+    /// Starts a family; the samples added next are its.  A family that
+    /// gets none is left out of the text.
+    pub fn family(&mut self, name: &str, kind: MetricType, help: &str) {
+        let mut f = MetricFamily::default();
+        f.set_name(name.into());
+        f.set_help(help.into());
+        f.set_field_type(kind);
+        self.0.push(f);
+    }
+
+    fn metric(&mut self, labels: &Labels) -> (&mut Metric, MetricType) {
+        let f = self.0.last_mut().expect("a sample before its family");
+        let kind = f.get_field_type();
+        let pairs = labels
+            .iter()
+            .map(|(k, v)| {
+                let mut p = LabelPair::default();
+                p.set_name((*k).into());
+                p.set_value((*v).into());
+                p
+            })
+            .collect();
+        f.mut_metric().push(Metric::from_label(pairs));
+        (f.mut_metric().last_mut().unwrap(), kind)
+    }
+
+    /// A sample of the current counter or gauge family.
+    pub fn sample(&mut self, labels: &Labels, v: f64) {
+        match self.metric(labels) {
+            (m, MetricType::COUNTER) => {
+                let mut c = Counter::default();
+                c.set_value(v);
+                m.set_counter(c);
+            }
+            (m, _) => {
+                let mut g = Gauge::default();
+                g.set_value(v);
+                m.set_gauge(g);
+            }
+        }
+    }
+
+    /// A histogram of the current family: cumulative counts per upper
+    /// bound (`+Inf` is added), the sum and the count.
+    pub fn histogram(&mut self, labels: &Labels, cumulative: &[(f64, u64)], sum: f64, count: u64) {
+        let mut h = Histogram::default();
+        h.set_bucket(
+            cumulative
+                .iter()
+                .map(|&(le, n)| {
+                    let mut b = Bucket::default();
+                    b.set_upper_bound(le);
+                    b.set_cumulative_count(n);
+                    b
+                })
+                .collect(),
+        );
+        h.set_sample_sum(sum);
+        h.set_sample_count(count);
+        self.metric(labels).0.set_histogram(h);
+    }
+
+    /// The exposition text.
+    pub fn text(self) -> String {
+        let fams: Vec<MetricFamily> = self
+            .0
+            .into_iter()
+            .filter(|f| !f.get_metric().is_empty())
+            .collect();
+        // Fails only on a family without a name or samples: none here.
+        prometheus::TextEncoder::new()
+            .encode_to_string(&fams)
+            .expect("named families with samples")
+    }
 }
 
 impl Metrics {
@@ -119,34 +213,31 @@ fn sentence(d: &str) -> String {
 }
 
 /// The aggregate families for one scope (`ccload_` per controller
-/// profile, `ccload_cgroup_` per cgroup): slots are (label text, Agg).
-fn render_aggs(o: &mut String, prefix: &str, scope: &str, slots: &[(String, &Agg)]) {
-    if slots.is_empty() {
-        return;
-    }
+/// profile, `ccload_cgroup_` per cgroup): slots are (labels, Agg).
+fn render_aggs(
+    o: &mut Exposition,
+    prefix: &str,
+    scope: &str,
+    slots: &[(Vec<(&str, String)>, &Agg)],
+) {
     for d in crate::agg::counters() {
         let Some((name, scale)) = counter_metric(d.name) else {
             continue;
         };
-        let full = format!("{prefix}{name}");
-        family(
-            o,
-            &full,
-            "counter",
+        o.family(
+            &format!("{prefix}{name}"),
+            MetricType::COUNTER,
             &format!("{} ({scope})", sentence(d.help).trim_end_matches('.')),
         );
         for (lbl, a) in slots {
-            let v = a.get(d.name) as f64 * scale;
-            let _ = writeln!(o, "{full}{{{lbl}}} {v}");
+            o.sample(&borrowed(lbl), a.get(d.name) as f64 * scale);
         }
     }
     for d in crate::agg::hists() {
         let (name, scale, sum, bounds) = hist_metric(d.name);
-        let full = format!("{prefix}{name}");
-        family(
-            o,
-            &full,
-            "histogram",
+        o.family(
+            &format!("{prefix}{name}"),
+            MetricType::HISTOGRAM,
             &format!(
                 "{}, one sample per flow per smoothed RTT ({scope})",
                 sentence(d.help).trim_end_matches('.')
@@ -166,56 +257,44 @@ fn render_aggs(o: &mut String, prefix: &str, scope: &str, slots: &[(String, &Agg
                     }
                 }
             }
-            let count: u64 = h.iter().sum();
-            for (le, c) in bounds.iter().zip(&cum) {
-                let _ = writeln!(o, "{full}_bucket{{{lbl},le=\"{le}\"}} {c}");
-            }
-            let _ = writeln!(o, "{full}_bucket{{{lbl},le=\"+Inf\"}} {count}");
-            let _ = writeln!(o, "{full}_sum{{{lbl}}} {}", a.get(sum) as f64 * scale);
-            let _ = writeln!(o, "{full}_count{{{lbl}}} {count}");
+            let buckets: Vec<(f64, u64)> = bounds.iter().copied().zip(cum).collect();
+            o.histogram(
+                &borrowed(lbl),
+                &buckets,
+                a.get(sum) as f64 * scale,
+                h.iter().sum(),
+            );
         }
     }
 }
 
-/// A label value in the exposition format: backslash, double quote and
-/// newline escaped (profile names come from an operator's config).
-pub(super) fn escape_label(v: &str) -> String {
-    let mut o = String::with_capacity(v.len());
-    for c in v.chars() {
-        match c {
-            '\\' => o.push_str("\\\\"),
-            '"' => o.push_str("\\\""),
-            '\n' => o.push_str("\\n"),
-            c => o.push(c),
-        }
-    }
-    o
+/// Owned label values as [`Labels`].
+fn borrowed<'a>(l: &'a [(&'a str, String)]) -> Vec<(&'a str, &'a str)> {
+    l.iter().map(|(k, v)| (*k, v.as_str())).collect()
 }
 
 fn profile_label(d: &Desired, algo: Algo, id: u32) -> String {
-    escape_label(&match d.profile_names.get(&(algo, id)) {
+    match d.profile_names.get(&(algo, id)) {
         Some(n) => n.clone(),
         None if id == 0 => "default".into(),
         None => id.to_string(),
-    })
-}
-
-fn family(o: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    }
 }
 
 /// The kernel counters of each attached controller, by stats index.
 pub(super) type KernelStats = Vec<(Algo, Vec<u64>)>;
 
-/// The text for one scrape.
+/// The families of one scrape (the daemon, the kernel, the telemetry);
+/// the caller adds the rollouts' and the cgroup states, then writes
+/// [`Exposition::text`].
 pub(super) fn render(
     m: &mut Metrics,
     d: &Desired,
     stats: &KernelStats,
     aggs: &agg::All,
     sockets: &BTreeMap<String, u64>,
-) -> String {
-    let mut o = String::new();
+) -> Exposition {
+    let mut o = Exposition::default();
     render_daemon(&mut o, m);
     render_kernel(&mut o, d, stats, sockets);
     render_telemetry(&mut o, m, d, aggs);
@@ -224,9 +303,13 @@ pub(super) fn render(
 
 /// The daemon's own families: up, config applies, HTTP and accept errors,
 /// cgroup and pod reconciles, upgrades, clients, unread rings.
-fn render_daemon(o: &mut String, m: &Metrics) {
-    family(o, "ccload_up", "gauge", "The ccload daemon is running.");
-    let _ = writeln!(o, "ccload_up 1");
+fn render_daemon(o: &mut Exposition, m: &Metrics) {
+    o.family(
+        "ccload_up",
+        MetricType::GAUGE,
+        "The ccload daemon is running.",
+    );
+    o.sample(&[], 1.0);
     for (name, help, v) in [
         (
             "ccload_config_applies_total",
@@ -289,40 +372,37 @@ fn render_daemon(o: &mut String, m: &Metrics) {
             m.pod_watch_errors,
         ),
     ] {
-        family(o, name, "counter", help);
-        let _ = writeln!(o, "{name} {v}");
+        o.family(name, MetricType::COUNTER, help);
+        o.sample(&[], v as f64);
     }
-    family(
-        o,
+    o.family(
         "ccload_pods_selected",
-        "gauge",
+        MetricType::GAUGE,
         "Pods of this node the [[pods]] entries select (absent before the first list).",
     );
     if let Some(n) = m.pods_selected {
-        let _ = writeln!(o, "ccload_pods_selected {n}");
+        o.sample(&[], n as f64);
     }
-    family(
-        o,
+    o.family(
         "ccload_watch_clients",
-        "gauge",
+        MetricType::GAUGE,
         "Connected telemetry clients.",
     );
-    let _ = writeln!(o, "ccload_watch_clients {}", m.clients);
-    family(
-        o,
+    o.sample(&[], m.clients as f64);
+    o.family(
         "ccload_ring_unread",
-        "gauge",
+        MetricType::GAUGE,
         "1 for an attached controller whose ring buffer another consumer holds.",
     );
     for a in &m.rings_missing {
-        let _ = writeln!(o, "ccload_ring_unread{{algo=\"{a}\"}} 1");
+        o.sample(&[("algo", a.name())], 1.0);
     }
 }
 
 /// The controllers' kernel counters, which configured ones are attached,
 /// and their sockets.
 fn render_kernel(
-    o: &mut String,
+    o: &mut Exposition,
     d: &Desired,
     stats: &KernelStats,
     sockets: &BTreeMap<String, u64>,
@@ -338,67 +418,63 @@ fn render_kernel(
         ("ccload_events_total", intf::CCL_STAT_EVENTS),
     ];
     for (name, idx) in counters {
-        family(o, name, "counter", &crate::stats::help(idx));
+        o.family(name, MetricType::COUNTER, &crate::stats::help(idx));
         for (a, s) in stats {
-            if let Some(v) = s.get(idx as usize) {
-                let _ = writeln!(o, "{name}{{algo=\"{a}\"}} {v}");
+            if let Some(&v) = s.get(idx as usize) {
+                o.sample(&[("algo", a.name())], v as f64);
             }
         }
     }
-    family(
-        o,
+    o.family(
         "ccload_controller_attached",
-        "gauge",
+        MetricType::GAUGE,
         "1 for each controller the config names that is attached, 0 for one that is not.",
     );
     for a in d.algos.keys() {
         let on = stats.iter().any(|(s, _)| s == a);
-        let _ = writeln!(
-            o,
-            "ccload_controller_attached{{algo=\"{a}\"}} {}",
-            u8::from(on)
-        );
+        o.sample(&[("algo", a.name())], f64::from(u8::from(on)));
     }
-    family(
-        o,
+    o.family(
         "ccload_sockets",
-        "gauge",
+        MetricType::GAUGE,
         "TCP sockets using the controller in the daemon's network namespace.",
     );
     for (a, _) in stats {
         let n = sockets.get(a.name()).copied().unwrap_or(0);
-        let _ = writeln!(o, "ccload_sockets{{algo=\"{a}\"}} {n}");
+        o.sample(&[("algo", a.name())], n as f64);
     }
 }
 
 /// Telemetry record counts, and the in-kernel aggregates per controller
 /// profile and per cgroup.
-fn render_telemetry(o: &mut String, m: &Metrics, d: &Desired, aggs: &agg::All) {
-    family(
-        o,
+fn render_telemetry(o: &mut Exposition, m: &Metrics, d: &Desired, aggs: &agg::All) {
+    o.family(
         "ccload_telemetry_records_total",
-        "counter",
+        MetricType::COUNTER,
         "Telemetry records received, by profile.",
     );
     for ((a, p), n) in &m.records {
-        let _ = writeln!(
-            o,
-            "ccload_telemetry_records_total{{algo=\"{a}\",profile=\"{}\"}} {n}",
-            profile_label(d, *a, *p)
+        let profile = profile_label(d, *a, *p);
+        o.sample(
+            &[("algo", a.name()), ("profile", profile.as_str())],
+            *n as f64,
         );
     }
-    let profiles: Vec<(String, &Agg)> = aggs
+    let profiles: Vec<(Vec<(&str, String)>, &Agg)> = aggs
         .algos
         .iter()
         .map(|(a, p, g)| {
             (
-                format!("algo=\"{a}\",profile=\"{}\"", profile_label(d, *a, *p)),
+                vec![
+                    ("algo", a.name().to_string()),
+                    ("profile", profile_label(d, *a, *p)),
+                ],
                 g,
             )
         })
         .collect();
     render_aggs(o, "ccload_", "per controller profile", &profiles);
-    let cgroups: Vec<(String, &Agg)> = aggs
+    let cgroups: Vec<(Vec<(&str, String)>, &Agg)> = aggs
         .cgroups
         .iter()
         .map(|(b, g)| {
@@ -408,18 +484,11 @@ fn render_telemetry(o: &mut String, m: &Metrics, d: &Desired, aggs: &agg::All) {
                 .map(|p| p.display().to_string())
                 .unwrap_or_else(|| format!("id:{}", b.cgroup_id));
             let cc = if b.algo.is_empty() {
-                "unchanged"
+                "unchanged".to_string()
             } else {
-                &b.algo
+                b.algo.clone()
             };
-            (
-                format!(
-                    "cgroup=\"{}\",cc=\"{}\"",
-                    escape_label(&path),
-                    escape_label(cc)
-                ),
-                g,
-            )
+            (vec![("cgroup", path), ("cc", cc)], g)
         })
         .collect();
     render_aggs(o, "ccload_cgroup_", "per bound or watched cgroup", &cgroups);
@@ -427,15 +496,19 @@ fn render_telemetry(o: &mut String, m: &Metrics, d: &Desired, aggs: &agg::All) {
 
 /// How many configured cgroups are bound, unbound, or named by entries
 /// that match none yet.
-pub(super) fn render_cgroup_states(o: &mut String, bound: usize, unbound: usize, missing: usize) {
-    family(
-        o,
+pub(super) fn render_cgroup_states(
+    o: &mut Exposition,
+    bound: usize,
+    unbound: usize,
+    missing: usize,
+) {
+    o.family(
         "ccload_cgroups",
-        "gauge",
+        MetricType::GAUGE,
         "Configured cgroups: bound as configured, existing but not bound, entries naming none yet.",
     );
     for (state, n) in [("bound", bound), ("unbound", unbound), ("missing", missing)] {
-        let _ = writeln!(o, "ccload_cgroups{{state=\"{state}\"}} {n}");
+        o.sample(&[("state", state)], n as f64);
     }
 }
 
@@ -445,8 +518,25 @@ mod tests {
 
     #[test]
     fn label_values_are_escaped() {
-        assert_eq!(escape_label("web"), "web");
-        assert_eq!(escape_label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+        let mut o = Exposition::default();
+        o.family("ccload_x", MetricType::GAUGE, "X.");
+        o.sample(&[("a", "web"), ("b", "a\"b\\c\nd")], 1.0);
+        assert_eq!(
+            o.text(),
+            "# HELP ccload_x X.\n# TYPE ccload_x gauge\nccload_x{a=\"web\",b=\"a\\\"b\\\\c\\nd\"} 1\n"
+        );
+    }
+
+    #[test]
+    fn a_family_without_samples_is_left_out() {
+        let mut o = Exposition::default();
+        o.family("ccload_ring_unread", MetricType::GAUGE, "Unread.");
+        o.family("ccload_up", MetricType::GAUGE, "Up.");
+        o.sample(&[], 1.0);
+        assert_eq!(
+            o.text(),
+            "# HELP ccload_up Up.\n# TYPE ccload_up gauge\nccload_up 1\n"
+        );
     }
 
     /// An aggregate with `n` srtt samples of `us` microseconds.
@@ -474,7 +564,7 @@ mod tests {
                 algos: vec![(Algo::Ccpd, 1, with_srtt(3, 10_000))],
                 cgroups: vec![],
             };
-            render(&mut m, &d, &vec![], &aggs, &BTreeMap::new())
+            render(&mut m, &d, &vec![], &aggs, &BTreeMap::new()).text()
         };
         let plain = scrape("web");
         let hostile = scrape("x\"} 1\nccload_up 0\n#");
@@ -500,7 +590,8 @@ mod tests {
             &vec![],
             &aggs,
             &BTreeMap::new(),
-        );
+        )
+        .text();
         let l = "algo=\"ccpd\",profile=\"default\"";
         // 10 ms is above 0.005 s and below 0.02 s; the sum is in seconds.
         for (sample, want) in [
@@ -579,7 +670,7 @@ mod tests {
         );
         r.render(&mut o);
         render_cgroup_states(&mut o, 1, 0, 2);
-        o
+        o.text()
     }
 
     #[test]

@@ -174,7 +174,7 @@ impl State {
         self.rollouts.borrow().render(&mut o);
         let c = cgroups_now(&d);
         metrics::render_cgroup_states(&mut o, c.bound, c.unbound.len(), c.missing.len());
-        o
+        o.text()
     }
 
     /// Healthy when every controller the config names is attached and

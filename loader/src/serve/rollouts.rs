@@ -9,7 +9,6 @@
 //! stays ended until the config changes it.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -98,80 +97,66 @@ impl Rollouts {
         }
     }
 
-    pub fn render(&self, o: &mut String) {
+    pub fn render(&self, o: &mut super::metrics::Exposition) {
+        use prometheus::proto::MetricType::GAUGE;
         let st = self.status.lock().unwrap();
-        if st.is_empty() {
-            return;
-        }
-        let fam = |o: &mut String, n: &str, k: &str, h: &str| {
-            let _ = writeln!(o, "# HELP {n} {h}\n# TYPE {n} {k}");
-        };
-        let lbl = |c: &PathBuf, s: &Status| {
-            format!(
-                "canary=\"{}\",algo=\"{}\"",
-                super::metrics::escape_label(&c.display().to_string()),
-                super::metrics::escape_label(&s.algo)
-            )
-        };
-        fam(
-            o,
+        let lbl = |c: &PathBuf, s: &Status| (c.display().to_string(), s.algo.clone());
+        o.family(
             "ccload_rollout_state",
-            "gauge",
+            GAUGE,
             "1 for the state each rollout of the config is in, 0 for the others.",
         );
         // Every state, as a state set: `{state="rolled_back"} == 1` then
         // has a series to compare on a rollout that is still running.
         for (c, s) in st.iter() {
+            let (canary, algo) = lbl(c, s);
             for state in STATES {
-                let _ = writeln!(
-                    o,
-                    "ccload_rollout_state{{{},state=\"{state}\"}} {}",
-                    lbl(c, s),
-                    u8::from(s.state == state)
+                o.sample(
+                    &[
+                        ("canary", canary.as_str()),
+                        ("algo", algo.as_str()),
+                        ("state", state),
+                    ],
+                    f64::from(u8::from(s.state == state)),
                 );
             }
         }
-        fam(
-            o,
-            "ccload_rollout_intervals",
-            "gauge",
-            "Intervals judged or reported so far.",
-        );
-        for (c, s) in st.iter() {
-            let _ = writeln!(
-                o,
-                "ccload_rollout_intervals{{{}}} {}",
-                lbl(c, s),
-                s.intervals
-            );
+        for (name, help, v) in [
+            (
+                "ccload_rollout_intervals",
+                "Intervals judged or reported so far.",
+                (|s: &Status| s.intervals as f64) as fn(&Status) -> f64,
+            ),
+            (
+                "ccload_rollout_failing_intervals",
+                "Consecutive failing intervals (rollback at fail_after).",
+                |s: &Status| s.failing as f64,
+            ),
+        ] {
+            o.family(name, GAUGE, help);
+            for (c, s) in st.iter() {
+                let (canary, algo) = lbl(c, s);
+                o.sample(
+                    &[("canary", canary.as_str()), ("algo", algo.as_str())],
+                    v(s),
+                );
+            }
         }
-        fam(
-            o,
-            "ccload_rollout_failing_intervals",
-            "gauge",
-            "Consecutive failing intervals (rollback at fail_after).",
-        );
-        for (c, s) in st.iter() {
-            let _ = writeln!(
-                o,
-                "ccload_rollout_failing_intervals{{{}}} {}",
-                lbl(c, s),
-                s.failing
-            );
-        }
-        fam(
-            o,
+        o.family(
             "ccload_rollout_ratio",
-            "gauge",
+            GAUGE,
             "Canary/control ratio of each guard's metric in the last judged interval.",
         );
         for (c, s) in st.iter() {
+            let (canary, algo) = lbl(c, s);
             for (g, v) in &s.ratios {
-                let _ = writeln!(
-                    o,
-                    "ccload_rollout_ratio{{{},guard=\"{}\"}} {v}",
-                    lbl(c, s),
-                    super::metrics::escape_label(g)
+                o.sample(
+                    &[
+                        ("canary", canary.as_str()),
+                        ("algo", algo.as_str()),
+                        ("guard", g.as_str()),
+                    ],
+                    *v,
                 );
             }
         }
