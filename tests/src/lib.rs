@@ -525,8 +525,21 @@ impl Daemon {
     }
 }
 
+/// A daemon still running when its test ends (a failed assertion) is
+/// stopped as `stop` does, so that its config's `on_exit` undoes what it
+/// attached and bound; killed only if it has not ended within 5 s.  (A
+/// bare SIGKILL left the controller it had attached registered: seen
+/// after a failing Prometheus test.)
 impl Drop for Daemon {
     fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.signal(libc::SIGTERM);
+            let t0 = std::time::Instant::now();
+            while matches!(self.child.try_wait(), Ok(None)) && t0.elapsed() < Duration::from_secs(5)
+            {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
