@@ -17,6 +17,26 @@ fn udp_pair(link: &Bottleneck, port: u16) -> (UdpSocket, UdpSocket, SocketAddr) 
         .receiver
         .run(move || UdpSocket::bind(dst))
         .expect("bind receiver");
+    // 8 MB of receive buffer (SO_RCVBUFFORCE: we are root): the default
+    // 208 KB holds ~270 of these datagrams, and a receiver thread the host
+    // did not run for ~70 ms lost 720 in a row at the socket, which a test
+    // of the delay line's own losses then read as the link's (a fresh CI
+    // run).
+    {
+        use std::os::fd::AsRawFd;
+        let sz: libc::c_int = 8 << 20;
+        // SAFETY: setsockopt on a socket we own, with a c_int option.
+        let r = unsafe {
+            libc::setsockopt(
+                rx.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUFFORCE,
+                (&sz as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(r, 0, "SO_RCVBUFFORCE: {}", std::io::Error::last_os_error());
+    }
     let tx = link
         .sender
         .run(|| UdpSocket::bind("0.0.0.0:0"))
