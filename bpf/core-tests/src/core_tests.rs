@@ -1675,7 +1675,9 @@ fn ctcp_tube_moves_gamma_half_way_to_three_quarters_of_the_backlog() {
 /// samples, which the rules cannot judge, ends the probe and a cutting
 /// episode, so that the loss window grows again: at 2 segments (one
 /// delayed ACK a round) the probe never ended, rule (4) held the window at
-/// 2 for 7 s of the LTE trace.
+/// 2 for 7 s of the LTE trace.  Such a probe, with no verdict, gives back
+/// the window it held down; keeping its cut, each probe of a flow with few
+/// ACKs a round halved its window for good.
 #[test]
 fn ctcp_plus_probe_at_an_outage_keeps_half_and_ends_unjudged() {
     let p = ctcp_params(1);
@@ -1727,7 +1729,19 @@ fn ctcp_plus_probe_at_an_outage_keeps_half_and_ends_unjudged() {
     ca.cnt_rtt = 2;
     unsafe { intf::ctcp_on_round(&mut ca, &p, &input, &mut rr) };
     assert_eq!(ca.ep, 0);
+    // a probe that held 29 segments down to 14 and then ends unjudged
+    // gives the 29 back: a probe only measures
+    ca.flags |= PROBE_2;
+    (ca.cwnd_l, ca.dwnd_q10, ca.ep_cwnd_l, ca.cnt_rtt) = (14, 0, 29, 1);
+    unsafe { intf::ctcp_on_round(&mut ca, &p, &input, &mut rr) };
+    assert_eq!((ca.cwnd_l, ca.flags & (3 << 4)), (29, 0));
+    // ... but never lowers a window that grew past it
+    ca.flags |= PROBE_2;
+    (ca.cwnd_l, ca.dwnd_q10, ca.ep_cwnd_l, ca.cnt_rtt) = (20, 12 << 10, 29, 1);
+    unsafe { intf::ctcp_on_round(&mut ca, &p, &input, &mut rr) };
+    assert_eq!((ca.cwnd_l, ca.dwnd_q10), (20, 12 << 10));
     // with 3 samples the rules judge the round as before
+    (ca.cwnd_l, ca.dwnd_q10, ca.ep_cwnd_l) = (2, 0, 0);
     ca.flags |= PROBE_2;
     (ca.cnt_rtt, ca.round_sum_us, ca.round_min_us) = (3, 3 * 45_000, 44_000);
     unsafe { intf::ctcp_on_round(&mut ca, &p, &input, &mut rr) };
