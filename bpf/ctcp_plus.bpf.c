@@ -25,7 +25,9 @@
  *            gamma_exit with the queue kept--> YIELD (cut undone, Reno
  *            growth) --loss--> CTCP
  *            any --new probe_ms slot--> PROBE (hold the pipe 4 rounds; judge
- *            the queue: competing or not) --> CTCP
+ *            the queue: competing or not) --> CTCP; no probe where its
+ *            rounds outlast a quarter of the slot, and a probe no round
+ *            could judge gives back the window it held down
  *
  * Deviations from the paper, each explained with its measurement in
  * docs/ctcp_plus.md, "How ccload reads it" unless named otherwise:
@@ -43,7 +45,9 @@
  *     a short queue").
  *  7. Synchronised probes, no episode before the delay window has grown
  *     since the loss, one per loss while competing, and episodes that yield
- *     to another sender's queue ("Sharing a link").
+ *     to another sender's queue ("Sharing a link"); probes skipped at long
+ *     RTTs and undone without a verdict ("Probes with no verdict, and
+ *     probes too long for their slot").
  *  8. One TUBE gamma per path (gamma_tune 2; 1 = the paper's) ("Sharing a
  *     link").
  */

@@ -128,6 +128,14 @@ struct ctcp_round {
 #define CTCP_COMP_EXIT_US 250  /* ... at most max(qmax/16, this): not competing */
 #define CTCP_LEAVE_PROBES 2    /* ... from the third probe after a loss on */
 
+/* Would a probe at this RTT hold the window for more than a quarter of
+ * its slot (CTCP_PROBE_ROUNDS rounds)?  A round without samples: no. */
+CCL_CORE bool ctcp_probe_too_long(u32 rtt_us, u32 probe_ms)
+{
+	/* CTCP_PROBE_ROUNDS x RTT > probe_ms / 4 */
+	return rtt_us != CCL_U32_MAX && (u64)CTCP_PROBE_ROUNDS * rtt_us * 4 > (u64)probe_ms * 1000;
+}
+
 /*
  * probe_ms (default 2000): which law the episodes follow.  Among ctcp_plus
  * flows the seed's episodes share well (each flow cuts on its own Diff,
@@ -215,6 +223,16 @@ CCL_CORE bool ctcp_probe(struct ctcp_round *r, const struct ccl_ctcp_plus_params
 	/* (the BPF state keeps a slot's low 8 bits) */
 	if ((slot & 0xff) == (r->slot & 0xff))
 		return false;
+	/* A slot whose probe would hold the window for more than a quarter
+	 * of it, CTCP_PROBE_ROUNDS rounds at this RTT, is skipped: on a
+	 * cellular link at RTTs of 200-500 ms each probe held the pipe for
+	 * 0.6-1.5 s of every 2 (mmWave log, 80 ms, 1 BDP: 0.32x reno).
+	 * Flows sharing a queue see the same RTT and skip the same slots. */
+	if (ctcp_probe_too_long(r->rtt_us > r->base_rtt_us ? r->rtt_us : r->base_rtt_us,
+				p->probe_ms)) {
+		r->slot = slot;
+		return false;
+	}
 	/* A new slot: hold the pipe, swnd baseRTT/RTT, for the probe.  It ends
 	 * an episode (and a yield): a flow that skipped the probe kept its
 	 * queue through the others' probe, and they would read it as another

@@ -1671,7 +1671,8 @@ fn ctcp_tube_moves_gamma_half_way_to_three_quarters_of_the_backlog() {
 
 /// A probe holds the pipe swnd baseRTT/RTT but never less than half the
 /// window: a round RTT from a cellular outage (686 ms on a 41-ms path) made
-/// it 2 segments of 29.  And a round with fewer than min_samples RTT
+/// it 2 segments of 29; and no probe starts where its rounds would last
+/// more than a quarter of the slot (the outage's 686 ms).  And a round with fewer than min_samples RTT
 /// samples, which the rules cannot judge, ends the probe and a cutting
 /// episode, so that the loss window grows again: at 2 segments (one
 /// delayed ACK a round) the probe never ended, rule (4) held the window at
@@ -1695,10 +1696,21 @@ fn ctcp_plus_probe_at_an_outage_keeps_half_and_ends_unjudged() {
         ..Default::default()
     };
     unsafe { intf::ctcp_round_update(&mut r, &p) };
+    // three rounds of 686 ms would hold the window for all of a 2-s slot:
+    // the slot is skipped
+    assert_eq!(r.rule & intf::CCL_CTCP_PROBE, 0, "no probe at 686 ms");
+    let too_long = |rtt_us, probe_ms| unsafe { intf::ctcp_probe_too_long(rtt_us, probe_ms) };
+    assert!(!too_long(166_000, 2000) && too_long(167_000, 2000));
+    assert!(!too_long(u32::MAX, 2000), "a round without samples");
+    assert_eq!((r.cwnd_l, r.slot), (29, 1));
+    // at 150 ms (3 x 150 ms within a quarter of the slot) a probe holds
+    // half of 29, not the 7.9-segment pipe
+    (r.rtt_us, r.round_min_us, r.now_ms, r.rule) = (150_000, 150_000, 4_000, 0);
+    unsafe { intf::ctcp_round_update(&mut r, &p) };
     assert_ne!(r.rule & intf::CCL_CTCP_PROBE, 0, "a new slot: a probe");
-    assert_eq!(r.cwnd_l, 14, "half of 29, not the 1.7-segment pipe");
+    assert_eq!(r.cwnd_l, 14, "half of 29, not the 7.9-segment pipe");
     // at the 60-ms RTT of a steady link the pipe is above half: the pipe
-    (r.rtt_us, r.probe, r.now_ms, r.cwnd_l) = (60_000, 0, 4_000, 300);
+    (r.rtt_us, r.probe, r.now_ms, r.cwnd_l) = (60_000, 0, 6_000, 300);
     (r.swnd, r.win) = (300, 300);
     unsafe { intf::ctcp_round_update(&mut r, &p) };
     assert_eq!(r.cwnd_l, 205, "300 x 41 / 60");
