@@ -162,7 +162,7 @@ CCL_CORE bool ctcp_probe_too_long(u32 rtt_us, u32 probe_ms)
  */
 CCL_CORE bool ctcp_probe(struct ctcp_round *r, const struct ccl_ctcp_plus_params *p)
 {
-	u32 slot, qmax, q, enter, leave, grown = 0;
+	u32 slot, rtt, qmax, q, enter, leave, grown = 0;
 
 	if (!p->probe_ms) {
 		r->probe = 0;
@@ -223,13 +223,13 @@ CCL_CORE bool ctcp_probe(struct ctcp_round *r, const struct ccl_ctcp_plus_params
 	/* (the BPF state keeps a slot's low 8 bits) */
 	if ((slot & 0xff) == (r->slot & 0xff))
 		return false;
+	rtt = r->rtt_us > r->base_rtt_us ? r->rtt_us : r->base_rtt_us;
 	/* A slot whose probe would hold the window for more than a quarter
 	 * of it, CTCP_PROBE_ROUNDS rounds at this RTT, is skipped: on a
 	 * cellular link at RTTs of 200-500 ms each probe held the pipe for
 	 * 0.6-1.5 s of every 2 (mmWave log, 80 ms, 1 BDP: 0.32x reno).
 	 * Flows sharing a queue see the same RTT and skip the same slots. */
-	if (ctcp_probe_too_long(r->rtt_us > r->base_rtt_us ? r->rtt_us : r->base_rtt_us,
-				p->probe_ms)) {
+	if (ctcp_probe_too_long(rtt, p->probe_ms)) {
 		r->slot = slot;
 		return false;
 	}
@@ -243,7 +243,6 @@ CCL_CORE bool ctcp_probe(struct ctcp_round *r, const struct ccl_ctcp_plus_params
 	r->probe_min_us = CCL_U32_MAX;
 	r->probe_w = r->swnd;
 	{
-		u32 rtt = r->rtt_us > r->base_rtt_us ? r->rtt_us : r->base_rtt_us;
 		u64 pipe = rtt ? (u64)r->swnd * r->base_rtt_us / rtt : r->swnd;
 
 		/* never below half the window, a loss's cut: a round RTT

@@ -534,11 +534,9 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
             self.signal(libc::SIGTERM);
-            let t0 = std::time::Instant::now();
-            while matches!(self.child.try_wait(), Ok(None)) && t0.elapsed() < Duration::from_secs(5)
-            {
-                std::thread::sleep(Duration::from_millis(50));
-            }
+            wait_until(Duration::from_secs(5), || {
+                !matches!(self.child.try_wait(), Ok(None))
+            });
         }
         let _ = self.child.kill();
         let _ = self.child.wait();

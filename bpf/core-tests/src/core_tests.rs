@@ -1672,8 +1672,9 @@ fn ctcp_tube_moves_gamma_half_way_to_three_quarters_of_the_backlog() {
 /// A probe holds the pipe swnd baseRTT/RTT but never less than half the
 /// window: a round RTT from a cellular outage (686 ms on a 41-ms path) made
 /// it 2 segments of 29; and no probe starts where its rounds would last
-/// more than a quarter of the slot (the outage's 686 ms).  And a round with fewer than min_samples RTT
-/// samples, which the rules cannot judge, ends the probe and a cutting
+/// more than a quarter of the slot (the outage's 686 ms).  And a round
+/// with fewer than min_samples RTT samples, which the rules cannot judge,
+/// ends the probe and a cutting
 /// episode, so that the loss window grows again: at 2 segments (one
 /// delayed ACK a round) the probe never ended, rule (4) held the window at
 /// 2 for 7 s of the LTE trace.  Such a probe, with no verdict, gives back
