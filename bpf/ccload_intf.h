@@ -92,6 +92,7 @@ enum ccl_stat_idx {
 	CCL_STAT_LSRTT_SHIFTS,	  /* ub_reno: LSRTT level shifts detected */
 	CCL_STAT_SSTH_REPAIRED,	  /* guard: ssthresh no hook of ours saw (a skipped ssthresh()) */
 	CCL_STAT_CWND_REPAIRED,	  /* guard: a window the kernel cannot produce between our hooks */
+	CCL_STAT_CAP_FALLS,	  /* ccpd: capacity falls read (ccpd_rate_fall) */
 	CCL_NR_STATS,
 };
 

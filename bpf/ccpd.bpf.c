@@ -256,6 +256,8 @@ CCL_CONG_CONTROL(ccpd_cong_control)
 		stat_inc(CCL_STAT_PAIR_SAMPLES);
 	if (o.ev & CCPD_EV_PAIR_REJECT)
 		stat_inc(CCL_STAT_PAIR_REJECTS);
+	if (o.ev & CCPD_EV_FALL)
+		stat_inc(CCL_STAT_CAP_FALLS);
 	if (o.losses > 0)
 		stat_add(CCL_STAT_LOSS_HELD, o.losses);
 

@@ -219,7 +219,8 @@ enum ccpd_ev {
 	CCPD_EV_PAIR_OK = 1,
 	CCPD_EV_PAIR_REJECT = 2,
 	CCPD_EV_ROUND = 4,
-	CCPD_EV_PAIR_ARMED = 8
+	CCPD_EV_PAIR_ARMED = 8,
+	CCPD_EV_FALL = 16 /* ccpd_rate_fall read a capacity fall */
 };
 
 #define CCPD_FB_EPOCH_ROUNDS 10	  /* delivery-rate max window, rounds */
@@ -313,16 +314,23 @@ struct ccpd {
 	union {
 		u16 round_gap; /* slow start: ACK gaps over CCPD_TRAIN_GAP_US this round, 32-us units */
 		u16 rw_start_dlv; /* CA: low 16 bits of delivered at rw_start_us */
+		u16 fall_round;	  /* CA, m >= 1 ms (no rate window): low 16 bits of
+				   * 1 + the round that last read a fall (ccpd_rate_fall;
+				   * 1 +: a state of zeros has read none) */
 	};
 	u8 fb_epoch_round; /* low 8 bits of round_cnt at the fb epoch start */
 	union {
 		u8 cap_epoch_round; /* ... at the CapProbe epoch start (<= 64 rounds) */
 		u8 drain_slot;	    /* share: low 8 bits of the last drain's slot */
 	};
-	u8 pair_state;	  /* enum ccpd_pair_state */
-	u8 phase;	  /* CCL_PHASE_SS / _CA / _SS_RTO */
-	u8 e_valid;	  /* e_prev_q10 is from the previous round */
-	u8 cap_age;	  /* CapProbe epochs since cap_sps was last refreshed */
+	u8 pair_state; /* enum ccpd_pair_state */
+	u8 phase;      /* CCL_PHASE_SS / _CA / _SS_RTO */
+	u8 e_valid;    /* e_prev_q10 is from the previous round */
+	union {
+		u8 cap_age; /* CapProbe epochs since cap_sps was last refreshed */
+		u8 alone;   /* share: the last drain found the queue empty with the
+			     * path's ccpd flows carrying >= 3/4 C (ccpd_rate_fall) */
+	};
 	u8 last_loss;	  /* enum ccpd_loss_class of the last loss event */
 	u8 round_samples; /* RTT samples of this round */
 };
@@ -1074,7 +1082,8 @@ CCL_CORE bool ccpd_ss_confirm(struct ccpd *ca, u32 round_min)
 CCL_CORE void ccpd_ss_end(struct ccpd *ca, u32 w)
 {
 	ca->phase = CCL_PHASE_CA;
-	ca->rw_start_us = 0; /* it held the ACK-train check's state */
+	ca->rw_start_us = 0;				/* it held the ACK-train check's state */
+	ca->fall_round = (u16)(ca->round.cnt + 0x8000); /* (round_gap's): none read */
 	ca->e_valid = 0;
 	ca->e_prev_q10 = 0;
 	ca->d_q10 = 0;
@@ -1189,16 +1198,21 @@ CCL_CORE void ccpd_on_rtt(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 
  * queue of a BDP/8 buffer on every path and above the burst that leaving a
  * Recovery sends into an empty queue.
  */
+CCL_CORE u32 ccpd_queue_thr_us(const struct ccpd *ca, const struct ccl_ccpd_params *p)
+{
+	u32 thr = ca->rtt_min_us / 16;
+
+	thr = thr < p->rtt_floor_us ? p->rtt_floor_us : thr;
+	return thr > CCPD_SS_EXIT_MAX_US ? CCPD_SS_EXIT_MAX_US : thr;
+}
+
 CCL_CORE bool ccpd_loss_queue_seen(const struct ccpd *ca, const struct ccl_ccpd_params *p)
 {
-	u32 m = ca->rtt_min_us, thr;
+	u32 m = ca->rtt_min_us;
 
 	if (m == CCL_U32_MAX)
 		return true;
-	thr = m / 16;
-	thr = thr < p->rtt_floor_us ? p->rtt_floor_us : thr;
-	thr = thr > CCPD_SS_EXIT_MAX_US ? CCPD_SS_EXIT_MAX_US : thr;
-	return (u64)ccpd_rtts(ca) >= (u64)m + thr;
+	return (u64)ccpd_rtts(ca) >= (u64)m + ccpd_queue_thr_us(ca, p);
 }
 
 /*
@@ -1239,6 +1253,84 @@ CCL_CORE void ccpd_on_recovery_ack(struct ccpd *ca, const struct ccl_ccpd_params
 	/* a slow-start overshoot the delay test missed: slow start ends here */
 	if (ca->phase == CCL_PHASE_SS)
 		ccpd_ss_end(ca, ca->cwnd_hold);
+}
+
+/*
+ * A capacity fall, at a round start in CA (Open, Disorder, CWR, Recovery):
+ * a cellular link whose rate steps down 4-10x and stays there for seconds
+ * (docs/ccpd.md, "A capacity fall").  fb, the delivery-rate maximum over
+ * 10-20 rounds, and C, the pairs' median (1/16 of the way a sample), read
+ * the old rate for seconds after the link slowed, and every estimate is
+ * made from them: Little's bound n / fb on each RTT sample
+ * (ccpd_rtt_sample) clips the new queue to a fraction of its delay (on a
+ * 24-to-6 Mbit/s step the law read 50 ms of queue where the kernel's srtt
+ * read 120), C (s - m) and C (rtt_max - m) scale the queue and the buffer
+ * by the old rate, and the congestive hold P_fb + Kp (w - P_fb) / (1 + 2 Kp)
+ * sits above the storage, so a held Recovery overflows the buffer round
+ * after round.  A round whose every RTT sample stood over a queue (its
+ * smallest above m by the loss tests' bound) kept the bottleneck busy, so
+ * what the flow delivered in it is the link's rate now.  Beside another
+ * sender it is the flow's part of it, and a part that falls (a cubic
+ * growing into the queue) is no fall of the link: taken for one, the flow
+ * gave a cubic 99.6 % of the link.  So with share the rule waits for the
+ * evidence of the drains (ccpd_drain): the last one found the queue empty
+ * while the path's ccpd flows carried at least 3/4 of C, and the flow is not
+ * competing.  Two such rounds in a row, each with
+ *   r = delivered / round duration,  r < fb / 2:  fb = r,
+ *   share: C = max(r, C / 4)  (a flow that reads only its part of a
+ *          shared link loses at most three quarters of C, which its pairs
+ *          win back at 1/16 a round; the path's C follows, ccpd_path_sync),
+ * and a held Recovery's hold is made again from them (ccpd_cong_hold).  A
+ * host stall reads as one such round, the ACK burst after it as a fast one
+ * (the closed-loop model's 20-ms stall on a 10-ms path lifted B from 38 to
+ * 83 packets when one round was taken for a fall); a drain cuts the rate on
+ * purpose and is skipped.
+ * dlv: segments delivered (SACKed included) in the round that ended,
+ * dt_us its duration, a the ACK that ended it.  A global subprogram: it
+ * checks its pointers.
+ * Returns 1 when it read a fall.
+ */
+CCL_CORE_GLOBAL int ccpd_rate_fall(struct ccpd *ca, const struct ccl_ccpd_params *p,
+				   const struct ccpd_ack *a, u32 dlv, u32 dt_us)
+{
+	u32 fb, m, r, h, ca_state;
+
+	if (!ca || !p || !a)
+		return 0;
+	ca_state = a->ca_state;
+	fb = ccpd_fb(ca);
+	m = ca->rtt_min_us;
+	if (ca->phase != CCL_PHASE_CA || ca_state == CCL_CA_LOSS || !fb || !dt_us ||
+	    m == CCL_U32_MAX || ccpd_rate_windowed(ca) || (ca->sh & CCPD_SH_DRAINING) ||
+	    ((ca->sh & CCPD_SH_ON) && (!ca->alone || (ca->sh & CCPD_SH_COMP))))
+		return 0;
+	if (ca->round_min_us == CCL_U32_MAX ||
+	    (u64)ca->round_min_us < (u64)m + ccpd_queue_thr_us(ca, p))
+		return 0;
+	r = ccl_sat32((u64)dlv * CCL_USEC_PER_SEC / dt_us);
+	if ((u64)r * 2 >= fb)
+		return 0;
+	/* the second such round in a row: a stall's round is followed by its
+	 * ACK burst */
+	if (ca->fall_round != (u16)ca->round.cnt) {
+		ca->fall_round = (u16)(ca->round.cnt + 1);
+		return 0;
+	}
+	ca->fall_round = (u16)(ca->round.cnt + 1);
+	r = r ? r : 1;
+	ca->fb_cur = r;
+	ca->fb_prev = r;
+	ca->fb_epoch_round = (u8)ca->round.cnt;
+	if (ca->sh & CCPD_SH_ON) {
+		ca->cap_sps = ca->cap_sps / 4 > r ? ca->cap_sps / 4 : r;
+		ca->sh |= CCPD_SH_PATH; /* tell the path, Recovery or not */
+	}
+	if (ca_state == CCL_CA_RECOVERY && !ccpd_law_in_recovery(ca)) {
+		h = ccpd_cong_hold(ca, p, ccpd_capacity(ca), ca->cwnd_hold, a->cwnd_clamp);
+		ca->cwnd_hold = ccpd_hold_floor(p, h);
+		ca->w_q10 = ca->cwnd_hold << 10;
+	}
+	return 1;
 }
 
 /*
@@ -1381,6 +1473,12 @@ CCL_CORE_GLOBAL u32 ccpd_drain(struct ccpd *ca, const struct ccl_ccpd_params *p,
 			ca->sh = (ca->sh | CCPD_SH_COMP) & ~CCPD_SH_CLOSS;
 		else if (dq <= leave && (path << 10) >= (u64)c_sps * CCPD_COMP_EXIT_Q10)
 			ca->sh &= ~CCPD_SH_COMP;
+		/* the evidence ccpd_rate_fall needs that no other sender is
+		 * there, and its absence */
+		if (dq <= leave && (path << 10) >= (u64)c_sps * CCPD_COMP_EXIT_Q10)
+			ca->alone = 1;
+		else if (dq > enter && !grew)
+			ca->alone = 0;
 	}
 	/* Competing, the window before the drain comes back (AIMD would take
 	 * many rounds to regrow it); otherwise the law regrows it from the pipe
@@ -1444,7 +1542,7 @@ struct ccpd_path_est {
 CCL_CORE bool ccpd_path_sync(struct ccpd *ca, struct ccpd_path_est *pe)
 {
 	u32 m = ca->rtt_min_us, q, pq = pe->qmax_us, pm = pe->m_us;
-	bool give;
+	bool give, fell;
 
 	ca->sh &= ~CCPD_SH_PATH;
 	if (!(ca->sh & CCPD_SH_ON) || m == CCL_U32_MAX || ca->phase != CCL_PHASE_CA)
@@ -1458,7 +1556,10 @@ CCL_CORE bool ccpd_path_sync(struct ccpd *ca, struct ccpd_path_est *pe)
 	}
 	give = !pm || m < pm;
 	pe->m_us = give ? m : pm;
-	if (pe->c_sps) {
+	/* a fall read this round (ccpd_rate_fall): the flow's C is the path's
+	 * news, not a late joiner's small reading */
+	fell = !ccpd_rate_windowed(ca) && ca->fall_round == (u16)(ca->round.cnt + 1);
+	if (pe->c_sps && !fell) {
 		u32 c = ca->cap_sps, pc = pe->c_sps;
 
 		/* under half: the path's; otherwise an eighth of the way to it */
@@ -1487,7 +1588,7 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 			  const struct ccpd_ack *a, struct ccpd_out *o)
 {
 	struct ccpd_law *l = &o->l;
-	u32 dt_round = 0, cw, qn, prev_min = CCL_U32_MAX;
+	u32 dt_round = 0, cw, qn, prev_min = CCL_U32_MAX, mark = ca->round.end_mark;
 
 	__builtin_memset(o, 0, sizeof(*o));
 	o->snd_cwnd = a->snd_cwnd;
@@ -1501,6 +1602,8 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		ca->round_start_us = a->now_us;
 		o->round_start = 1;
 		o->ev |= CCPD_EV_ROUND;
+		if (ccpd_rate_fall(ca, p, a, a->tp_delivered - mark, dt_round))
+			o->ev |= CCPD_EV_FALL;
 	}
 
 	/* Fast recovery: hold the window, unless the loss was random
@@ -1511,6 +1614,9 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 			ca->recov_losses += (u32)a->losses; /* see ccpd_on_recovery_ack */
 		}
 		if (!ccpd_law_in_recovery(ca)) {
+			/* each held round's smallest RTT for ccpd_rate_fall */
+			if (o->round_start && ca->phase == CCL_PHASE_CA)
+				ca->round_min_us = CCL_U32_MAX;
 			o->snd_cwnd = ca->cwnd_hold > p->cwnd_min ? ca->cwnd_hold : p->cwnd_min;
 			o->c_sps = ccpd_capacity(ca);
 			return;

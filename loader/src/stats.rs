@@ -100,6 +100,11 @@ pub const STATS: &[(u32, &str, &str)] = &[
         "cwnd_repaired",
         "guard: a window the kernel cannot produce between our hooks (0, above 2^31 - 1, or above ssthresh + in flight, the last window and prior_cwnd by more than 16), restored",
     ),
+    (
+        intf::CCL_STAT_CAP_FALLS,
+        "cap_falls",
+        "ccpd: capacity falls read: two rounds over a standing queue that delivered under half the delivery-rate maximum (fb and C restart there)",
+    ),
 ];
 
 pub fn name(idx: usize) -> &'static str {

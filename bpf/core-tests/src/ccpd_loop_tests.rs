@@ -61,6 +61,9 @@ pub(crate) struct Link {
     /// The transmission with this id (0-based, in send order) is dropped
     /// before the queue, as one random loss (u64::MAX = none).
     pub drop_tx: u64,
+    /// From time `.0` on the link serves at `.1` times `rate_pps` (a
+    /// cellular link's rate stepping down; `.1` = 0: never).
+    pub rate_step: (f64, f64),
 }
 
 #[derive(Default, Debug)]
@@ -87,6 +90,8 @@ pub(crate) struct Report {
     pub noise_us: u32,
     /// the largest capacity estimate from the path's stall on, segments/s
     pub c_max_from_stall: u32,
+    /// the largest capacity estimate from 1 s after the rate step on
+    pub c_max_after_step: u32,
 }
 
 #[derive(PartialEq, Eq, PartialOrd, Ord)]
@@ -253,7 +258,13 @@ pub(crate) fn run(link: Link, p: &intf::ccl_ccpd_params, secs: f64, seed: u64) -
                         r.late_drops += 1;
                     }
                 } else {
-                    let dep = link_free.max(now) + service_ns;
+                    let start = link_free.max(now);
+                    let svc = if link.rate_step.1 > 0.0 && start >= ns(link.rate_step.0) {
+                        (1e9 / (link.rate_pps * link.rate_step.1)) as u64
+                    } else {
+                        service_ns
+                    };
+                    let dep = start + svc;
                     link_free = dep;
                     queue.push_back(dep);
                     let j = if link.jitter_s > 0.0 {
@@ -508,7 +519,7 @@ pub(crate) fn run(link: Link, p: &intf::ccl_ccpd_params, secs: f64, seed: u64) -
         };
         if link.pair_over > 0.0 {
             ca.cap_sps = (link.rate_pps * link.pair_over) as u32;
-            ca.cap_age = 0;
+            ca.__bindgen_anon_8.cap_age = 0;
         }
         let mut o = intf::ccpd_out::default();
         unsafe { intf::ccpd_on_ack(&mut ca, p, &in_ack, &mut o) };
@@ -559,6 +570,9 @@ pub(crate) fn run(link: Link, p: &intf::ccl_ccpd_params, secs: f64, seed: u64) -
         if link.stall.1 > 0.0 && now >= ns(link.stall.0) {
             r.c_max_from_stall = r.c_max_from_stall.max(o.c_sps);
         }
+        if link.rate_step.1 > 0.0 && now >= ns(link.rate_step.0 + 1.0) {
+            r.c_max_after_step = r.c_max_after_step.max(o.c_sps);
+        }
         if trace && o.round_start != 0 {
             eprintln!(
                 "t {:.2} st {state} ph {} cwnd {cwnd} infl {} q {} w {} hold {} c {} B {:.0} x {:.0} class {} drops {}/{}",
@@ -599,6 +613,7 @@ fn path(mbit: f64, rtt_s: f64, buf_bdp: f64, loss: f64) -> Link {
         stall_every: 0.0,
         pair_over: 0.0,
         drop_tx: u64::MAX,
+        rate_step: (0.0, 0.0),
     }
 }
 
@@ -2325,4 +2340,180 @@ fn ccpd_noise_floor_rises_only_with_room() {
     ca.noise_us = 50;
     unsafe { intf::ccpd_noise_round(&mut ca, &off, 580, 10, 100_000) };
     assert_eq!(ca.noise_us, 0, "q_floor 0: none");
+}
+
+/// A capacity fall (docs/ccpd.md, "A capacity fall"): the link steps from
+/// 24 to 6 Mbit/s at 6 s and stays there; 80 ms, a 100-packet buffer (one
+/// BDP of 15 Mbit/s, the lab's alternating link).  The flow is alone (its
+/// drain at 5 s found the queue empty), so ccpd_rate_fall takes the rate
+/// of the rounds over the standing queue for the link's.  Without the rule
+/// C walked down from 1,000 to 639 segments/s over the next 3 s (the pairs'
+/// median, 1/16 a sample) and the queue averaged 55 packets over 6-10 s;
+/// with it C is the new rate in the Recovery that follows, and 35.
+#[test]
+fn ccpd_closed_loop_capacity_fall_follows_the_link() {
+    let p = ccpd_params(&[("pace", "1")]);
+    let mut link = path(24.0, 0.08, 0.0, 0.0);
+    link.buffer = 100;
+    link.rate_step = (6.0, 0.25);
+    let r = run(link, &p, 10.0, 3);
+    let slow = link.rate_pps * link.rate_step.1;
+    eprintln!(
+        "24 -> 6 Mbit/s at 6 s, 80 ms, 100 packets: C up to {} segments/s from 7 s ({slow} the link), queue {:.1} (6-10 s), late drops {}, retrans {}, RTOs {}",
+        r.c_max_after_step, r.queue_tail, r.late_drops, r.retrans, r.rtos
+    );
+    assert!(
+        f64::from(r.c_max_after_step) <= 1.25 * slow,
+        "C {} segments/s a second after the link fell to {slow}",
+        r.c_max_after_step
+    );
+    assert!(
+        r.queue_tail <= 0.45 * link.buffer as f64,
+        "queue {:.1} of {} packets after the fall",
+        r.queue_tail,
+        link.buffer
+    );
+    assert_eq!(r.rtos, 0);
+}
+
+/// ccpd_rate_fall against its rule, round by round: two rounds in a row
+/// over a standing queue that each delivered r < fb / 2 restart fb at r and
+/// bring C (share) to max(r, C / 4); one such round (a stall's) does not.
+/// With share the rule waits for a drain that found the queue empty with
+/// the path's flows carrying 3/4 C, and stays off while competing.  A held
+/// Recovery's hold is made again from the new rates.
+#[test]
+fn ccpd_rate_fall_reads_two_slow_rounds_over_a_queue() {
+    let p = ccpd_params(&[("drain_ms", "5000")]);
+    let m = 80_000u32;
+    // a flow alone in CA at 2,000 segments/s (24 Mbit/s), 100 ms of queue
+    let flow = |alone: u8| {
+        let mut ca = shared_flow(&p);
+        ca.phase = intf::CCL_PHASE_CA as u8;
+        ca.rtt_min_us = m;
+        ca.rtt_max_us = m + 100_000;
+        ca.rtts_q3 = (m + 100_000) << 3;
+        ca.fb_cur = 2_000;
+        ca.fb_prev = 2_000;
+        ca.cap_sps = 2_000;
+        ca.__bindgen_anon_8.alone = alone;
+        ca.w_q10 = 360 << 10;
+        ca.round.cnt = 50;
+        unsafe { intf::ccpd_ss_end(&mut ca, 360) };
+        ca
+    };
+    // a round that ended now, with its smallest RTT sample and delivery
+    let round = |ca: &mut intf::ccpd, state: u32, min_us: u32, dlv: u32, dt_us: u32| {
+        ca.round.cnt += 1;
+        ca.round_min_us = min_us;
+        let a = intf::ccpd_ack {
+            ca_state: state,
+            cwnd_clamp: 10_000,
+            ..Default::default()
+        };
+        unsafe { intf::ccpd_rate_fall(ca, &p, &a, dlv, dt_us) }
+    };
+    let open = intf::CCL_CA_OPEN;
+    // the f64 model: r = delivered / duration against fb / 2
+    let dt = 280_000u32; // a round at 80 ms + 200 ms of queue
+    let dlv = 140u32; // 500 segments/s: the link at 6 Mbit/s
+    let r = (f64::from(dlv) * 1e6 / f64::from(dt)) as u32;
+    assert!(f64::from(r) < 2_000.0 / 2.0);
+
+    let mut ca = flow(1);
+    assert_eq!(
+        round(&mut ca, open, m + 150_000, dlv, dt),
+        0,
+        "one round: a stall's"
+    );
+    assert_eq!((ca.fb_cur, ca.cap_sps), (2_000, 2_000));
+    assert_eq!(
+        round(&mut ca, open, m + 190_000, dlv, dt),
+        1,
+        "the second in a row"
+    );
+    assert_eq!((ca.fb_cur, ca.fb_prev), (r, r), "fb restarts at r");
+    assert_eq!(ca.cap_sps, r.max(2_000 / 4), "C: max(r, C / 4)");
+    assert_ne!(ca.sh as u32 & intf::CCPD_SH_PATH, 0, "the path hears of it");
+    // the next round at the new rate is no fall of it
+    assert_eq!(round(&mut ca, open, m + 190_000, dlv, dt), 0);
+
+    // a fast round between two slow ones breaks the run
+    let mut ca = flow(1);
+    round(&mut ca, open, m + 150_000, dlv, dt);
+    assert_eq!(
+        round(&mut ca, open, m + 150_000, 560, dt),
+        0,
+        "2,000 segments/s"
+    );
+    assert_eq!(round(&mut ca, open, m + 150_000, dlv, dt), 0);
+    assert_eq!(round(&mut ca, open, m + 150_000, dlv, dt), 1);
+
+    // no standing queue: the round's smallest sample within m / 16 of m
+    let mut ca = flow(1);
+    for _ in 0..3 {
+        assert_eq!(
+            round(&mut ca, open, m + 4_000, dlv, dt),
+            0,
+            "no queue stood"
+        );
+    }
+    // r at half of fb or more
+    let mut ca = flow(1);
+    for _ in 0..3 {
+        assert_eq!(round(&mut ca, open, m + 150_000, 280, dt), 0, "r = fb / 2");
+    }
+    // share: no drain has shown the link empty, or competing
+    let mut ca = flow(0);
+    for _ in 0..3 {
+        assert_eq!(
+            round(&mut ca, open, m + 150_000, dlv, dt),
+            0,
+            "not known alone"
+        );
+    }
+    let mut ca = flow(1);
+    ca.sh |= intf::CCPD_SH_COMP as u8;
+    for _ in 0..3 {
+        assert_eq!(round(&mut ca, open, m + 150_000, dlv, dt), 0, "competing");
+    }
+    // share = 0: no drains, the flow's own law
+    let p0 = ccpd_params(&[("share", "0")]);
+    let mut ca = flow(1);
+    unsafe { intf::ccpd_share_sync(&mut ca, &p0) };
+    ca.fb_cur = 2_000;
+    ca.fb_prev = 2_000;
+    round(&mut ca, open, m + 150_000, dlv, dt);
+    let a = intf::ccpd_ack {
+        ca_state: open,
+        ..Default::default()
+    };
+    ca.round.cnt += 1;
+    ca.round_min_us = m + 150_000;
+    assert_eq!(
+        unsafe { intf::ccpd_rate_fall(&mut ca, &p0, &a, dlv, dt) },
+        1
+    );
+    assert_eq!(ca.fb_cur, r);
+
+    // a held Recovery: the hold above the storage is made again
+    let mut ca = flow(1);
+    ca.last_loss = intf::CCPD_LOSS_CONGESTIVE as u8;
+    ca.cwnd_hold = 172;
+    let rec = intf::CCL_CA_RECOVERY;
+    round(&mut ca, rec, m + 190_000, dlv, dt);
+    assert_eq!(ca.cwnd_hold, 172, "one round");
+    assert_eq!(round(&mut ca, rec, m + 190_000, dlv, dt), 1);
+    // ccpd_cong_hold from r: P_fb = r m = 40 segments, B = r (s - m) = 50
+    // with rtt_max relearnt at s, and the hold the smaller of the law's
+    // equilibrium P_fb + Kp B / (1 + 2 Kp) and P_fb + Kp (w - P_fb) / (1 + 2 Kp)
+    let pfb = f64::from(r) * f64::from(m) / 1e6;
+    let b = f64::from(r) * 0.1;
+    let want = (pfb + 2.0 * b / 5.0).min(pfb + 2.0 * (172.0 - pfb) / 5.0);
+    assert!(
+        (f64::from(ca.cwnd_hold) - want).abs() <= 2.0,
+        "hold {} (model {want:.1})",
+        ca.cwnd_hold
+    );
+    assert_eq!(ca.w_q10 >> 10, ca.cwnd_hold);
 }
