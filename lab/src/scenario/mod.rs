@@ -148,11 +148,21 @@ pub struct PaperRow {
 
 impl Scenario {
     pub fn load(path: &std::path::Path) -> anyhow::Result<Scenario> {
+        Self::load_in(path, path.parent())
+    }
+
+    /// A scenario whose trace paths are relative to `dir`: the copy a
+    /// results directory keeps (scenario.toml) names its traces as the file
+    /// in configs/lab/ it was copied from did.
+    pub fn load_in(
+        path: &std::path::Path,
+        dir: Option<&std::path::Path>,
+    ) -> anyhow::Result<Scenario> {
         let text = std::fs::read_to_string(path)?;
         let mut s: Scenario = toml::from_str(&text)
             .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.to_string().trim_end()))?;
         s.validate()?;
-        s.dir = path.parent().map(std::path::Path::to_path_buf);
+        s.dir = dir.map(std::path::Path::to_path_buf);
         s.check_traces()?;
         Ok(s)
     }

@@ -52,7 +52,7 @@ pub(super) fn results_dir(
             // Compared as they run: a full check's runs do not change with
             // the quick variant, nor a quick check's with the full grid.
             let as_run = |s: Scenario| if quick { s.quick() } else { s };
-            let before = as_run(Scenario::load(&r.join("scenario.toml"))?);
+            let before = as_run(Scenario::load_in(&r.join("scenario.toml"), path.parent())?);
             if before.runs_identity() != as_run(Scenario::load(path)?).runs_identity() {
                 bail!(
                     "--resume {}: it was made by a different scenario file than {} \

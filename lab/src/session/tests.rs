@@ -302,3 +302,33 @@ fn failing_comparisons_are_confirmed_with_those_sharing_a_remeasured_cc() {
         ]
     );
 }
+
+/// A check resumed after its scenario file changed in prose only: the copy
+/// the results directory keeps names its traces relative to configs/lab/,
+/// where it came from, not to the directory it sits in (docs/grid/ has no
+/// traces/), and its runs are compared all the same.
+#[test]
+fn a_grid_resumes_after_its_scenario_changed_in_prose() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let path = scenario_path(&root, "cellular").unwrap();
+    let dir = std::env::temp_dir().join(format!("ccl-resume-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        dir.join("scenario.toml"),
+        format!("# an older comment\n{text}"),
+    )
+    .unwrap();
+    let got = results_dir(&root, &path, "cellular", false, None, Some(&dir));
+    // runs that differ are still refused
+    std::fs::write(
+        dir.join("scenario.toml"),
+        text.replace("duration_s = 30", "duration_s = 31"),
+    )
+    .unwrap();
+    let other = results_dir(&root, &path, "cellular", false, None, Some(&dir));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(got.unwrap(), dir);
+    let e = other.unwrap_err().to_string();
+    assert!(e.contains("its runs differ"), "{e}");
+}
