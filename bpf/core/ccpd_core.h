@@ -243,6 +243,7 @@ enum ccpd_share_bits {
 #define CCPD_DRAIN_MIN_US 200000 /* a drain lasts max(this, 2 smoothed RTTs) */
 #define CCPD_DRAIN_Q10 768	 /* ... competing, at 3/4 of the pipe share */
 #define CCPD_COMP_ENTER_US 500	 /* a drain's queue above max(qmax/4, this): competing */
+#define CCPD_COMP_ENTER_PKTS 4	 /* ... and this many packets at max(fb, C / 4) */
 #define CCPD_COMP_EXIT_US 250	 /* ... at most max(qmax/8, this): not competing, */
 #define CCPD_COMP_EXIT_Q10 768	 /* ... when the path's ccpd flows carried >= 3/4 C */
 #define CCPD_COMP_BETA_Q10 717	 /* competing: a congestive loss holds 0.7 W */
@@ -1256,7 +1257,8 @@ CCL_CORE void ccpd_on_recovery_ack(struct ccpd *ca, const struct ccl_ccpd_params
 }
 
 /*
- * A capacity fall, at a round start in CA (Open, Disorder, CWR, Recovery):
+ * A capacity fall, at a round start in CA (Open, Disorder, CWR, Recovery),
+ * or in a held Recovery of the slow start back after an RTO:
  * a cellular link whose rate steps down 4-10x and stays there for seconds
  * (docs/ccpd.md, "A capacity fall").  fb, the delivery-rate maximum over
  * 10-20 rounds, and C, the pairs' median (1/16 of the way a sample), read
@@ -1272,12 +1274,18 @@ CCL_CORE void ccpd_on_recovery_ack(struct ccpd *ca, const struct ccl_ccpd_params
  * what the flow delivered in it is the link's rate now.  Beside another
  * sender it is the flow's part of it, and a part that falls (a cubic
  * growing into the queue) is no fall of the link: taken for one, the flow
- * gave a cubic 99.6 % of the link.  So with share the rule waits for the
- * evidence of the drains (ccpd_drain): the last one found the queue empty
- * while the path's ccpd flows carried at least 3/4 of C, and the flow is not
- * competing.  Two such rounds in a row, each with
+ * gave a cubic 99.6 % of the link.  So with share C waits for the evidence
+ * of the drains (ccpd_drain): the last one found the queue empty while the
+ * path's ccpd flows carried at least 3/4 of C, and the flow is not
+ * competing.  A held Recovery needs none: its hold is made from the flow's
+ * own delivery rate, whoever else is there, and one that overflows the
+ * buffer round after round never reaches Open, where drains run (a 5G log
+ * falling from 800 to 5-40 Mbit/s held 1,200-1,400 segments in Recovery for
+ * 25 s, most of it in the slow start after an RTO, whose target is then as
+ * stale as the hold and comes down with it).
+ * Two such rounds in a row, each with
  *   r = delivered / round duration,  r < fb / 2:  fb = r,
- *   share: C = max(r, C / 4)  (a flow that reads only its part of a
+ *   share, alone: C = max(r, C / 4)  (a flow that reads only its part of a
  *          shared link loses at most three quarters of C, which its pairs
  *          win back at 1/16 a round; the path's C follows, ccpd_path_sync),
  * and a held Recovery's hold is made again from them (ccpd_cong_hold).  A
@@ -1293,16 +1301,18 @@ CCL_CORE void ccpd_on_recovery_ack(struct ccpd *ca, const struct ccl_ccpd_params
 CCL_CORE_GLOBAL int ccpd_rate_fall(struct ccpd *ca, const struct ccl_ccpd_params *p,
 				   const struct ccpd_ack *a, u32 dlv, u32 dt_us)
 {
-	u32 fb, m, r, h, ca_state;
+	u32 fb, m, r, h;
+	bool held, alone;
 
 	if (!ca || !p || !a)
 		return 0;
-	ca_state = a->ca_state;
 	fb = ccpd_fb(ca);
 	m = ca->rtt_min_us;
-	if (ca->phase != CCL_PHASE_CA || ca_state == CCL_CA_LOSS || !fb || !dt_us ||
-	    m == CCL_U32_MAX || ccpd_rate_windowed(ca) || (ca->sh & CCPD_SH_DRAINING) ||
-	    ((ca->sh & CCPD_SH_ON) && (!ca->alone || (ca->sh & CCPD_SH_COMP))))
+	held = a->ca_state == CCL_CA_RECOVERY && !ccpd_law_in_recovery(ca);
+	alone = !(ca->sh & CCPD_SH_ON) || (ca->alone && !(ca->sh & CCPD_SH_COMP));
+	if ((ca->phase != CCL_PHASE_CA && !(ca->phase == CCL_PHASE_SS_RTO && held)) ||
+	    a->ca_state == CCL_CA_LOSS || !fb || !dt_us || m == CCL_U32_MAX ||
+	    ccpd_rate_windowed(ca) || (ca->sh & CCPD_SH_DRAINING) || (!alone && !held))
 		return 0;
 	if (ca->round_min_us == CCL_U32_MAX ||
 	    (u64)ca->round_min_us < (u64)m + ccpd_queue_thr_us(ca, p))
@@ -1321,14 +1331,17 @@ CCL_CORE_GLOBAL int ccpd_rate_fall(struct ccpd *ca, const struct ccl_ccpd_params
 	ca->fb_cur = r;
 	ca->fb_prev = r;
 	ca->fb_epoch_round = (u8)ca->round.cnt;
-	if (ca->sh & CCPD_SH_ON) {
+	if ((ca->sh & CCPD_SH_ON) && alone) {
 		ca->cap_sps = ca->cap_sps / 4 > r ? ca->cap_sps / 4 : r;
 		ca->sh |= CCPD_SH_PATH; /* tell the path, Recovery or not */
 	}
-	if (ca_state == CCL_CA_RECOVERY && !ccpd_law_in_recovery(ca)) {
+	if (held) {
 		h = ccpd_cong_hold(ca, p, ccpd_capacity(ca), ca->cwnd_hold, a->cwnd_clamp);
 		ca->cwnd_hold = ccpd_hold_floor(p, h);
 		ca->w_q10 = ca->cwnd_hold << 10;
+		/* after an RTO: the window slow start returns to is as stale */
+		if (ca->phase == CCL_PHASE_SS_RTO && ca->ss_target > ca->cwnd_hold)
+			ca->ss_target = ca->cwnd_hold;
 	}
 	return 1;
 }
@@ -1400,7 +1413,10 @@ CCL_CORE bool ccpd_drain_ends(const struct ccpd *ca, u32 now_us)
  *     trace raised the RTT from 53 to 282 ms in one), and the queue is the
  *     flow's own earlier rate.  A competitor's queue does not grow through
  *     a drain: the flow takes its own packets out of it, and reno or cubic
- *     add a few segments in its 2 RTTs.
+ *     add a few segments in its 2 RTTs.  Nor is a queue of a few packets
+ *     (CCPD_COMP_ENTER_PKTS at the flow's rate fb, at least C / 4): the alternating link's
+ *     6-Mbit/s phase shows 4 ms over the m of its 24-Mbit/s one, a packet's
+ *     time and a delayed ACK's, where a loss-based flow keeps tens.
  * A drain's empty queue ends competing only when the path's ccpd flows
  * carried at least 3/4 of C before it (a->path_sps, the rates the flows
  * reported at the drain's start, summed per path by bpf/ccpd.bpf.c; at
@@ -1416,7 +1432,7 @@ CCL_CORE bool ccpd_drain_ends(const struct ccpd *ca, u32 now_us)
 CCL_CORE_GLOBAL u32 ccpd_drain(struct ccpd *ca, const struct ccl_ccpd_params *p,
 			       const struct ccpd_ack *a, u32 c_sps, struct ccpd_out *o)
 {
-	u32 slot, m, s, w, qmax, dq, enter, leave;
+	u32 slot, m, s, w, qmax, dq, enter, leave, rate;
 	u64 mine, path;
 	bool grew;
 
@@ -1462,6 +1478,15 @@ CCL_CORE_GLOBAL u32 ccpd_drain(struct ccpd *ca, const struct ccl_ccpd_params *p,
 	if (ca->drain_min_us != CCL_U32_MAX) {
 		dq = ca->drain_min_us > m ? ca->drain_min_us - m : 0;
 		enter = qmax / 4 > CCPD_COMP_ENTER_US ? qmax / 4 : CCPD_COMP_ENTER_US;
+		/* and more than CCPD_COMP_ENTER_PKTS packets at the flow's own
+		 * rate: on a link slowed 4x a packet's time and a delayed ACK
+		 * stand over the m learnt at the fast rate.  At least C / 4: a
+		 * flow a cubic squeezed to 2 segments delivers a trickle, and
+		 * 4 packets of it would be 150 ms. */
+		rate = (u32)ccl_max64(ccpd_fb(ca), c_sps / 4);
+		if (rate)
+			enter = (u32)ccl_max64(enter,
+					       (u64)CCPD_COMP_ENTER_PKTS * CCL_USEC_PER_SEC / rate);
 		leave = ccpd_comp_exit_us(ca);
 		/* (the drain took s down: over rtt_max the flow's own rate
 		 * errs low, towards competing) */
@@ -1615,7 +1640,7 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		}
 		if (!ccpd_law_in_recovery(ca)) {
 			/* each held round's smallest RTT for ccpd_rate_fall */
-			if (o->round_start && ca->phase == CCL_PHASE_CA)
+			if (o->round_start && ca->phase != CCL_PHASE_SS)
 				ca->round_min_us = CCL_U32_MAX;
 			o->snd_cwnd = ca->cwnd_hold > p->cwnd_min ? ca->cwnd_hold : p->cwnd_min;
 			o->c_sps = ccpd_capacity(ca);

@@ -1630,6 +1630,42 @@ fn ccpd_drain_in_a_capacity_dip_does_not_compete() {
         !cubic_drain(10_001, 0),
         "(held to ccpd's bounded 69 ms alone the same drain read as a slower link)"
     );
+
+    // The alternating link's 6-Mbit/s phase (40 ms, 200 packets): the drain
+    // reads 4 ms over the m learnt at 24 Mbit/s, over a quarter of the 5 ms
+    // of buffer delay the flow has seen, and under 4 packets at its rate of
+    // 500 segments/s (8 ms; C, 2,000, has not followed the link down): a
+    // packet's time, not a competitor's queue.  A flow that a cubic has
+    // squeezed to a trickle takes the threshold at C / 4, not its rate.
+    let drain_over = |fb: u32, c_sps: u32, over_us: i32| {
+        let mut ca = shared_flow(&p);
+        ca.phase = intf::CCL_PHASE_CA as u8;
+        ca.rtt_min_us = 40_000;
+        ca.rtt_max_us = 45_000;
+        ca.fb_cur = fb;
+        ca.fb_prev = fb;
+        drain_at(&mut ca, &p, c_sps, 1_000, 0, 0); // the slot
+        ca.rtts_q3 = (40_000 + over_us as u32) << 3;
+        ca.w_q10 = 21 << 10;
+        assert!(drain_at(&mut ca, &p, c_sps, 5_001, 0, 0).0 > 0);
+        for (i, d) in [500, 0, 200].into_iter().enumerate() {
+            sample(&mut ca, 40_000 + over_us + d, 5_050 + 50 * i as u32);
+        }
+        assert_eq!(drain_at(&mut ca, &p, c_sps, 5_210, 0, 0).0, 0);
+        competing(&ca)
+    };
+    assert!(
+        !drain_over(500, 2_000, 4_000),
+        "4 ms at 500 segments/s: 2 packets"
+    );
+    assert!(
+        drain_over(5_000, 5_000, 4_000),
+        "4 ms at 5,000 segments/s: 20 packets"
+    );
+    assert!(
+        drain_over(25, 3_000, 10_000),
+        "10 ms at C / 4 = 750 segments/s: 7.5 packets"
+    );
 }
 
 /// The base RTT m the law reads is at least `rtt_floor` (default 250 us):
@@ -2516,4 +2552,39 @@ fn ccpd_rate_fall_reads_two_slow_rounds_over_a_queue() {
         ca.cwnd_hold
     );
     assert_eq!(ca.w_q10 >> 10, ca.cwnd_hold);
+
+    // ... whatever the drains have shown: the hold is the flow's own rate's,
+    // but C stays where the pairs put it
+    let mut ca = flow(0);
+    ca.last_loss = intf::CCPD_LOSS_CONGESTIVE as u8;
+    ca.cwnd_hold = 172;
+    round(&mut ca, rec, m + 190_000, dlv, dt);
+    assert_eq!(
+        round(&mut ca, rec, m + 190_000, dlv, dt),
+        1,
+        "not known alone"
+    );
+    assert_eq!((ca.fb_cur, ca.cap_sps), (r, 2_000));
+    assert!(ca.cwnd_hold < 100, "hold {}", ca.cwnd_hold);
+
+    // ... and in the slow start back after an RTO (the 5G log's 25 s in
+    // Recovery): the hold and the window slow start returns to come down
+    let mut ca = flow(1);
+    ca.phase = intf::CCL_PHASE_SS_RTO as u8;
+    ca.__bindgen_anon_2.ss_target = 2_110;
+    ca.last_loss = intf::CCPD_LOSS_CONGESTIVE as u8;
+    ca.cwnd_hold = 1_374;
+    round(&mut ca, rec, m + 190_000, dlv, dt);
+    assert_eq!(round(&mut ca, rec, m + 190_000, dlv, dt), 1, "SS_RTO, held");
+    assert!(ca.cwnd_hold < 100, "hold {}", ca.cwnd_hold);
+    assert_eq!(unsafe { ca.__bindgen_anon_2.ss_target }, ca.cwnd_hold);
+    // not held (Open in that slow start): its own rule
+    let mut ca = flow(1);
+    ca.phase = intf::CCL_PHASE_SS_RTO as u8;
+    round(&mut ca, open, m + 190_000, dlv, dt);
+    assert_eq!(
+        round(&mut ca, open, m + 190_000, dlv, dt),
+        0,
+        "SS_RTO, Open"
+    );
 }
