@@ -1302,7 +1302,7 @@ CCL_CORE_GLOBAL int ccpd_rate_fall(struct ccpd *ca, const struct ccl_ccpd_params
 				   const struct ccpd_ack *a, u32 dlv, u32 dt_us)
 {
 	u32 fb, m, r, h;
-	bool held, alone;
+	bool held, alone, second;
 
 	if (!ca || !p || !a)
 		return 0;
@@ -1322,11 +1322,10 @@ CCL_CORE_GLOBAL int ccpd_rate_fall(struct ccpd *ca, const struct ccl_ccpd_params
 		return 0;
 	/* the second such round in a row: a stall's round is followed by its
 	 * ACK burst */
-	if (ca->fall_round != (u16)ca->round.cnt) {
-		ca->fall_round = (u16)(ca->round.cnt + 1);
-		return 0;
-	}
+	second = ca->fall_round == (u16)ca->round.cnt;
 	ca->fall_round = (u16)(ca->round.cnt + 1);
+	if (!second)
+		return 0;
 	r = r ? r : 1;
 	ca->fb_cur = r;
 	ca->fb_prev = r;
@@ -1414,9 +1413,10 @@ CCL_CORE bool ccpd_drain_ends(const struct ccpd *ca, u32 now_us)
  *     flow's own earlier rate.  A competitor's queue does not grow through
  *     a drain: the flow takes its own packets out of it, and reno or cubic
  *     add a few segments in its 2 RTTs.  Nor is a queue of a few packets
- *     (CCPD_COMP_ENTER_PKTS at the flow's rate fb, at least C / 4): the alternating link's
- *     6-Mbit/s phase shows 4 ms over the m of its 24-Mbit/s one, a packet's
- *     time and a delayed ACK's, where a loss-based flow keeps tens.
+ *     (CCPD_COMP_ENTER_PKTS at the flow's rate fb, at least C / 4): the
+ *     alternating link's 6-Mbit/s phase shows 4 ms over the m of its
+ *     24-Mbit/s one, a packet's time and a delayed ACK's, where a
+ *     loss-based flow keeps tens.
  * A drain's empty queue ends competing only when the path's ccpd flows
  * carried at least 3/4 of C before it (a->path_sps, the rates the flows
  * reported at the drain's start, summed per path by bpf/ccpd.bpf.c; at
@@ -1434,7 +1434,7 @@ CCL_CORE_GLOBAL u32 ccpd_drain(struct ccpd *ca, const struct ccl_ccpd_params *p,
 {
 	u32 slot, m, s, w, qmax, dq, enter, leave, rate;
 	u64 mine, path;
-	bool grew;
+	bool grew, kept, empty;
 
 	/* a global subprogram (inlined, cong_control goes past the
 	 * verifier's 1M-instruction limit): it checks its pointers */
@@ -1494,15 +1494,17 @@ CCL_CORE_GLOBAL u32 ccpd_drain(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		path = ccl_max64(a->path_sps, mine);
 		/* the queue grew through the drain: the link slowed (below) */
 		grew = ca->drain_min_us > ca->drain_s_us;
-		if (dq > enter && !grew && !(ca->sh & CCPD_SH_COMP))
+		kept = dq > enter && !grew;
+		empty = dq <= leave && (path << 10) >= (u64)c_sps * CCPD_COMP_EXIT_Q10;
+		if (kept && !(ca->sh & CCPD_SH_COMP))
 			ca->sh = (ca->sh | CCPD_SH_COMP) & ~CCPD_SH_CLOSS;
-		else if (dq <= leave && (path << 10) >= (u64)c_sps * CCPD_COMP_EXIT_Q10)
+		else if (empty)
 			ca->sh &= ~CCPD_SH_COMP;
 		/* the evidence ccpd_rate_fall needs that no other sender is
 		 * there, and its absence */
-		if (dq <= leave && (path << 10) >= (u64)c_sps * CCPD_COMP_EXIT_Q10)
+		if (empty)
 			ca->alone = 1;
-		else if (dq > enter && !grew)
+		else if (kept)
 			ca->alone = 0;
 	}
 	/* Competing, the window before the drain comes back (AIMD would take

@@ -2485,34 +2485,21 @@ fn ccpd_rate_fall_reads_two_slow_rounds_over_a_queue() {
     assert_eq!(round(&mut ca, open, m + 150_000, dlv, dt), 0);
     assert_eq!(round(&mut ca, open, m + 150_000, dlv, dt), 1);
 
+    // three slow rounds that read no fall
+    let never = |mut ca: intf::ccpd, min_us: u32, dlv: u32, why: &str| {
+        for _ in 0..3 {
+            assert_eq!(round(&mut ca, open, min_us, dlv, dt), 0, "{why}");
+        }
+    };
     // no standing queue: the round's smallest sample within m / 16 of m
-    let mut ca = flow(1);
-    for _ in 0..3 {
-        assert_eq!(
-            round(&mut ca, open, m + 4_000, dlv, dt),
-            0,
-            "no queue stood"
-        );
-    }
+    never(flow(1), m + 4_000, dlv, "no queue stood");
     // r at half of fb or more
-    let mut ca = flow(1);
-    for _ in 0..3 {
-        assert_eq!(round(&mut ca, open, m + 150_000, 280, dt), 0, "r = fb / 2");
-    }
+    never(flow(1), m + 150_000, 280, "r = fb / 2");
     // share: no drain has shown the link empty, or competing
-    let mut ca = flow(0);
-    for _ in 0..3 {
-        assert_eq!(
-            round(&mut ca, open, m + 150_000, dlv, dt),
-            0,
-            "not known alone"
-        );
-    }
+    never(flow(0), m + 150_000, dlv, "not known alone");
     let mut ca = flow(1);
     ca.sh |= intf::CCPD_SH_COMP as u8;
-    for _ in 0..3 {
-        assert_eq!(round(&mut ca, open, m + 150_000, dlv, dt), 0, "competing");
-    }
+    never(ca, m + 150_000, dlv, "competing");
     // share = 0: no drains, the flow's own law
     let p0 = ccpd_params(&[("share", "0")]);
     let mut ca = flow(1);
