@@ -611,6 +611,12 @@ pub fn listener(link: &link::Bottleneck) -> (std::process::Child, String) {
 }
 
 pub fn long_flow(link: &link::Bottleneck, cg: &str) -> Flow {
+    long_flow_on(link, cg, None)
+}
+
+/// [`long_flow`] on congestion control `cc` when given (set on the
+/// socket), else on what the kernel chose.
+pub fn long_flow_on(link: &link::Bottleneck, cg: &str, cc: Option<&str>) -> Flow {
     let helper = ccload_bin().with_file_name("ccl-sockhelper");
     let (srv, port) = listener(link);
     let cli = std::process::Command::new(&helper)
@@ -621,6 +627,7 @@ pub fn long_flow(link: &link::Bottleneck, cg: &str) -> Flow {
             &format!("10.77.2.2:{port}"),
             &(4u64 << 30).to_string(),
         ])
+        .args(cc)
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();

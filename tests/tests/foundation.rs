@@ -203,36 +203,52 @@ fn errors_are_one_clear_line() {
     }
 }
 
+/// bytes_acked of the sender's connection to the link's receiver, and
+/// whether `ss` names `algo` for it (None: no such connection).
+fn acked_on(bn: &ccload_itests::link::Bottleneck, algo: &str) -> Option<(u64, bool)> {
+    let o = bn
+        .sender
+        .exec("ss", &["-tinH", "state", "established", "dst", "10.77.2.2"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let acked = out
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("bytes_acked:"))?
+        .parse()
+        .ok()?;
+    Some((acked, out.contains(algo)))
+}
+
 #[test]
 fn replace_swaps_objects_under_a_running_flow() {
     let _s = privileged!();
     let _g = Attached::new("ccpd", &["--set", "kp=4"]);
     let link = status_json()["attached"][0]["link_id"].clone();
     let map0 = status_json()["attached"][0]["struct_ops_map_id"].clone();
-    // 24 MB through 50 Mbit/s takes about 4 s: the swap lands mid-flow.
     let bn = ccload_itests::link::Bottleneck::new(ccload_itests::link::LinkCfg {
         rate_mbit: 50.0,
         buffer_pkts: 50,
         ..Default::default()
     });
-    let flow = std::thread::scope(|sc| {
-        let h = sc.spawn(|| bn.transfer("ccpd", 24 * MB));
-        // The flow is established on ccpd before the swap...
-        assert!(
-            wait_until(Duration::from_secs(5), || {
-                let o = bn.sender.exec("ss", &["-tinH", "state", "established"]);
-                String::from_utf8_lossy(&o.stdout).contains("ccpd")
-            }),
-            "the flow never started"
-        );
-        let out = ccload_ok(&["attach", "--algo", "ccpd", "--replace"]);
-        assert!(out.contains("replaced"), "{out}");
-        // ...and still running after it.
-        assert!(!h.is_finished(), "the flow ended before the swap landed");
-        h.join().unwrap()
-    });
-    let t = flow.expect("flow survives the swap");
-    assert_eq!(t.bytes, 24 * MB);
+    // A flow of 4 GiB (ended when dropped): it is running when the swap
+    // lands however long loading the new object takes on this host.
+    let _flow = long_flow_on(&bn, "-", Some("ccpd"));
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            acked_on(&bn, "ccpd").is_some_and(|(a, cc)| cc && a > MB)
+        }),
+        "the flow never started on ccpd"
+    );
+    let out = ccload_ok(&["attach", "--algo", "ccpd", "--replace"]);
+    assert!(out.contains("replaced"), "{out}");
+    // The same connection keeps moving bytes on the new object.
+    let (a0, _) = acked_on(&bn, "ccpd").expect("the flow survives the swap");
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            acked_on(&bn, "ccpd").is_some_and(|(a, cc)| cc && a >= a0 + 4 * MB)
+        }),
+        "the flow stopped moving bytes after the swap (acked {a0}, now {:?})",
+        acked_on(&bn, "ccpd")
+    );
     let st = status_json();
     assert_eq!(st["attached"][0]["link_id"], link, "same pinned link");
     assert_ne!(

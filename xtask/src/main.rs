@@ -11,6 +11,7 @@ use ccload_lab::session as lab;
 mod dist;
 mod disturb;
 mod install;
+mod kernels;
 
 #[derive(Parser)]
 #[command(name = "xtask")]
@@ -123,6 +124,29 @@ enum Task {
         /// Skip the OCI image.
         #[arg(long)]
         no_image: bool,
+    },
+    /// Privileged tests on Debian's own kernels, each booted under qemu
+    /// (TCG) with this host's filesystem: `--kernel 6.12 --kernel 6.1`.
+    /// Prints per kernel which tests passed; fails when one fails or a
+    /// guest does not boot.
+    Kernels {
+        /// A kernel series Debian 12 ships (6.12, 6.1) or a
+        /// linux-image-*.deb; repeat for a matrix.
+        #[arg(long = "kernel", required = true)]
+        kernels: Vec<String>,
+        /// A test to run, `binary::name` or a whole `binary` of
+        /// tests/tests/ (repeat; default: the behaviour subset).
+        #[arg(long = "test")]
+        tests: Vec<String>,
+        /// Logs per kernel (default lab-results/kernels-<time>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Downloaded and unpacked kernel packages.
+        #[arg(long)]
+        cache: Option<PathBuf>,
+        /// Seconds a guest may take, boot to power-off.
+        #[arg(long, default_value_t = 900)]
+        timeout: u64,
     },
     /// Paper-style experiments on the emulated link (configs/lab/*.toml).
     Lab {
@@ -343,6 +367,22 @@ fn real_main() -> Result<()> {
                 },
             )?;
         }
+        Task::Kernels {
+            kernels,
+            tests,
+            out,
+            cache,
+            timeout,
+        } => kernels::run(
+            &root,
+            &kernels::Opts {
+                kernels,
+                tests,
+                out: out.unwrap_or_else(|| stamped(&root, "kernels")),
+                cache: cache.unwrap_or_else(|| root.join("target/kernels")),
+                timeout: std::time::Duration::from_secs(timeout),
+            },
+        )?,
         Task::Lab { cmd } => lab_task(&root, cmd)?,
     }
     Ok(())

@@ -4,7 +4,8 @@
 //! processes in different cgroups (membership is per process).
 //!
 //!   ccl-sockhelper CGROUP NETNS listen IP        -> "PORT p", "CC name", "BYTES n"
-//!   ccl-sockhelper CGROUP NETNS connect IP:PORT N -> "CC name", then sends N bytes
+//!   ccl-sockhelper CGROUP NETNS connect IP:PORT N [CC] -> "CC name", then sends N bytes
+//!     (on CC when given, else on what the kernel chose)
 //! CGROUP may be "-" (stay where started).
 
 use std::io::{Read, Write};
@@ -53,6 +54,9 @@ fn main() {
         "connect" => {
             let addr: SocketAddr = a[4].parse().unwrap();
             let mut s = TcpStream::connect(addr).unwrap();
+            if let Some(cc) = a.get(6) {
+                ccload_itests::set_cc(s.as_raw_fd(), cc).expect("TCP_CONGESTION");
+            }
             // Retransmissions before the connection was established (a
             // lost SYN): TCP_INFO counts them, a sock_ops aggregate that
             // starts at establishment does not.
