@@ -67,9 +67,129 @@ pub fn map_pin(algo: Algo, map: &str) -> PathBuf {
     pin_dir(algo).join(map)
 }
 
-/// Is `algo` attached by ccload (its link pinned)?
+/// Where a controller registered without a struct_ops link (kernels
+/// before 6.4) pins its struct_ops map: the registered map holds the
+/// registration (the kernel keeps a reference until the map's element is
+/// deleted), the pin is how `detach` and `status` find it.
+pub fn reg_map_pin(algo: Algo) -> PathBuf {
+    pin_dir(algo).join("struct_ops")
+}
+
+/// Is `algo` attached by ccload (its link, or its registered struct_ops
+/// map, pinned)?
 pub fn is_attached(algo: Algo) -> bool {
-    link_pin(algo).exists()
+    link_pin(algo).exists() || reg_map_pin(algo).exists()
+}
+
+/// What keeps an attached controller registered after ccload exits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Holder {
+    /// A pinned struct_ops link (Linux >= 6.4): `attach --replace` swaps
+    /// the object under it atomically.
+    Link,
+    /// The registered struct_ops map, pinned (kernels without struct_ops
+    /// links).
+    Map,
+}
+
+impl Holder {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Holder::Link => "a pinned struct_ops link",
+            Holder::Map => "its pinned struct_ops map (this kernel has no struct_ops links)",
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Kernel features, read from the kernel's BTF: what the running kernel
+// defines, not what its version number suggests (distributions backport).
+
+fn vmlinux_btf() -> Option<libbpf_rs::btf::Btf<'static>> {
+    libbpf_rs::btf::Btf::from_vmlinux().ok()
+}
+
+/// The facts below, read once per process (parsing the kernel's BTF takes
+/// tens of milliseconds).
+struct Features {
+    struct_ops: bool,
+    links: bool,
+    arity: Option<usize>,
+}
+
+fn features() -> &'static Features {
+    static F: std::sync::OnceLock<Features> = std::sync::OnceLock::new();
+    F.get_or_init(|| {
+        let btf = vmlinux_btf();
+        Features {
+            struct_ops: btf.as_ref().is_some_and(|b| {
+                b.type_by_name::<libbpf_rs::btf::types::Struct<'_>>(
+                    "bpf_struct_ops_tcp_congestion_ops",
+                )
+                .is_some()
+            }),
+            // the kernel's link object of a registered struct_ops map (the
+            // link type's enumerator is older: it named the programs'
+            // trampoline links)
+            links: btf.as_ref().is_some_and(|b| {
+                b.type_by_name::<libbpf_rs::btf::types::Struct<'_>>("bpf_struct_ops_link")
+                    .is_some()
+            }),
+            arity: btf.as_ref().and_then(arity_in),
+        }
+    })
+}
+
+/// BPF struct_ops for TCP congestion control: the kernel defines the
+/// map value type of tcp_congestion_ops (Linux >= 5.6), and has a JIT
+/// (struct_ops programs run only JITed).  libbpf's own probe
+/// (`MapType::StructOps.is_supported`) creates a map with a field Linux 6.1
+/// lacks and reads EINVAL there, so it is not used.
+pub fn struct_ops_supported() -> bool {
+    // (unreadable outside the initial network namespace: the load says)
+    let jit = std::fs::read_to_string("/proc/sys/net/core/bpf_jit_enable")
+        .map(|s| s.trim() != "0")
+        .unwrap_or(true);
+    jit && features().struct_ops
+}
+
+/// struct_ops links (BPF_LINK_CREATE of a struct_ops map, Linux >= 6.4).
+pub fn struct_ops_links() -> bool {
+    features().links
+}
+
+/// The number of arguments of the kernel's `cong_control` (2 before Linux
+/// 6.10, 4 since), or None without BTF.
+pub fn cong_control_arity() -> Option<usize> {
+    features().arity
+}
+
+fn arity_in(btf: &libbpf_rs::btf::Btf<'_>) -> Option<usize> {
+    use libbpf_rs::btf::{types, ReferencesType};
+    let ops: types::Struct<'_> = btf.type_by_name("tcp_congestion_ops")?;
+    let member = ops
+        .iter()
+        .find(|m| m.name.and_then(|n| n.to_str()) == Some("cong_control"))?;
+    let ptr: types::Ptr<'_> = btf.type_by_id(member.ty)?;
+    let proto: types::FuncProto<'_> = btf.type_by_id(ptr.referenced_type_id())?;
+    Some(proto.iter().count())
+}
+
+/// Why this kernel cannot run `algo` (None: it can).  ccpd's pacing runs
+/// in the four-argument `cong_control(sk, ack, flag, rs)` of Linux 6.10.
+pub fn kernel_lacks(algo: Algo) -> Option<String> {
+    if algo == Algo::Ccpd {
+        match cong_control_arity() {
+            Some(4) | None => None,
+            Some(n) => Some(format!(
+                "ccpd needs the kernel's cong_control(sk, ack, flag, rs) of Linux >= 6.10; \
+                 this kernel's takes {n} arguments"
+            )),
+        }
+    } else {
+        None
+    }
 }
 
 pub fn attached() -> Vec<Algo> {
@@ -130,9 +250,10 @@ pub fn require_kernel() -> Result<(), CclError> {
                 .into(),
         ));
     }
-    if !MapType::StructOps.is_supported().unwrap_or(false) {
+    if !struct_ops_supported() {
         return Err(CclError::Unsupported(
-            "this kernel cannot load BPF struct_ops (needs Linux >= 6.10 with CONFIG_BPF_JIT)"
+            "this kernel cannot load BPF struct_ops for TCP (needs Linux >= 5.6 with \
+             CONFIG_BPF_JIT and the JIT on: net.core.bpf_jit_enable)"
                 .into(),
         ));
     }
@@ -368,6 +489,19 @@ fn prepare(algo: Algo, obj: &mut OpenObject, reuse: bool) -> Result<()> {
     Ok(())
 }
 
+/// Register through the struct_ops map itself, as kernels before 6.4
+/// (no BPF_LINK_TYPE_STRUCT_OPS) do: the object's `.struct_ops.link`
+/// sections ask for a link.
+fn without_link(obj: &mut OpenObject) -> Result<()> {
+    for mut map in obj.maps_mut() {
+        if map.map_type() == MapType::StructOps {
+            let f = map.map_flags() & !libbpf_sys::BPF_F_LINK;
+            map.set_map_flags(f)?;
+        }
+    }
+    Ok(())
+}
+
 /// A loaded, not yet registered controller (lives inside `with_loaded`).
 pub struct Loaded<'a> {
     algo: Algo,
@@ -384,15 +518,40 @@ impl Loaded<'_> {
         Ok(MapHandle::try_from(&m)?)
     }
 
-    fn struct_ops_link(&mut self) -> Result<Link> {
+    /// Register the controller and pin what holds the registration in
+    /// `dir`: the struct_ops link (`link`), or on a kernel without
+    /// struct_ops links the registered map itself (`struct_ops`).
+    /// Returns the pin.
+    fn register(&mut self, dir: &Path) -> Result<PathBuf> {
         let algo = self.algo;
         let mut map = self
             .obj
             .maps_mut()
             .find(|m| m.map_type() == MapType::StructOps)
             .with_context(|| format!("{algo}: object has no struct_ops map"))?;
-        map.attach_struct_ops()
-            .with_context(|| format!("failed to register struct_ops `{algo}`"))
+        let mut link = map
+            .attach_struct_ops()
+            .with_context(|| format!("failed to register struct_ops `{algo}`"))?;
+        if struct_ops_links() {
+            let pin = dir.join("link");
+            link.pin(&pin)
+                .with_context(|| format!("failed to pin the {algo} link at {}", pin.display()))?;
+            return Ok(pin);
+        }
+        // Without a link libbpf registered by writing the map's element;
+        // dropping its link object would delete it again.
+        link.disconnect();
+        let pin = dir.join("struct_ops");
+        if let Err(e) = map.pin(&pin) {
+            let _ = map.delete(&0u32.to_ne_bytes());
+            return Err(e).with_context(|| {
+                format!(
+                    "failed to pin the {algo} struct_ops map at {}",
+                    pin.display()
+                )
+            });
+        }
+        Ok(pin)
     }
 
     /// Swap the pinned link of this algorithm to this object's struct_ops map.
@@ -435,6 +594,9 @@ macro_rules! load_skel {
             set_ca_flags($algo, open.open_object_mut(), TCP_CONG_NON_RESTRICTED)?;
         }
         prepare($algo, open.open_object_mut(), $reuse)?;
+        if !struct_ops_links() {
+            without_link(open.open_object_mut())?;
+        }
         let mut skel = match open.load() {
             Ok(s) => s,
             Err(e) => return Err(load_error(&$algo.to_string(), e, $verbose)),
@@ -526,7 +688,7 @@ impl Drop for PinGuard {
     fn drop(&mut self) {
         if self.armed {
             for p in &self.paths {
-                let _ = std::fs::remove_file(p);
+                let _ = unpin(p);
             }
             if let Some(d) = &self.dir {
                 let _ = std::fs::remove_dir(d);
@@ -543,6 +705,9 @@ pub fn attach(opts: &AttachOpts, sweep: Sweep) -> Result<AttachOutcome> {
     params.apply(&opts.sets)?;
     require_root()?;
     require_kernel()?;
+    if let Some(why) = kernel_lacks(algo) {
+        return Err(CclError::Unsupported(why).into());
+    }
 
     // Replacing an attached controller is an upgrade (crate::upgrade).
     if is_attached(algo) {
@@ -610,10 +775,7 @@ pub fn attach(opts: &AttachOpts, sweep: Sweep) -> Result<AttachOutcome> {
                 .with_context(|| format!("failed to pin {}", pin.display()))?;
             guard.paths.push(pin);
         }
-        let mut link = loaded.struct_ops_link()?;
-        let pin = tmp.join("link");
-        link.pin(&pin)
-            .with_context(|| format!("failed to pin the {algo} link at {}", pin.display()))?;
+        let pin = loaded.register(&tmp)?;
         guard.paths.insert(0, pin);
         Ok(())
     })?;
@@ -778,11 +940,28 @@ pub fn unpin_dir(dir: &Path) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e).with_context(|| format!("failed to read {}", dir.display())),
     };
-    files.sort_by_key(|f| f.file_name() != Some(std::ffi::OsStr::new("link")));
+    let holder = |f: &PathBuf| {
+        f.file_name()
+            .is_some_and(|n| n == "link" || n == "struct_ops")
+    };
+    files.sort_by_key(|f| !holder(f));
     for f in files {
-        std::fs::remove_file(&f).with_context(|| format!("failed to unpin {}", f.display()))?;
+        unpin(&f)?;
     }
     std::fs::remove_dir(dir).with_context(|| format!("failed to remove {}", dir.display()))
+}
+
+/// Remove one pin.  A registered struct_ops map (`struct_ops`, kernels
+/// without struct_ops links) is unregistered first: its pin does not hold
+/// the registration, the kernel's own reference does.
+fn unpin(f: &Path) -> Result<()> {
+    if f.file_name().is_some_and(|n| n == "struct_ops") {
+        if let Ok(m) = MapHandle::from_pinned_path(f) {
+            // ENOENT: not registered (any more); nothing to undo
+            let _ = m.delete(&0u32.to_ne_bytes());
+        }
+    }
+    std::fs::remove_file(f).with_context(|| format!("failed to unpin {}", f.display()))
 }
 
 /// Prefix of the private directories an attach or a cgroup binding pins
@@ -907,20 +1086,29 @@ pub fn read_meta(algo: Algo) -> Result<intf::ccl_meta> {
 /// Kernel ids of an attached algorithm, for `status`.
 #[derive(Debug, Default, serde::Serialize)]
 pub struct Ids {
+    /// What holds the registration.
+    pub holder: Option<Holder>,
+    /// 0 when a map holds it.
     pub link_id: u32,
     pub struct_ops_map_id: u32,
     pub map_ids: Vec<(String, u32)>,
 }
 
 pub fn ids(algo: Algo) -> Result<Ids> {
-    let link = Link::open(link_pin(algo))?;
-    let info = link.info()?;
-    let mut ids = Ids {
-        link_id: info.id,
-        ..Default::default()
-    };
-    if let libbpf_rs::query::LinkTypeInfo::StructOps(s) = info.info {
-        ids.struct_ops_map_id = s.map_id;
+    let mut ids = Ids::default();
+    if reg_map_pin(algo).exists() {
+        ids.holder = Some(Holder::Map);
+        ids.struct_ops_map_id = MapHandle::from_pinned_path(reg_map_pin(algo))?
+            .info()?
+            .info
+            .id;
+    } else {
+        let info = Link::open(link_pin(algo))?.info()?;
+        ids.holder = Some(Holder::Link);
+        ids.link_id = info.id;
+        if let libbpf_rs::query::LinkTypeInfo::StructOps(s) = info.info {
+            ids.struct_ops_map_id = s.map_id;
+        }
     }
     for m in MAPS {
         let h = open_map(algo, m)?;

@@ -3,8 +3,6 @@
 
 use std::path::Path;
 
-use libbpf_rs::MapType;
-
 use crate::system::{bpffs_mounted, kernel_version};
 
 /// Result of one check.
@@ -12,45 +10,36 @@ use crate::system::{bpffs_mounted, kernel_version};
 pub struct Check {
     pub name: &'static str,
     pub ok: bool,
+    /// Works, with less than a current kernel gives (said in `detail`).
+    pub degraded: bool,
     pub detail: String,
     pub fix: Option<String>,
 }
 
-/// Number of parameters of tcp_congestion_ops.cong_control in kernel BTF.
-fn cong_control_arity() -> Option<usize> {
-    use libbpf_rs::btf::{types, Btf, ReferencesType};
-    let btf = Btf::from_vmlinux().ok()?;
-    let ops: types::Struct<'_> = btf.type_by_name("tcp_congestion_ops")?;
-    let member = ops
-        .iter()
-        .find(|m| m.name.and_then(|n| n.to_str()) == Some("cong_control"))?;
-    let ptr: types::Ptr<'_> = btf.type_by_id(member.ty)?;
-    let proto: types::FuncProto<'_> = btf.type_by_id(ptr.referenced_type_id())?;
-    Some(proto.iter().count())
-}
-
 pub fn checks() -> Vec<Check> {
     let mut v = Vec::new();
+    let mut degraded = Vec::new();
     let mut add = |name, ok, detail: String, fix: Option<&str>| {
         v.push(Check {
             name,
             ok,
+            degraded: false,
             detail,
             fix: if ok { None } else { fix.map(str::to_string) },
         })
     };
 
+    // The oldest kernel the matrix boots (cargo xtask kernels; docs/install.md
+    // says what each kernel gets).
     let kv = kernel_version();
     add(
         "kernel",
-        kv.is_some_and(|v| v >= (6, 10)),
+        kv.is_some_and(|v| v >= (6, 1)),
         match kv {
-            Some((a, b)) => {
-                format!("Linux {a}.{b} (need >= 6.10 for cong_control(sk, ack, flag, rs))")
-            }
+            Some((a, b)) => format!("Linux {a}.{b} (need >= 6.1; every feature from 6.10)"),
             None => "unknown version".into(),
         },
-        Some("boot a kernel >= 6.10 with CONFIG_BPF_JIT, CONFIG_DEBUG_INFO_BTF"),
+        Some("boot a kernel >= 6.1 (6.10 or later for ccpd) with CONFIG_BPF_JIT, CONFIG_DEBUG_INFO_BTF"),
     );
     let btf = Path::new("/sys/kernel/btf/vmlinux").exists();
     add(
@@ -59,27 +48,53 @@ pub fn checks() -> Vec<Check> {
         "/sys/kernel/btf/vmlinux".into(),
         Some("rebuild the kernel with CONFIG_DEBUG_INFO_BTF=y"),
     );
-    let so = MapType::StructOps.is_supported().unwrap_or(false);
+    let so = crate::bpf::struct_ops_supported();
     add(
         "struct_ops",
         so,
         if so {
-            "BPF_MAP_TYPE_STRUCT_OPS loads".into()
+            "the kernel defines tcp_congestion_ops struct_ops, and the JIT is on".into()
         } else {
-            "not supported".into()
+            "no struct_ops for tcp_congestion_ops in the kernel's BTF, or the BPF JIT is off".into()
         },
-        Some("needs CONFIG_BPF_JIT=y and root; run as root to probe"),
+        Some("needs CONFIG_BPF_JIT=y and net.core.bpf_jit_enable=1"),
     );
-    let arity = if btf { cong_control_arity() } else { None };
-    add(
-        "cong_control",
-        arity == Some(4),
-        match arity {
-            Some(n) => format!("cong_control takes {n} arguments (ccload's objects use 4)"),
-            None => "tcp_congestion_ops not found in BTF".into(),
-        },
-        Some("needs Linux >= 6.10"),
-    );
+    if btf && so {
+        let links = crate::bpf::struct_ops_links();
+        add(
+            "links",
+            true,
+            if links {
+                "struct_ops links: attachments are pinned links, `attach --replace` swaps objects"
+                    .into()
+            } else {
+                "no struct_ops links (Linux < 6.4): each controller is held by its pinned \
+                 struct_ops map; `attach --replace` is unavailable (detach, then attach)"
+                    .into()
+            },
+            None,
+        );
+        if !links {
+            degraded.push("links");
+        }
+        let arity = crate::bpf::cong_control_arity();
+        add(
+            "cong_control",
+            arity.is_some(),
+            match arity {
+                Some(4) => "cong_control(sk, ack, flag, rs): every controller runs".into(),
+                Some(n) => format!(
+                    "cong_control takes {n} arguments (Linux < 6.10): ccpd cannot run; \
+                     hetcp, ctcp_plus and ub_reno can"
+                ),
+                None => "tcp_congestion_ops not found in BTF".into(),
+            },
+            Some("rebuild the kernel with CONFIG_DEBUG_INFO_BTF=y"),
+        );
+        if arity.is_some_and(|n| n != 4) {
+            degraded.push("cong_control");
+        }
+    }
     let fs = bpffs_mounted();
     add(
         "bpffs",
@@ -137,6 +152,9 @@ pub fn checks() -> Vec<Check> {
         },
         Some(fix),
     );
+    for c in &mut v {
+        c.degraded = degraded.contains(&c.name);
+    }
     v
 }
 
@@ -146,6 +164,7 @@ mod tests {
 
     #[test]
     fn checks_have_fixes_when_failing() {
+        // (a degraded check passes: it says what is missing in its detail)
         for c in checks() {
             assert!(c.ok || c.fix.is_some(), "{} failed without a fix", c.name);
         }

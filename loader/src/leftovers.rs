@@ -59,7 +59,7 @@ pub fn find() -> Vec<Leftover> {
     }
     for a in Algo::ALL {
         let d = bpf::pin_dir(a);
-        if is_dir(&d) && !bpf::link_pin(a).exists() {
+        if is_dir(&d) && !bpf::is_attached(a) {
             out.push(Leftover {
                 what: format!("pins of an interrupted attach of {a} (no link)"),
                 path: d,
@@ -101,7 +101,7 @@ pub fn remove() -> anyhow::Result<(bpf::Swept, Vec<Leftover>)> {
     let found: Vec<Leftover> = find().into_iter().filter(|l| l.removable).collect();
     let mut had_link = false;
     for l in &found {
-        had_link |= l.path.join("link").exists();
+        had_link |= l.path.join("link").exists() || l.path.join("struct_ops").exists();
         bpf::unpin_dir(&l.path)?;
     }
     let _ = std::fs::remove_dir(crate::cgroup::cg_root()); // only if empty

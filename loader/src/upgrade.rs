@@ -164,6 +164,13 @@ pub fn upgrade(
     let mut params = carried_params(algo, &old_meta, &mut report)?;
     params[0].apply(sets)?;
 
+    if crate::bpf::reg_map_pin(algo).exists() {
+        bail!(crate::error::CclError::Unsupported(format!(
+            "{algo} is held by {}: an object cannot be swapped under live sockets \
+             without a struct_ops link (Linux >= 6.4); detach, then attach",
+            crate::bpf::Holder::Map.describe()
+        )));
+    }
     let link = libbpf_rs::Link::open(crate::bpf::link_pin(algo))
         .with_context(|| format!("failed to open the pinned link of {algo}"))?;
     let tmp = crate::bpf::new_tmp_pin_dir(&format!("{}-up", algo.name()))?;

@@ -11,7 +11,11 @@ pub(super) fn run(out: Out) -> Result<i32> {
         out.emit(&checks)?;
     } else {
         for c in &checks {
-            let mark = if c.ok { "ok  " } else { "FAIL" };
+            let mark = match (c.ok, c.degraded) {
+                (false, _) => "FAIL",
+                (true, true) => "warn",
+                (true, false) => "ok  ",
+            };
             print!("{mark} {:<13} {}", c.name, c.detail);
             if let Some(f) = &c.fix {
                 print!("  -> fix: {f}");

@@ -34,6 +34,10 @@ struct AlgoStatus {
     /// Selectable by any process (`attach --allow`).
     allowed: bool,
     pin_path: PathBuf,
+    /// What keeps it registered: `link` (a pinned struct_ops link) or
+    /// `map` (its pinned struct_ops map, on kernels without struct_ops
+    /// links; `link_id` is 0 then).
+    held_by: Option<bpf::Holder>,
     link_id: u32,
     struct_ops_map_id: u32,
     map_ids: Ordered<serde_json::Value>,
@@ -69,6 +73,7 @@ fn algo_status(algo: Algo, default: &str, socks: &[diag::TcpSock]) -> Result<Alg
         default: default == algo.name(),
         allowed: bpf::is_allowed(algo.name()),
         pin_path: bpf::pin_dir(algo),
+        held_by: ids.holder,
         link_id: ids.link_id,
         struct_ops_map_id: ids.struct_ops_map_id,
         map_ids: ids
@@ -124,13 +129,22 @@ fn print_text(s: &Status) -> std::io::Result<()> {
             "\n{}  registered={} default={} allowed={} sockets={}",
             a.algo, a.registered, a.default, a.allowed, a.sockets
         )?;
-        writeln!(
-            w,
-            "  link id {}  struct_ops map id {}  pinned at {}",
-            a.link_id,
-            a.struct_ops_map_id,
-            a.pin_path.display()
-        )?;
+        match a.held_by {
+            Some(bpf::Holder::Map) => writeln!(
+                w,
+                "  held by {}\n  struct_ops map id {}  pinned at {}",
+                bpf::Holder::Map.describe(),
+                a.struct_ops_map_id,
+                a.pin_path.display()
+            )?,
+            _ => writeln!(
+                w,
+                "  link id {}  struct_ops map id {}  pinned at {}",
+                a.link_id,
+                a.struct_ops_map_id,
+                a.pin_path.display()
+            )?,
+        }
         writeln!(w, "  map ids: {}", joined(&a.map_ids, false).join(" "))?;
         let mine = crate::layout::Identity::ours(a.algo.parse().map_err(std::io::Error::other)?);
         writeln!(
