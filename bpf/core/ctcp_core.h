@@ -275,7 +275,7 @@ CCL_CORE void ctcp_ep_yield(struct ctcp_round *r)
 	r->rule |= CCL_CTCP_YIELD;
 }
 
-CCL_CORE void ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus_params *p)
+CCL_CORE void ctcp_round_rules(struct ctcp_round *r, const struct ccl_ctcp_plus_params *p)
 {
 	u32 rtt = r->rtt_us > r->base_rtt_us ? r->rtt_us : r->base_rtt_us;
 	u64 q = rtt - r->base_rtt_us;
@@ -411,6 +411,18 @@ CCL_CORE void ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus
 			r->rule |= CCL_CTCP_EXIT;
 		}
 	}
+}
+
+/* One round of the rules above.  In BPF a global subprogram: their branches
+ * are verified once, not once per path of cong_avoid (Linux 6.1's verifier
+ * gave up on cong_avoid at 1M instructions with them inline).  To the
+ * verifier a global subprogram's pointers may be NULL. */
+CCL_CORE_GLOBAL int ctcp_round_update(struct ctcp_round *r, const struct ccl_ctcp_plus_params *p)
+{
+	if (!r || !p)
+		return 0;
+	ctcp_round_rules(r, p);
+	return 0;
 }
 
 /* spread: one ACK's share of the round's growth, dwnd += grow acked / swnd
