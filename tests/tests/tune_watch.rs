@@ -115,15 +115,23 @@ fn watch_json_is_well_formed_and_plausible_and_every_restores() {
         assert!(i(&r, "cwnd") > 0 && i(&r, "mss") > 500);
         assert_eq!(i(&r, "round") % 2, 0, "--every 2: only even rounds");
         let (mn, s, mx) = (i(&r, "rtt_min_us"), i(&r, "rtts_us"), i(&r, "rtt_max_us"));
+        // rtts and rtt_max both stand on or above rtt_min, within the
+        // queue.  rtts may exceed rtt_max: ccpd_on_rtt clips the samples
+        // of its smoothed RTT to rtt_min + n / C, while rtt_max takes the
+        // smoothed RTT clipped to Little's bound on the flow's delivery
+        // rate, which is tighter while the flow runs below C (a guest of
+        // `cargo xtask kernels` read rtts 2,916 us over rtt_max 2,685).
         if mn > 0 {
             assert!(
-                mn <= mx && s <= mx,
-                "rtt_min {mn} <= rtts {s} <= rtt_max {mx}"
+                mn <= mx && mn <= s,
+                "rtt_min {mn} <= rtts {s} and <= rtt_max {mx}"
             );
-            assert!(
-                (mx as f64) < qmax_us + 20_000.0,
-                "rtt_max {mx} us beyond queue + 20 ms"
-            );
+            for (name, v) in [("rtt_max", mx), ("rtts", s)] {
+                assert!(
+                    (v as f64) < qmax_us + 20_000.0,
+                    "{name} {v} us beyond queue + 20 ms"
+                );
+            }
         }
         // The kernel's smoothed RTT, in us: through the delay line's two
         // userspace hops at least 50 us, and its queue is under 10 ms, but
