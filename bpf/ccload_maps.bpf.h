@@ -305,6 +305,8 @@ static __always_inline bool ccl_fault_skip(struct sock *sk)
  *   CCL_PKTS_ACKED(name)     ccl_guard() and ccl_agg_ack(), then body(sk, sample)
  *   CCL_CONG_AVOID(name)     body(sk, ack, acked), then ccl_guard_wrote_cwnd()
  *   CCL_CONG_CONTROL(name)   body(sk, ack, flag, rs), then ccl_guard_wrote_cwnd()
+ *   CCL_CONG_CONTROL_SK_RS(name)  name##_sk_rs: body(sk, rs), as Linux < 6.10
+ *                            calls cong_control, then ccl_guard_wrote_cwnd()
  *   CCL_SSTHRESH(name)       ccl_ssth_mark() of what body(sk) returns
  *   CCL_SET_STATE(name)      ccl_guard_state() and ccl_agg_set_state(),
  *                            then body(sk, new_state)
@@ -354,6 +356,22 @@ static __always_inline bool ccl_fault_skip(struct sock *sk)
 		ccl_guard_wrote_cwnd(sk);                                                     \
 	}                                                                                     \
 	CCL_HOOK_BODY(name, void, struct sock *sk, u32 ack, int flag, const struct rate_sample *rs)
+
+/* Before Linux 6.10 the kernel calls cong_control(sk, rs).  A controller
+ * whose law reads neither ack nor flag runs there too: a second program,
+ * name##_sk_rs, with its own body (the controller's, on the state it can
+ * pass there), for a second struct_ops map `<map>_sk_rs` naming it; ccload
+ * creates one of the two maps and loads one of the two programs, by the
+ * running kernel's cong_control (loader/src/bpf.rs, choose_cong_control). */
+#define CCL_CONG_CONTROL_SK_RS(name)                                                      \
+	CCL_HOOK_BODY(name##_sk_rs, void, struct sock *sk, const struct rate_sample *rs); \
+	SEC("struct_ops")                                                                 \
+	void BPF_PROG(name##_sk_rs, struct sock *sk, const struct rate_sample *rs)        \
+	{                                                                                 \
+		name##_sk_rs_body(sk, rs);                                                \
+		ccl_guard_wrote_cwnd(sk);                                                 \
+	}                                                                                 \
+	CCL_HOOK_BODY(name##_sk_rs, void, struct sock *sk, const struct rate_sample *rs)
 
 #define CCL_SSTHRESH(name)                         \
 	CCL_HOOK_BODY(name, u32, struct sock *sk); \

@@ -206,10 +206,12 @@ static __always_inline void ccpd_emit(struct sock *sk, struct ccpd *ca,
 	ccl_event_submit(ev);
 }
 
-CCL_CONG_CONTROL(ccpd_cong_control)
+/* One ACK: the law (ccpd_on_ack), the window, pacing and telemetry, on the
+ * flow's state `ca` (where it lives depends on the kernel: below). */
+static __always_inline void ccpd_control(struct sock *sk, struct ccpd *ca,
+					 const struct rate_sample *rs)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
-	struct ccpd *ca = inet_csk_ca(sk);
 	struct ccl_ccpd_params p;
 	struct ccpd_ack a = {};
 	struct ccpd_out o;
@@ -289,6 +291,11 @@ CCL_CONG_CONTROL(ccpd_cong_control)
 		ccpd_emit(sk, ca, &p, &o, profile);
 }
 
+CCL_CONG_CONTROL(ccpd_cong_control)
+{
+	ccpd_control(sk, inet_csk_ca(sk), rs);
+}
+
 CCL_PKTS_ACKED(ccpd_pkts_acked)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
@@ -365,6 +372,45 @@ struct tcp_congestion_ops ccpd = {
 	.init = (void *)ccpd_init,
 	.release = (void *)ccl_release,
 	.cong_control = (void *)ccpd_cong_control,
+	.pkts_acked = (void *)ccpd_pkts_acked,
+	.ssthresh = (void *)ccpd_ssthresh,
+	.cwnd_event = (void *)ccpd_cwnd_event,
+	.set_state = (void *)ccpd_set_state,
+	.undo_cwnd = (void *)ccpd_undo_cwnd,
+	.name = "ccpd",
+};
+
+/* Linux < 6.10: the same controller through cong_control(sk, rs) (it
+ * reads neither ack nor flag); ccload creates this map instead of the one
+ * above on such a kernel.  Those kernels' verifiers pass a global
+ * subprogram (ccpd_rate_fall, ccpd_drain) a pointer to the stack, a map
+ * value or memory, not into the socket, and the stack has no room for the
+ * state: it goes through this CPU's scratch copy (104 bytes each way, an
+ * ACK; cong_control runs to its end on one CPU). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct ccpd);
+} ccpd_scratch SEC(".maps");
+
+CCL_CONG_CONTROL_SK_RS(ccpd_cong_control)
+{
+	u32 zero = 0;
+	struct ccpd *c = bpf_map_lookup_elem(&ccpd_scratch, &zero);
+
+	if (!c)
+		return;
+	*c = *(struct ccpd *)inet_csk_ca(sk);
+	ccpd_control(sk, c, rs);
+	*(struct ccpd *)inet_csk_ca(sk) = *c;
+}
+
+SEC(".struct_ops.link")
+struct tcp_congestion_ops ccpd_sk_rs = {
+	.init = (void *)ccpd_init,
+	.release = (void *)ccl_release,
+	.cong_control = (void *)ccpd_cong_control_sk_rs,
 	.pkts_acked = (void *)ccpd_pkts_acked,
 	.ssthresh = (void *)ccpd_ssthresh,
 	.cwnd_event = (void *)ccpd_cwnd_event,

@@ -176,19 +176,15 @@ fn arity_in(btf: &libbpf_rs::btf::Btf<'_>) -> Option<usize> {
     Some(proto.iter().count())
 }
 
-/// Why this kernel cannot run `algo` (None: it can).  ccpd's pacing runs
-/// in the four-argument `cong_control(sk, ack, flag, rs)` of Linux 6.10.
+/// Why this kernel cannot run `algo` (None: it can).  ccpd runs in
+/// cong_control, whose arguments the kernel chose twice so far.
 pub fn kernel_lacks(algo: Algo) -> Option<String> {
-    if algo == Algo::Ccpd {
-        match cong_control_arity() {
-            Some(4) | None => None,
-            Some(n) => Some(format!(
-                "ccpd needs the kernel's cong_control(sk, ack, flag, rs) of Linux >= 6.10; \
-                 this kernel's takes {n} arguments"
-            )),
-        }
-    } else {
-        None
+    match (algo, cong_control_arity()) {
+        (Algo::Ccpd, Some(n)) if n != 2 && n != 4 => Some(format!(
+            "ccpd runs through cong_control(sk, rs) (Linux < 6.10) or cong_control(sk, ack, \
+             flag, rs); this kernel's takes {n} arguments"
+        )),
+        _ => None,
     }
 }
 
@@ -455,17 +451,24 @@ const TCP_CONG_NON_RESTRICTED: u32 = 0x1;
 /// controller.
 fn set_ca_flags(algo: Algo, obj: &mut OpenObject, flags: u32) -> Result<()> {
     let off = std::mem::offset_of!(crate::skel::ccpd::types::tcp_congestion_ops, flags);
-    let mut map = obj
-        .maps_mut()
-        .find(|m| m.map_type() == MapType::StructOps)
-        .with_context(|| format!("{algo}: object has no struct_ops map"))?;
-    let v = map
-        .initial_value_mut()
-        .with_context(|| format!("{algo}: struct_ops map has no value"))?;
-    let f = v
-        .get_mut(off..off + 4)
-        .with_context(|| format!("{algo}: struct_ops value too short for flags"))?;
-    f.copy_from_slice(&flags.to_ne_bytes());
+    let mut n = 0;
+    // every struct_ops map: the one this kernel gets is chosen later
+    for mut map in obj.maps_mut() {
+        if map.map_type() != MapType::StructOps {
+            continue;
+        }
+        let v = map
+            .initial_value_mut()
+            .with_context(|| format!("{algo}: struct_ops map has no value"))?;
+        let f = v
+            .get_mut(off..off + 4)
+            .with_context(|| format!("{algo}: struct_ops value too short for flags"))?;
+        f.copy_from_slice(&flags.to_ne_bytes());
+        n += 1;
+    }
+    if n == 0 {
+        bail!("{algo}: object has no struct_ops map");
+    }
     Ok(())
 }
 
@@ -487,6 +490,79 @@ fn prepare(algo: Algo, obj: &mut OpenObject, reuse: bool) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Suffix of the struct_ops maps and programs that run a controller's
+/// cong_control as Linux < 6.10 calls it, (sk, rs) (bpf/ccload_maps.bpf.h,
+/// CCL_CONG_CONTROL_SK_RS).
+const SK_RS: &str = "_sk_rs";
+
+/// Does this kernel call cong_control(sk, rs)?
+fn two_arg_cong_control() -> bool {
+    cong_control_arity() == Some(2)
+}
+
+/// The struct_ops map of `names` (an object's struct_ops maps, in order)
+/// that this kernel gets: `<map>_sk_rs` where cong_control takes two
+/// arguments and the object has one, else the first other.
+fn chosen_ops_map(names: &[String], two_args: bool) -> Option<&String> {
+    let variant = names.iter().find(|n| n.ends_with(SK_RS));
+    match variant {
+        Some(v) if two_args => Some(v),
+        _ => names.iter().find(|n| !n.ends_with(SK_RS)),
+    }
+}
+
+/// Of an object that carries its cong_control twice (ccpd), create the
+/// struct_ops map and load the program this kernel calls; the other pair
+/// stays out of the kernel.
+fn choose_cong_control(obj: &mut OpenObject) -> Result<()> {
+    let two = two_arg_cong_control();
+    let names: Vec<String> = obj
+        .maps()
+        .filter(|m| m.map_type() == MapType::StructOps)
+        .map(|m| m.name().to_string_lossy().to_string())
+        .collect();
+    if !names.iter().any(|n| n.ends_with(SK_RS)) {
+        return Ok(());
+    }
+    let chosen = chosen_ops_map(&names, two).cloned();
+    for mut map in obj.maps_mut() {
+        if map.map_type() == MapType::StructOps {
+            let name = map.name().to_string_lossy().to_string();
+            map.set_autocreate(Some(&name) == chosen.as_ref())?;
+        }
+    }
+    let variants: Vec<String> = obj
+        .progs()
+        .map(|p| p.name().to_string_lossy().to_string())
+        .filter(|n| n.ends_with(SK_RS))
+        .collect();
+    for mut prog in obj.progs_mut() {
+        let name = prog.name().to_string_lossy().to_string();
+        if name.ends_with(SK_RS) {
+            prog.set_autoload(two);
+        } else if two && variants.contains(&format!("{name}{SK_RS}")) {
+            prog.set_autoload(false);
+        }
+    }
+    Ok(())
+}
+
+/// The struct_ops map of a loaded object that [`choose_cong_control`]
+/// created.
+fn ops_map<'o>(obj: &'o mut Object, algo: Algo) -> Result<libbpf_rs::MapMut<'o>> {
+    let names: Vec<String> = obj
+        .maps()
+        .filter(|m| m.map_type() == MapType::StructOps)
+        .map(|m| m.name().to_string_lossy().to_string())
+        .collect();
+    let want = chosen_ops_map(&names, two_arg_cong_control())
+        .cloned()
+        .with_context(|| format!("{algo}: object has no struct_ops map"))?;
+    obj.maps_mut()
+        .find(|m| m.name().to_string_lossy() == want.as_str())
+        .with_context(|| format!("{algo}: object has no struct_ops map"))
 }
 
 /// Register through the struct_ops map itself, as kernels before 6.4
@@ -524,11 +600,7 @@ impl Loaded<'_> {
     /// Returns the pin.
     fn register(&mut self, dir: &Path) -> Result<PathBuf> {
         let algo = self.algo;
-        let mut map = self
-            .obj
-            .maps_mut()
-            .find(|m| m.map_type() == MapType::StructOps)
-            .with_context(|| format!("{algo}: object has no struct_ops map"))?;
+        let mut map = ops_map(self.obj, algo)?;
         let mut link = map
             .attach_struct_ops()
             .with_context(|| format!("failed to register struct_ops `{algo}`"))?;
@@ -559,11 +631,7 @@ impl Loaded<'_> {
     pub(crate) fn update_link(&mut self, link: &Link) -> Result<()> {
         use libbpf_rs::AsRawLibbpf;
         let algo = self.algo;
-        let map = self
-            .obj
-            .maps_mut()
-            .find(|m| m.map_type() == MapType::StructOps)
-            .with_context(|| format!("{algo}: object has no struct_ops map"))?;
+        let map = ops_map(self.obj, algo)?;
         // SAFETY: both pointers come from live libbpf objects owned by this scope.
         let ret = unsafe {
             libbpf_sys::bpf_link__update_map(
@@ -594,6 +662,7 @@ macro_rules! load_skel {
             set_ca_flags($algo, open.open_object_mut(), TCP_CONG_NON_RESTRICTED)?;
         }
         prepare($algo, open.open_object_mut(), $reuse)?;
+        choose_cong_control(open.open_object_mut())?;
         if !struct_ops_links() {
             without_link(open.open_object_mut())?;
         }
@@ -816,6 +885,7 @@ pub fn attach_object_file(
         .open_file(path)
         .map_err(|e| load_error(&path.display().to_string(), e, false))?;
     share_sk_profile(&mut open)?;
+    choose_cong_control(&mut open)?;
     let fields = crate::layout::open_params_fields(&open)
         .with_context(|| format!("{}: no BTF for its params", path.display()))?;
     let mut obj = open
@@ -868,10 +938,7 @@ pub fn attach_object_file(
         find(&obj, name)?.pin(&pin)?;
         guard.paths.push(pin);
     }
-    let mut map = obj
-        .maps_mut()
-        .find(|m| m.map_type() == MapType::StructOps)
-        .context("no struct_ops map")?;
+    let mut map = ops_map(&mut obj, algo)?;
     let mut link = map.attach_struct_ops()?;
     link.pin(tmp.join("link"))?;
     guard.paths.insert(0, tmp.join("link"));
@@ -1120,6 +1187,18 @@ pub fn ids(algo: Algo) -> Result<Ids> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_kernels_cong_control_picks_the_struct_ops_map() {
+        let both: Vec<String> = vec!["ccpd".into(), "ccpd_sk_rs".into()];
+        assert_eq!(chosen_ops_map(&both, false).unwrap(), "ccpd");
+        assert_eq!(chosen_ops_map(&both, true).unwrap(), "ccpd_sk_rs");
+        // an object with one map gets it on every kernel
+        let one: Vec<String> = vec!["hetcp".into()];
+        assert_eq!(chosen_ops_map(&one, true).unwrap(), "hetcp");
+        assert_eq!(chosen_ops_map(&one, false).unwrap(), "hetcp");
+        assert!(chosen_ops_map(&[], false).is_none());
+    }
 
     #[test]
     fn per_cpu_sums_reject_short_values() {

@@ -82,16 +82,16 @@ pub fn checks() -> Vec<Check> {
             "cong_control",
             arity.is_some(),
             match arity {
-                Some(4) => "cong_control(sk, ack, flag, rs): every controller runs".into(),
-                Some(n) => format!(
-                    "cong_control takes {n} arguments (Linux < 6.10): ccpd cannot run; \
-                     hetcp, ctcp_plus and ub_reno can"
-                ),
+                Some(4) => "cong_control(sk, ack, flag, rs)".into(),
+                Some(2) => {
+                    "cong_control(sk, rs) (Linux < 6.10): ccpd runs its (sk, rs) program".into()
+                }
+                Some(n) => format!("cong_control takes {n} arguments: ccpd cannot run"),
                 None => "tcp_congestion_ops not found in BTF".into(),
             },
             Some("rebuild the kernel with CONFIG_DEBUG_INFO_BTF=y"),
         );
-        if arity.is_some_and(|n| n != 4) {
+        if arity.is_some_and(|n| n != 4 && n != 2) {
             degraded.push("cong_control");
         }
     }
