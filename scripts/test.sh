@@ -81,6 +81,11 @@ if [ "$(id -u)" = 0 ] && [ -e /sys/kernel/btf/vmlinux ]; then
         rc=1
     fi
     took soak
+    # Debian 12's own kernels under qemu (TCG): the behaviour subset on 6.1
+    # (no struct_ops links, two-argument cong_control) and 6.12, each guest
+    # sharing this host's filesystem (docs/testing.md, "Other kernels").
+    step kernels cargo xtask kernels --kernel 6.1 --kernel 6.12 --out "$accdir/kernels"
+    took kernels
     # One binary, one layout: a plain `cargo build` (ccload alone, as the
     # README's first command runs it) after the workspace's build rebuilds
     # nothing that changes the layouts and objects.  Then the README's first
@@ -133,8 +138,9 @@ if grep -q '^acceptance: FAILED' "$log"; then failed=$((failed + 1)); fi
 if grep -q '^soak: PASSED' "$log"; then passed=$((passed + 1)); fi
 if grep -q '^soak: FAILED' "$log"; then failed=$((failed + 1)); fi
 if grep -q '^leftovers: FAILED' "$log"; then failed=$((failed + 1)); fi
-# the layout comparison and the README's first command, one test each
-for t in layouts demo; do
+# the layout comparison, the kernel matrix and the README's first command,
+# one test each
+for t in layouts kernels demo; do
     if grep -q "^$t: PASSED" "$log"; then passed=$((passed + 1)); fi
     if grep -q "^$t: FAILED" "$log"; then failed=$((failed + 1)); fi
 done
