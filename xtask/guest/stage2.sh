@@ -7,10 +7,11 @@ mount -t sysfs sys /sys
 mkdir -p /dev/pts /dev/shm
 mount -t devpts devpts /dev/pts
 mount -t tmpfs tmpfs /dev/shm
-# before /tmp is hidden: the modules may be extracted anywhere on the host
 mkdir -p "/lib/modules/$(uname -r)"
 mount --bind "$(cat /ccl-out/modules-dir)" "/lib/modules/$(uname -r)"
-mount -t tmpfs tmpfs /tmp
+# /run anew: the host's runtime state (ccload's lock and pins' records,
+# named netns) is not the guest's.  /tmp stays the host's (under the
+# overlay, so writes stay in the guest): a checkout may live there.
 mount -t tmpfs tmpfs /run
 mkdir -p /run/lock /run/netns
 mount -t bpf bpf /sys/fs/bpf

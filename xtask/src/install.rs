@@ -6,7 +6,7 @@
 //!   P/bin/ccload
 //!   /etc/systemd/system/ccload.service   (P = /usr: /usr/lib/systemd/system)
 //!   /etc/ccload/config.toml              (configs/default.toml, only if absent)
-//!   P/share/man/man1/ccload.1, ccload-COMMAND.1, man5/ccload.toml.5
+//!   P/share/man/man8/ccload.8, ccload-COMMAND.8, man5/ccload.toml.5
 //!   P/share/bash-completion/completions/ccload
 //!   P/share/zsh/site-functions/_ccload
 //!   P/share/fish/vendor_completions.d/ccload.fish
@@ -171,7 +171,7 @@ mod tests {
 
     #[test]
     fn unit_paths_follow_the_prefix() {
-        let t = "ExecStart=/usr/local/bin/ccload serve\nDocumentation=man:ccload(1) file:///usr/local/share/doc/ccload/README.md\n";
+        let t = "ExecStart=/usr/local/bin/ccload serve\nDocumentation=man:ccload(8) file:///usr/local/share/doc/ccload/README.md\n";
         let u = unit_for(t, Path::new("/usr"));
         assert!(u.contains("ExecStart=/usr/bin/ccload serve"), "{u}");
         assert!(u.contains("file:///usr/share/doc/ccload/README.md"), "{u}");
