@@ -174,11 +174,11 @@ pub enum Cmd {
         shell: clap_complete::Shell,
     },
     /// Print the man page (roff), e.g. `ccload man | man -l -`; with
-    /// `--dir`, write ccload.1 and a ccload-COMMAND.1 per command there.
+    /// `--dir`, write ccload.8 and a ccload-COMMAND.8 per command there.
     Man {
-        /// Write every page under this man directory (DIR/man1/ccload.1,
-        /// ccload-COMMAND.1, DIR/man5/ccload.toml.5) instead of printing
-        /// ccload(1).
+        /// Write every page under this man directory (DIR/man8/ccload.8,
+        /// ccload-COMMAND.8, DIR/man5/ccload.toml.5) instead of printing
+        /// ccload(8).
         #[arg(long)]
         dir: Option<std::path::PathBuf>,
     },

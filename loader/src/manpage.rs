@@ -1,4 +1,4 @@
-//! The sections clap_mangen does not write: ccload(1)'s EXIT STATUS,
+//! The sections clap_mangen does not write: ccload(8)'s EXIT STATUS,
 //! ENVIRONMENT, FILES and SEE ALSO, and ccload.toml(5), made from
 //! docs/config.md (its key table and first examples) so the two never
 //! disagree.  The roff is the `roff` crate's, as clap_mangen re-exports it.
@@ -109,9 +109,9 @@ pub fn ccload_sections() -> String {
     );
     o.control("SH", ["SEE ALSO"]).text(see_also(&[
         ("ccload.toml", 5),
-        ("ccload-attach", 1),
-        ("ccload-rollout", 1),
-        ("ccload-serve", 1),
+        ("ccload-attach", 8),
+        ("ccload-rollout", 8),
+        ("ccload-serve", 8),
         ("bpftool", 8),
         ("tc", 8),
         ("ss", 8),
@@ -127,6 +127,12 @@ pub fn ccload_sections() -> String {
 
 /// `page(section), ...` with the pages in bold.
 fn see_also(pages: &[(&str, u8)]) -> Vec<Inline> {
+    let named: Vec<(&str, String)> = pages.iter().map(|(p, s)| (*p, s.to_string())).collect();
+    let refs: Vec<(&str, &str)> = named.iter().map(|(p, s)| (*p, s.as_str())).collect();
+    see_also_in(&refs)
+}
+
+fn see_also_in(pages: &[(&str, &str)]) -> Vec<Inline> {
     let mut v = Vec::new();
     for (i, (page, sec)) in pages.iter().enumerate() {
         v.push(bold(*page));
@@ -136,12 +142,126 @@ fn see_also(pages: &[(&str, u8)]) -> Vec<Inline> {
     v
 }
 
-/// ccload(1) with the sections above, placed before VERSION.
+/// ccload(8) with the sections above, placed before VERSION.
 pub fn with_sections(page: &str) -> String {
+    insert_before_version(page, &ccload_sections())
+}
+
+fn insert_before_version(page: &str, sections: &str) -> String {
     match page.find(".SH VERSION") {
-        Some(i) => format!("{}{}{}", &page[..i], ccload_sections(), &page[i..]),
-        None => format!("{page}{}", ccload_sections()),
+        Some(i) => format!("{}{}{}", &page[..i], sections, &page[i..]),
+        None => format!("{page}{sections}"),
     }
+}
+
+/// The manual section of ccload's command pages: administration commands
+/// (they need root and change the kernel's state).
+pub const SECTION: &str = "8";
+
+/// `cmd` and its subcommands without clap's `help` subcommand: a page would
+/// list ccload-help(8), which is never written.
+pub fn without_help(cmd: clap::Command) -> clap::Command {
+    cmd.disable_help_subcommand(true)
+        .mut_subcommands(without_help)
+}
+
+/// The page of `cmd` (named `name`: ccload, ccload-attach,
+/// ccload-cgroup-set, ...), section 8: clap_mangen's NAME, SYNOPSIS,
+/// DESCRIPTION, OPTIONS and SUBCOMMANDS; the command's `Examples:` help as
+/// EXAMPLES (its indented lines as commands, the rest as prose); SEE ALSO;
+/// ccload(8)'s own sections; and no markdown: a `code` span is bold.
+pub fn command_page(cmd: clap::Command, name: &str) -> std::io::Result<String> {
+    let after = cmd
+        .get_after_long_help()
+        .or_else(|| cmd.get_after_help())
+        .map(|s| s.to_string());
+    let parent = name.rsplit_once('-').map(|(p, _)| p.to_string());
+    let page = cmd
+        .name(name.to_string())
+        .after_help(None::<&'static str>)
+        .after_long_help(None::<&'static str>);
+    let mut buf = Vec::new();
+    clap_mangen::Man::new(page)
+        .section(SECTION)
+        .render(&mut buf)?;
+    let page = String::from_utf8_lossy(&buf).to_string();
+    let mut o = Roff::new();
+    if let Some(after) = after {
+        examples(&mut o, &after);
+    }
+    if name == "ccload" {
+        return Ok(demarkdown(&insert_before_version(
+            &page,
+            &(render_tail(o) + &ccload_sections()),
+        )));
+    }
+    let mut pages: Vec<(&str, &str)> = vec![("ccload", SECTION)];
+    if let Some(p) = parent.as_deref().filter(|p| *p != "ccload") {
+        pages.push((p, SECTION));
+    }
+    pages.push(("ccload.toml", "5"));
+    o.control("SH", ["SEE ALSO"]).text(see_also_in(&pages));
+    Ok(demarkdown(&insert_before_version(&page, &render_tail(o))))
+}
+
+/// Sections rendered alone, without the roff crate's preamble (the page
+/// has one).
+fn render_tail(o: Roff) -> String {
+    let r = o.render();
+    match r.find(".SH") {
+        Some(i) => r[i..].to_string(),
+        None => String::new(),
+    }
+}
+
+/// EXAMPLES from a command's `Examples:` help: indented lines are commands
+/// (kept as written, in bold), the others prose.
+fn examples(o: &mut Roff, after: &str) {
+    let body = after.strip_prefix("Examples:\n").unwrap_or(after);
+    o.control("SH", ["EXAMPLES"]);
+    let mut in_code = false;
+    for l in body.lines() {
+        let code = l.starts_with("  ");
+        if code && !in_code {
+            o.control("PP", []).control("nf", []);
+        } else if !code && in_code {
+            o.control("fi", []);
+        }
+        in_code = code;
+        if code {
+            o.text([bold(l.trim_start())]);
+        } else {
+            o.control("PP", []).text(inline(&words(l)));
+        }
+    }
+    if in_code {
+        o.control("fi", []);
+    }
+}
+
+/// Markdown code spans left in text lines (clap's help) as bold; control
+/// lines are left alone, a line with an unpaired backtick loses it.
+pub fn demarkdown(page: &str) -> String {
+    let mut out = String::with_capacity(page.len());
+    for l in page.lines() {
+        if l.starts_with('.') || l.starts_with('\'') || !l.contains('`') {
+            out.push_str(l);
+        } else if l.matches('`').count() % 2 == 0 {
+            for (i, part) in l.split('`').enumerate() {
+                if i % 2 == 1 {
+                    out.push_str("\\fB");
+                    out.push_str(part);
+                    out.push_str("\\fR");
+                } else {
+                    out.push_str(part);
+                }
+            }
+        } else {
+            out.push_str(&l.replace('`', ""));
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// ccload.toml(5), from docs/config.md.
@@ -211,9 +331,9 @@ pub fn config_page(version: &str) -> String {
         roman(" prints the tunables too."),
     ]);
     o.control("SH", ["SEE ALSO"]).text(see_also(&[
-        ("ccload", 1),
-        ("ccload-apply", 1),
-        ("ccload-serve", 1),
+        ("ccload", 8),
+        ("ccload-apply", 8),
+        ("ccload-serve", 8),
     ]));
     o.render()
 }

@@ -127,8 +127,8 @@ fn install_into_a_destdir_gives_a_unit_that_verifies() {
     let p = d.join("usr/local");
     for f in [
         "bin/ccload",
-        "share/man/man1/ccload.1",
-        "share/man/man1/ccload-cgroup-set.1",
+        "share/man/man8/ccload.8",
+        "share/man/man8/ccload-cgroup-set.8",
         "share/man/man5/ccload.toml.5",
         "share/bash-completion/completions/ccload",
         "share/zsh/site-functions/_ccload",
@@ -188,10 +188,50 @@ fn install_into_a_destdir_gives_a_unit_that_verifies() {
         String::from_utf8_lossy(&o.stderr)
     );
 
+    // Every page: no markdown left, a SEE ALSO, and every ccload page it
+    // names written; the commands with examples have EXAMPLES.
+    let man8 = p.join("share/man/man8");
+    let pages: Vec<(String, String)> = std::fs::read_dir(&man8)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let name = e.file_name().to_string_lossy().to_string();
+            (name, std::fs::read_to_string(e.path()).unwrap())
+        })
+        .collect();
+    assert!(pages.len() > 15, "{} pages", pages.len());
+    for (name, roff) in &pages {
+        assert!(!roff.contains('`'), "{name}: markdown left");
+        assert!(roff.contains(".SH \"SEE ALSO\""), "{name}: no SEE ALSO");
+        // (roff escapes the dashes of names: \-)
+        for w in roff
+            .replace("\\-", "-")
+            .split(|c: char| c.is_whitespace() || c == ',')
+        {
+            let w = w.trim_start_matches("\\fB");
+            if let Some(i) = w.find("(8)").or_else(|| w.find("\\fR(8)")) {
+                let page = &w[..i].trim_end_matches("\\fR");
+                if page.starts_with("ccload") {
+                    assert!(
+                        man8.join(format!("{page}.8")).is_file(),
+                        "{name} names {page}(8)"
+                    );
+                }
+            }
+        }
+    }
+    for cmd in ["attach", "tune", "watch", "rollout", "cgroup-set"] {
+        let (_, roff) = pages
+            .iter()
+            .find(|(n, _)| *n == format!("ccload-{cmd}.8"))
+            .unwrap_or_else(|| panic!("no ccload-{cmd}.8"));
+        assert!(roff.contains(".SH EXAMPLES"), "ccload-{cmd}.8: no EXAMPLES");
+    }
+
     // The man page renders, and names the global JSON flag.
     let o = std::process::Command::new("man")
         .args(["-l", "-P", "cat"])
-        .arg(p.join("share/man/man1/ccload.1"))
+        .arg(p.join("share/man/man8/ccload.8"))
         .env("MANWIDTH", "100")
         .output();
     if let Ok(o) = o {
@@ -212,8 +252,8 @@ fn install_into_a_destdir_gives_a_unit_that_verifies() {
             "{text}"
         );
     } else {
-        let roff = std::fs::read_to_string(p.join("share/man/man1/ccload.1")).unwrap();
-        assert!(roff.contains(".TH ccload 1"), "{roff}");
+        let roff = std::fs::read_to_string(p.join("share/man/man8/ccload.8")).unwrap();
+        assert!(roff.contains(".TH ccload 8"), "{roff}");
     }
 }
 
@@ -407,10 +447,21 @@ fn daemonset_is_well_formed_and_least_privilege() {
         .find(|m| m["mountPath"] == "/sys/fs/cgroup")
         .expect("cgroup mount");
     assert_eq!(cg["readOnly"], true, "the cgroup tree is mounted read-only");
-    for probe in ["livenessProbe", "readinessProbe"] {
-        assert_eq!(c[probe]["httpGet"]["path"], "/healthz", "{probe}");
+    // Liveness and readiness ask different questions: a cgroup that keeps
+    // failing to bind makes the pod unready, never restarts it.
+    for (probe, path) in [("livenessProbe", "/livez"), ("readinessProbe", "/healthz")] {
+        assert_eq!(c[probe]["httpGet"]["path"], path, "{probe}");
         assert_eq!(c[probe]["httpGet"]["host"], "127.0.0.1", "{probe}");
     }
+    // AppArmor unconfined (containerd's default profile denies writes to
+    // bpffs), by the field and by the annotation older clusters read.
+    assert_eq!(sc["appArmorProfile"]["type"], "Unconfined");
+    let name = c["name"].as_str().unwrap();
+    assert_eq!(
+        ds["spec"]["template"]["metadata"]["annotations"]
+            [format!("container.apparmor.security.beta.kubernetes.io/{name}").as_str()],
+        "unconfined"
+    );
     // Bidirectional propagation needs a privileged container.
     for m in c["volumeMounts"].as_sequence().unwrap() {
         assert_ne!(m["mountPropagation"], "Bidirectional", "{m:?}");

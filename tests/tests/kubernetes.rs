@@ -155,6 +155,11 @@ fn check_doc(doc: &serde_yaml::Value, what: &str) -> Vec<String> {
         }
         "ClusterRoleBinding" => drop(strict::<rbac::ClusterRoleBinding>(doc, &what)),
         "PodMonitor" => {
+            // the label kube-prometheus-stack's Prometheus selects by
+            assert_eq!(
+                doc["metadata"]["labels"]["release"],
+                "kube-prometheus-stack"
+            );
             let pm: Cr<PodMonitorSpec> = strict(doc, &what);
             assert_eq!(pm.api_version, "monitoring.coreos.com/v1");
             assert!(pm.spec.selector.match_labels.is_some(), "{what}");
@@ -162,6 +167,10 @@ fn check_doc(doc: &serde_yaml::Value, what: &str) -> Vec<String> {
             assert_eq!(pm.spec.pod_metrics_endpoints[0].port, "metrics");
         }
         "PrometheusRule" => {
+            assert_eq!(
+                doc["metadata"]["labels"]["release"],
+                "kube-prometheus-stack"
+            );
             let pr: Cr<RuleSpec> = strict(doc, &what);
             assert_eq!(pr.api_version, "monitoring.coreos.com/v1");
             let rules: Vec<&Rule> = pr.spec.groups.iter().flat_map(|g| &g.rules).collect();
@@ -187,7 +196,9 @@ fn check_doc(doc: &serde_yaml::Value, what: &str) -> Vec<String> {
             }
             return rules.iter().map(|r| r.expr.clone()).collect();
         }
-        "AnalysisTemplate" => {
+        "ClusterAnalysisTemplate" => {
+            // cluster-scoped: a Rollout of any namespace may use it
+            assert!(doc["metadata"]["namespace"].is_null(), "{what}");
             let at: Cr<AnalysisSpec> = strict(doc, &what);
             assert_eq!(at.api_version, "argoproj.io/v1alpha1");
             return at

@@ -390,22 +390,30 @@ fn reloads_do_not_leak_file_descriptors() {
     );
 }
 
-/// /healthz is 200 while the configured controllers are attached and 503,
-/// with the reason, when one was detached behind the daemon's back; a
-/// SIGHUP re-applies and heals.
+/// /healthz and /livez are 200 while the configured controllers are
+/// attached and 503, with the reason, when one was detached behind the
+/// daemon's back; a SIGHUP re-applies and heals.
 #[test]
 fn healthz_reports_drift_from_the_config() {
     let _s = privileged!();
     let (d, addr, _c, _) = daemon_with("health", "");
-    let (st, body) = get(&addr, "/healthz").unwrap();
-    assert!(st.starts_with("HTTP/1.1 200"), "{st} {body}");
-    assert_eq!(body, "ok\n");
+    for path in ["/healthz", "/livez"] {
+        let (st, body) = get(&addr, path).unwrap();
+        assert!(st.starts_with("HTTP/1.1 200"), "{path}: {st} {body}");
+        assert_eq!(body, "ok\n");
+    }
     let (st, _) = get(&addr, "/nope").unwrap();
     assert!(st.starts_with("HTTP/1.1 404"), "{st}");
     ccload_ok(&["detach", "--algo", "ccpd"]);
-    let (st, body) = get(&addr, "/healthz").unwrap();
-    assert!(st.starts_with("HTTP/1.1 503"), "{st}");
-    assert!(body.contains("configured but not attached: ccpd"), "{body}");
+    // Readiness and liveness both fail: a restart would attach it again.
+    for path in ["/healthz", "/livez"] {
+        let (st, body) = get(&addr, path).unwrap();
+        assert!(st.starts_with("HTTP/1.1 503"), "{path}: {st}");
+        assert!(
+            body.contains("configured but not attached: ccpd"),
+            "{path}: {body}"
+        );
+    }
     d.signal(libc::SIGHUP);
     assert!(
         wait_until(Duration::from_secs(10), || get(&addr, "/healthz")
@@ -924,6 +932,9 @@ fn cgroups_that_appear_or_are_made_again_are_bound() {
     let (st, body) = get(&addr, "/healthz").unwrap();
     if st.starts_with("HTTP/1.1 503") {
         assert!(body.contains("configured cgroups not bound"), "{body}");
+        // Unready, but alive: a restart would not bind it any better.
+        let (st, body) = get(&addr, "/livez").unwrap();
+        assert!(st.starts_with("HTTP/1.1 200"), "/livez: {st} {body}");
     } else {
         // The periodic reconcile came between the unset and the request.
         assert_eq!(

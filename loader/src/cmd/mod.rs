@@ -98,13 +98,9 @@ pub fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Cmd::Man { dir: None } => {
-            let c = <Cli as clap::CommandFactory>::command();
-            let mut buf = Vec::new();
-            clap_mangen::Man::new(c).render(&mut buf)?;
-            print!(
-                "{}",
-                crate::manpage::with_sections(&String::from_utf8_lossy(&buf))
-            );
+            let mut c = crate::manpage::without_help(<Cli as clap::CommandFactory>::command());
+            c.build();
+            print!("{}", crate::manpage::command_page(c, "ccload")?);
             Ok(0)
         }
         Cmd::Man { dir: Some(dir) } => {
@@ -121,15 +117,16 @@ pub fn run(cli: Cli) -> Result<i32> {
     }
 }
 
-/// man1/ccload.1 and man1/ccload-COMMAND.1 (ccload-cgroup-set.1, ...), as
-/// git and cargo ship theirs, and man5/ccload.toml.5, under `man`.
+/// man8/ccload.8 and man8/ccload-COMMAND.8 (ccload-cgroup-set.8, ...), as
+/// git and cargo name theirs, and man5/ccload.toml.5, under `man`.
 fn man_pages(man: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
     use anyhow::Context;
-    let dir = &man.join("man1");
+    let sec = crate::manpage::SECTION;
+    let dir = &man.join(format!("man{sec}"));
     std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
     let five = man.join("man5");
     std::fs::create_dir_all(&five).with_context(|| format!("create {}", five.display()))?;
-    let mut c = <Cli as clap::CommandFactory>::command();
+    let mut c = crate::manpage::without_help(<Cli as clap::CommandFactory>::command());
     c.build();
     let mut out = Vec::new();
     fn walk(
@@ -138,16 +135,12 @@ fn man_pages(man: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
         dir: &std::path::Path,
         out: &mut Vec<std::path::PathBuf>,
     ) -> Result<()> {
-        let page = c.clone().name(name.clone());
-        let path = dir.join(format!("{name}.1"));
-        let mut buf = Vec::new();
-        clap_mangen::Man::new(page).render(&mut buf)?;
-        if name == "ccload" {
-            buf = crate::manpage::with_sections(&String::from_utf8_lossy(&buf)).into_bytes();
-        }
-        std::fs::write(&path, buf).map_err(|e| anyhow::anyhow!("write {}: {e}", path.display()))?;
+        let path = dir.join(format!("{name}.{}", crate::manpage::SECTION));
+        let page = crate::manpage::command_page(c.clone(), &name)?;
+        std::fs::write(&path, page)
+            .map_err(|e| anyhow::anyhow!("write {}: {e}", path.display()))?;
         out.push(path);
-        for sub in c.get_subcommands().filter(|s| s.get_name() != "help") {
+        for sub in c.get_subcommands() {
             walk(sub, format!("{name}-{}", sub.get_name()), dir, out)?;
         }
         Ok(())

@@ -1,5 +1,6 @@
 //! The daemon's HTTP endpoint (hyper, HTTP/1.1, one request per connection):
-//! `GET /metrics` (Prometheus text) and `GET /healthz` (cheap liveness).
+//! `GET /metrics` (Prometheus text), `GET /healthz` (readiness: controllers
+//! attached, cgroups bound) and `GET /livez` (liveness: controllers attached).
 //!
 //! What a hostile or broken neighbour on the metrics port can do, and what
 //! bounds it:
@@ -142,13 +143,20 @@ async fn handle(req: Request<Incoming>, st: &State) -> Response<Full<Bytes>> {
     }
     match req.uri().path() {
         "/metrics" => text(StatusCode::OK, st.scrape().await),
-        "/healthz" => match st.health() {
-            Ok(body) => text(StatusCode::OK, body),
-            Err(why) => text(StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
-        },
+        "/healthz" | "/livez" => {
+            let verdict = if req.uri().path() == "/livez" {
+                st.alive()
+            } else {
+                st.health()
+            };
+            match verdict {
+                Ok(body) => text(StatusCode::OK, body),
+                Err(why) => text(StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
+            }
+        }
         _ => text(
             StatusCode::NOT_FOUND,
-            "not found: try /metrics or /healthz\n",
+            "not found: try /metrics, /healthz or /livez\n",
         ),
     }
 }

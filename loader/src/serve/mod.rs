@@ -177,13 +177,14 @@ impl State {
         o.text()
     }
 
-    /// Healthy when every controller the config names is attached and
-    /// every existing cgroup it names is bound as configured.  The body
-    /// lists the entries that name no cgroup yet (bound when one appears).
-    fn health(&self) -> std::result::Result<String, String> {
+    /// Alive (`/livez`, the liveness probe) unless a restart would help:
+    /// a controller the config names is not attached (a start attaches
+    /// it).  A cgroup that fails to bind is not a reason: a restart would
+    /// fail the same way, for ever.
+    fn alive(&self) -> std::result::Result<String, String> {
         let attached = bpf::attached();
-        let d = self.effective();
-        let gone: Vec<String> = d
+        let gone: Vec<String> = self
+            .effective()
             .algos
             .keys()
             .filter(|a| !attached.contains(a))
@@ -195,6 +196,15 @@ impl State {
                 gone.join(", ")
             ));
         }
+        Ok("ok\n".into())
+    }
+
+    /// Healthy (`/healthz`, the readiness probe) when alive and every
+    /// existing cgroup the config names is bound as configured.  The body
+    /// lists the entries that name no cgroup yet (bound when one appears).
+    fn health(&self) -> std::result::Result<String, String> {
+        self.alive()?;
+        let d = self.effective();
         let c = cgroups_now(&d);
         if !c.unbound.is_empty() {
             return Err(format!(

@@ -46,8 +46,14 @@ fn metrics_healthz_and_errors_answer() {
     assert_eq!(end, ConnEnd::Answered);
     assert!(out.starts_with("HTTP/1.1 200"), "{out}");
     assert!(out.contains("\r\n\r\n# HELP ccload_up"), "{out}");
-    let (_, out) = exchange(b"GET /healthz HTTP/1.1\r\n\r\n", false);
-    assert!(String::from_utf8_lossy(&out).ends_with("\r\n\r\nok\n"));
+    for path in ["/healthz", "/livez"] {
+        let (_, out) = exchange(format!("GET {path} HTTP/1.1\r\n\r\n").as_bytes(), false);
+        let out = String::from_utf8_lossy(&out);
+        assert!(
+            out.starts_with("HTTP/1.1 200") && out.ends_with("\r\n\r\nok\n"),
+            "{path}: {out}"
+        );
+    }
     let (_, out) = exchange(
         b"POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
         false,
@@ -80,6 +86,7 @@ fn request() -> impl Strategy<Value = Vec<u8>> {
     let path = prop_oneof![
         "/metrics",
         "/healthz",
+        "/livez",
         "/metrics?x=1",
         "/[ -~]{0,40}",
         "\\PC{0,40}",
@@ -123,7 +130,7 @@ proptest! {
             // Whatever came in, only the two paths answer 200.
             let ok = out.get(8..13) == Some(b" 200 ");
             let text = String::from_utf8_lossy(&req);
-            prop_assert!(!ok || text.contains("/metrics") || text.contains("/healthz"));
+            prop_assert!(!ok || text.contains("/metrics") || text.contains("/healthz") || text.contains("/livez"));
         }
     }
 }
