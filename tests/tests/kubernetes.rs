@@ -315,7 +315,7 @@ fn every_manifest_parses_into_its_api_type() {
     assert!(n >= 5, "{n} objects");
     assert!(exprs.len() >= 15, "{} queries", exprs.len());
     check_metrics(&exprs, "deploy/kubernetes");
-    // The image is named once, in base/kustomization.yaml.
+    // The image is named once, by the overlay (examples/site).
     let ds = std::fs::read_to_string(k8s().join("base/daemonset.yaml")).unwrap();
     assert!(
         ds.contains("image: ccload\n"),
@@ -370,7 +370,8 @@ fn each_kustomization_renders_into_valid_objects() {
     let Some(base) = objs("base") else { return };
     let ds = &by(&base, "DaemonSet")[0];
     let c = &ds["spec"]["template"]["spec"]["containers"][0];
-    assert_eq!(c["image"], "ghcr.io/example/ccload:0.1.0");
+    // The bases name no registry: the user's overlay does.
+    assert_eq!(c["image"], "ccload");
     assert_eq!(ds["metadata"]["namespace"], "kube-system");
     let cm = &by(&base, "ConfigMap")[0];
     assert_eq!(cm["metadata"]["name"], "ccload-config", "no hash suffix");
@@ -432,4 +433,25 @@ fn each_kustomization_renders_into_valid_objects() {
             [0]["matchExpressions"][0]["operator"],
         "NotIn"
     );
+
+    // The user's overlay: both pools, every DaemonSet on the image it
+    // names, one ConfigMap per pool.
+    let site = objs("examples/site").unwrap();
+    let dss = by(&site, "DaemonSet");
+    assert_eq!(dss.len(), 2, "both pools");
+    for ds in &dss {
+        assert_eq!(
+            ds["spec"]["template"]["spec"]["containers"][0]["image"],
+            "registry.example.com/infra/ccload:0.1.0",
+            "{:?}",
+            ds["metadata"]["name"]
+        );
+    }
+    let names: Vec<String> = by(&site, "ConfigMap")
+        .iter()
+        .map(|c| c["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    for want in ["ccload-config", "ccload-config-canary"] {
+        assert!(names.iter().any(|n| n == want), "{want} in {names:?}");
+    }
 }
