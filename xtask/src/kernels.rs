@@ -555,10 +555,25 @@ fn one_kernel(
     let deb = fetch(kernel, cache)?;
     let k = unpack(&deb, cache)?;
     let _ = std::fs::remove_dir_all(dir);
-    let share = dir.join("share");
-    std::fs::create_dir_all(&share)?;
+    std::fs::create_dir_all(dir)?;
     let initrd = dir.join("initrd.cpio");
     initramfs(&k.root, &k.release, &initrd)?;
+    boot(&k, &initrd, dir, job, timeout)
+}
+
+/// Boots the unpacked kernel `k` with `initrd`, runs `job` in it; returns
+/// the guest's release and the verdicts, or why the guest did not boot or
+/// finish.
+fn boot(
+    k: &Unpacked,
+    initrd: &Path,
+    dir: &Path,
+    job: &str,
+    timeout: Duration,
+) -> Result<(String, Vec<Verdict>)> {
+    let share = dir.join("share");
+    let _ = std::fs::remove_dir_all(&share);
+    std::fs::create_dir_all(&share)?;
     std::fs::write(share.join("stage2.sh"), STAGE2)?;
     std::fs::write(share.join("job.sh"), job)?;
     std::fs::write(
@@ -582,7 +597,7 @@ fn one_kernel(
         .arg("-kernel")
         .arg(&k.vmlinuz)
         .arg("-initrd")
-        .arg(&initrd)
+        .arg(initrd)
         .args(["-append", "console=ttyS0 panic=-1 quiet"])
         .args([
             "-virtfs",
@@ -685,6 +700,38 @@ mod tests {
         assert!(v[0].passed && !v[1].passed);
         assert!((v[0].secs - 6.36).abs() < 1e-9);
         assert_eq!(v[1].test, "cgroup::b");
+    }
+
+    /// A guest that cannot boot fails the matrix with the reason, never a
+    /// silent skip (here: a kernel image qemu cannot load).
+    #[test]
+    fn a_guest_that_does_not_boot_is_a_failure() {
+        if !have("qemu-system-x86_64") {
+            // (cargo xtask kernels installs qemu; the unit tests do not)
+            eprintln!("SKIPPED a_guest_that_does_not_boot_is_a_failure: no qemu-system-x86_64");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("ccl-kernels-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let k = Unpacked {
+            root: dir.clone(),
+            vmlinuz: dir.join("vmlinuz"),
+            modules: dir.clone(),
+            release: "0.0.0-broken".into(),
+        };
+        std::fs::write(&k.vmlinuz, b"not a kernel").unwrap();
+        std::fs::write(dir.join("initrd.cpio"), b"").unwrap();
+        let r = boot(
+            &k,
+            &dir.join("initrd.cpio"),
+            &dir,
+            "true\n",
+            Duration::from_secs(60),
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        let e = format!("{:#}", r.expect_err("a broken kernel booted"));
+        assert!(e.contains("did not boot"), "{e}");
     }
 
     #[test]
