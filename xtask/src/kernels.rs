@@ -184,6 +184,7 @@ pub fn run(root: &Path, o: &Opts) -> Result<()> {
                     "{k} ({release}): {n_ok} of {} passed ({secs:.0} s of tests)",
                     tests.len(),
                 )?;
+                let share = o.out.join(k.replace('/', "_")).join("share");
                 for t in &tests {
                     let line = match verdicts.iter().find(|v| &v.test == t) {
                         Some(v) if v.passed => format!("  ok    {t} ({:.0} s)", v.secs),
@@ -191,6 +192,14 @@ pub fn run(root: &Path, o: &Opts) -> Result<()> {
                         None => format!("  FAIL  {t} (did not run)"),
                     };
                     writeln!(table, "{line}")?;
+                    // why, from its log: the logs go with --out (a CI's
+                    // temporary directory), the summary stays in its output
+                    if line.starts_with("  FAIL") {
+                        let log = share.join(format!("{}.log", t.replace("::", "-")));
+                        for l in why_failed(&std::fs::read_to_string(log).unwrap_or_default()) {
+                            writeln!(table, "          {l}")?;
+                        }
+                    }
                 }
                 if n_ok < tests.len() {
                     failed.push(k.clone());
@@ -202,12 +211,7 @@ pub fn run(root: &Path, o: &Opts) -> Result<()> {
             }
         }
     }
-    writeln!(
-        table,
-        "{} kernels in {:.0} s",
-        o.kernels.len(),
-        t0.elapsed().as_secs_f64()
-    )?;
+    writeln!(table, "the matrix took {:.0} s", t0.elapsed().as_secs_f64())?;
     print!("{table}");
     println!("kernels: logs in {}", o.out.display());
     std::fs::write(o.out.join("summary.txt"), &table)?;
@@ -524,6 +528,23 @@ fn set_exec(p: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The lines of a failed test's log that say why: each panic's location
+/// and the message line after it (at most 6 lines).
+pub fn why_failed(log: &str) -> Vec<String> {
+    let lines: Vec<&str> = log.lines().collect();
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        if l.contains("panicked at") {
+            out.push(l.trim().to_string());
+            if let Some(next) = lines.get(i + 1) {
+                out.push(next.trim().to_string());
+            }
+        }
+    }
+    out.truncate(6);
+    out
+}
+
 /// Parses the guest's results file: `result TEST RC START END` lines.
 pub fn parse_results(s: &str) -> Vec<Verdict> {
     s.lines()
@@ -689,6 +710,19 @@ mod tests {
         let order = load_order(&["9pnet_virtio", "9p"], &mut info).unwrap();
         let names: Vec<String> = order.iter().map(|p| p.display().to_string()).collect();
         assert_eq!(names, ["netfs.ko", "9pnet.ko", "9pnet_virtio.ko", "9p.ko"]);
+    }
+
+    #[test]
+    fn a_failed_tests_panic_is_quoted() {
+        let log = "running 1 test\ntest x ... FAILED\nthread 'x' (141) panicked at tests/tests/a.rs:9:5:\nrtt_max 37063 us beyond queue + 20 ms\nstack backtrace:\n";
+        assert_eq!(
+            why_failed(log),
+            [
+                "thread 'x' (141) panicked at tests/tests/a.rs:9:5:",
+                "rtt_max 37063 us beyond queue + 20 ms"
+            ]
+        );
+        assert!(why_failed("test x ... ok\n").is_empty());
     }
 
     #[test]
