@@ -565,6 +565,48 @@ fn ops_map<'o>(obj: &'o mut Object, algo: Algo) -> Result<libbpf_rs::MapMut<'o>>
         .with_context(|| format!("{algo}: object has no struct_ops map"))
 }
 
+/// Fit an open object to the running kernel: the cong_control program it
+/// calls (choose_cong_control), and registration through the map where it
+/// has no struct_ops links (without_link).
+fn for_this_kernel(obj: &mut OpenObject) -> Result<()> {
+    choose_cong_control(obj)?;
+    if !struct_ops_links() {
+        without_link(obj)?;
+    }
+    Ok(())
+}
+
+/// Register `algo` from its loaded object and pin what holds the
+/// registration in `dir`: the struct_ops link (`link`), or on a kernel
+/// without struct_ops links the registered map itself (`struct_ops`).
+/// Returns the pin.
+fn register(obj: &mut Object, algo: Algo, dir: &Path) -> Result<PathBuf> {
+    let mut map = ops_map(obj, algo)?;
+    let mut link = map
+        .attach_struct_ops()
+        .with_context(|| format!("failed to register struct_ops `{algo}`"))?;
+    if struct_ops_links() {
+        let pin = dir.join("link");
+        link.pin(&pin)
+            .with_context(|| format!("failed to pin the {algo} link at {}", pin.display()))?;
+        return Ok(pin);
+    }
+    // Without a link libbpf registered by writing the map's element;
+    // dropping its link object would delete it again.
+    link.disconnect();
+    let pin = dir.join("struct_ops");
+    if let Err(e) = map.pin(&pin) {
+        let _ = map.delete(&0u32.to_ne_bytes());
+        return Err(e).with_context(|| {
+            format!(
+                "failed to pin the {algo} struct_ops map at {}",
+                pin.display()
+            )
+        });
+    }
+    Ok(pin)
+}
+
 /// Register through the struct_ops map itself, as kernels before 6.4
 /// (no BPF_LINK_TYPE_STRUCT_OPS) do: the object's `.struct_ops.link`
 /// sections ask for a link.
@@ -592,38 +634,6 @@ impl Loaded<'_> {
             .find(|m| m.name() == name)
             .with_context(|| format!("{}: object has no map `{name}`", self.algo))?;
         Ok(MapHandle::try_from(&m)?)
-    }
-
-    /// Register the controller and pin what holds the registration in
-    /// `dir`: the struct_ops link (`link`), or on a kernel without
-    /// struct_ops links the registered map itself (`struct_ops`).
-    /// Returns the pin.
-    fn register(&mut self, dir: &Path) -> Result<PathBuf> {
-        let algo = self.algo;
-        let mut map = ops_map(self.obj, algo)?;
-        let mut link = map
-            .attach_struct_ops()
-            .with_context(|| format!("failed to register struct_ops `{algo}`"))?;
-        if struct_ops_links() {
-            let pin = dir.join("link");
-            link.pin(&pin)
-                .with_context(|| format!("failed to pin the {algo} link at {}", pin.display()))?;
-            return Ok(pin);
-        }
-        // Without a link libbpf registered by writing the map's element;
-        // dropping its link object would delete it again.
-        link.disconnect();
-        let pin = dir.join("struct_ops");
-        if let Err(e) = map.pin(&pin) {
-            let _ = map.delete(&0u32.to_ne_bytes());
-            return Err(e).with_context(|| {
-                format!(
-                    "failed to pin the {algo} struct_ops map at {}",
-                    pin.display()
-                )
-            });
-        }
-        Ok(pin)
     }
 
     /// Swap the pinned link of this algorithm to this object's struct_ops map.
@@ -662,10 +672,7 @@ macro_rules! load_skel {
             set_ca_flags($algo, open.open_object_mut(), TCP_CONG_NON_RESTRICTED)?;
         }
         prepare($algo, open.open_object_mut(), $reuse)?;
-        choose_cong_control(open.open_object_mut())?;
-        if !struct_ops_links() {
-            without_link(open.open_object_mut())?;
-        }
+        for_this_kernel(open.open_object_mut())?;
         let mut skel = match open.load() {
             Ok(s) => s,
             Err(e) => return Err(load_error(&$algo.to_string(), e, $verbose)),
@@ -844,7 +851,7 @@ pub fn attach(opts: &AttachOpts, sweep: Sweep) -> Result<AttachOutcome> {
                 .with_context(|| format!("failed to pin {}", pin.display()))?;
             guard.paths.push(pin);
         }
-        let pin = loaded.register(&tmp)?;
+        let pin = register(loaded.obj, algo, &tmp)?;
         guard.paths.insert(0, pin);
         Ok(())
     })?;
@@ -885,7 +892,7 @@ pub fn attach_object_file(
         .open_file(path)
         .map_err(|e| load_error(&path.display().to_string(), e, false))?;
     share_sk_profile(&mut open)?;
-    choose_cong_control(&mut open)?;
+    for_this_kernel(&mut open)?;
     let fields = crate::layout::open_params_fields(&open)
         .with_context(|| format!("{}: no BTF for its params", path.display()))?;
     let mut obj = open
@@ -938,10 +945,8 @@ pub fn attach_object_file(
         find(&obj, name)?.pin(&pin)?;
         guard.paths.push(pin);
     }
-    let mut map = ops_map(&mut obj, algo)?;
-    let mut link = map.attach_struct_ops()?;
-    link.pin(tmp.join("link"))?;
-    guard.paths.insert(0, tmp.join("link"));
+    let pin = register(&mut obj, algo, &tmp)?;
+    guard.paths.insert(0, pin);
     std::fs::rename(&tmp, pin_dir(algo))?;
     guard.armed = false;
     Ok(())

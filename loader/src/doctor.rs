@@ -36,10 +36,10 @@ pub fn checks() -> Vec<Check> {
         "kernel",
         kv.is_some_and(|v| v >= (6, 1)),
         match kv {
-            Some((a, b)) => format!("Linux {a}.{b} (need >= 6.1; every feature from 6.10)"),
+            Some((a, b)) => format!("Linux {a}.{b} (need >= 6.1; every feature from 6.4)"),
             None => "unknown version".into(),
         },
-        Some("boot a kernel >= 6.1 (6.10 or later for ccpd) with CONFIG_BPF_JIT, CONFIG_DEBUG_INFO_BTF"),
+        Some("boot a kernel >= 6.1 with CONFIG_BPF_JIT, CONFIG_DEBUG_INFO_BTF"),
     );
     let btf = Path::new("/sys/kernel/btf/vmlinux").exists();
     add(

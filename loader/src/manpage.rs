@@ -108,13 +108,13 @@ pub fn ccload_sections() -> String {
         ],
     );
     o.control("SH", ["SEE ALSO"]).text(see_also(&[
-        ("ccload.toml", 5),
-        ("ccload-attach", 8),
-        ("ccload-rollout", 8),
-        ("ccload-serve", 8),
-        ("bpftool", 8),
-        ("tc", 8),
-        ("ss", 8),
+        ("ccload.toml", "5"),
+        ("ccload-attach", SECTION),
+        ("ccload-rollout", SECTION),
+        ("ccload-serve", SECTION),
+        ("bpftool", "8"),
+        ("tc", "8"),
+        ("ss", "8"),
     ]));
     o.control("PP", []).text([roman(
         "The README, docs/config.md, docs/metrics.md and docs/ccpd.md in /usr/share/doc/ccload or the source tree.",
@@ -126,13 +126,7 @@ pub fn ccload_sections() -> String {
 }
 
 /// `page(section), ...` with the pages in bold.
-fn see_also(pages: &[(&str, u8)]) -> Vec<Inline> {
-    let named: Vec<(&str, String)> = pages.iter().map(|(p, s)| (*p, s.to_string())).collect();
-    let refs: Vec<(&str, &str)> = named.iter().map(|(p, s)| (*p, s.as_str())).collect();
-    see_also_in(&refs)
-}
-
-fn see_also_in(pages: &[(&str, &str)]) -> Vec<Inline> {
+fn see_also(pages: &[(&str, &str)]) -> Vec<Inline> {
     let mut v = Vec::new();
     for (i, (page, sec)) in pages.iter().enumerate() {
         v.push(bold(*page));
@@ -142,11 +136,7 @@ fn see_also_in(pages: &[(&str, &str)]) -> Vec<Inline> {
     v
 }
 
-/// ccload(8) with the sections above, placed before VERSION.
-pub fn with_sections(page: &str) -> String {
-    insert_before_version(page, &ccload_sections())
-}
-
+/// `page` with `sections` placed before its VERSION (or at its end).
 fn insert_before_version(page: &str, sections: &str) -> String {
     match page.find(".SH VERSION") {
         Some(i) => format!("{}{}{}", &page[..i], sections, &page[i..]),
@@ -200,7 +190,7 @@ pub fn command_page(cmd: clap::Command, name: &str) -> std::io::Result<String> {
         pages.push((p, SECTION));
     }
     pages.push(("ccload.toml", "5"));
-    o.control("SH", ["SEE ALSO"]).text(see_also_in(&pages));
+    o.control("SH", ["SEE ALSO"]).text(see_also(&pages));
     Ok(demarkdown(&insert_before_version(&page, &render_tail(o))))
 }
 
@@ -331,9 +321,9 @@ pub fn config_page(version: &str) -> String {
         roman(" prints the tunables too."),
     ]);
     o.control("SH", ["SEE ALSO"]).text(see_also(&[
-        ("ccload", 8),
-        ("ccload-apply", 8),
-        ("ccload-serve", 8),
+        ("ccload", SECTION),
+        ("ccload-apply", SECTION),
+        ("ccload-serve", SECTION),
     ]));
     o.render()
 }
@@ -368,7 +358,7 @@ mod tests {
     #[test]
     fn ccload_sections_come_before_version() {
         let page = ".TH ccload 1\n.SH NAME\nccload\n.SH VERSION\nv0\n";
-        let p = with_sections(page);
+        let p = insert_before_version(page, &ccload_sections());
         let at = |s: &str| p.find(s).unwrap_or_else(|| panic!("{s}"));
         assert!(at(".SH \"EXIT STATUS\"") < at(".SH VERSION"));
         assert!(at(".SH ENVIRONMENT") < at(".SH FILES"));

@@ -136,6 +136,14 @@ fn text(code: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
     r
 }
 
+/// A probe's answer: 200 with the body, or 503 with the reason.
+fn probe(verdict: std::result::Result<String, String>) -> Response<Full<Bytes>> {
+    match verdict {
+        Ok(body) => text(StatusCode::OK, body),
+        Err(why) => text(StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
+    }
+}
+
 async fn handle(req: Request<Incoming>, st: &State) -> Response<Full<Bytes>> {
     st.metrics.borrow_mut().http_requests += 1;
     if req.method() != Method::GET && req.method() != Method::HEAD {
@@ -143,17 +151,8 @@ async fn handle(req: Request<Incoming>, st: &State) -> Response<Full<Bytes>> {
     }
     match req.uri().path() {
         "/metrics" => text(StatusCode::OK, st.scrape().await),
-        "/healthz" | "/livez" => {
-            let verdict = if req.uri().path() == "/livez" {
-                st.alive()
-            } else {
-                st.health()
-            };
-            match verdict {
-                Ok(body) => text(StatusCode::OK, body),
-                Err(why) => text(StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
-            }
-        }
+        "/healthz" => probe(st.health()),
+        "/livez" => probe(st.alive()),
         _ => text(
             StatusCode::NOT_FOUND,
             "not found: try /metrics, /healthz or /livez\n",
