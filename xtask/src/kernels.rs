@@ -145,7 +145,7 @@ pub fn run(root: &Path, o: &Opts) -> Result<()> {
             Some((_, name)) => format!("--exact {name}"),
             None => String::new(),
         };
-        let log = t.replace("::", "-");
+        let log = log_name(t);
         writeln!(
             job,
             "s=$(cut -d' ' -f1 /proc/uptime)\n\
@@ -162,15 +162,7 @@ pub fn run(root: &Path, o: &Opts) -> Result<()> {
     let outcomes: Vec<Result<(String, Vec<Verdict>)>> = o
         .kernels
         .iter()
-        .map(|k| {
-            one_kernel(
-                k,
-                &o.cache,
-                &o.out.join(k.replace('/', "_")),
-                &job,
-                o.timeout,
-            )
-        })
+        .map(|k| one_kernel(k, &o.cache, &kernel_dir(&o.out, k), &job, o.timeout))
         .collect();
     let mut failed = Vec::new();
     let mut table = String::new();
@@ -184,7 +176,7 @@ pub fn run(root: &Path, o: &Opts) -> Result<()> {
                     "{k} ({release}): {n_ok} of {} passed ({secs:.0} s of tests)",
                     tests.len(),
                 )?;
-                let share = o.out.join(k.replace('/', "_")).join("share");
+                let share = kernel_dir(&o.out, k).join("share");
                 for t in &tests {
                     let line = match verdicts.iter().find(|v| &v.test == t) {
                         Some(v) if v.passed => format!("  ok    {t} ({:.0} s)", v.secs),
@@ -195,7 +187,7 @@ pub fn run(root: &Path, o: &Opts) -> Result<()> {
                     // why, from its log: the logs go with --out (a CI's
                     // temporary directory), the summary stays in its output
                     if line.starts_with("  FAIL") {
-                        let log = share.join(format!("{}.log", t.replace("::", "-")));
+                        let log = share.join(format!("{}.log", log_name(t)));
                         for l in why_failed(&std::fs::read_to_string(log).unwrap_or_default()) {
                             writeln!(table, "          {l}")?;
                         }
@@ -229,12 +221,28 @@ fn binary_of(test: &str) -> &str {
     test.split_once("::").map_or(test, |(b, _)| b)
 }
 
-fn have(cmd: &str) -> bool {
-    Command::new("sh")
+/// Where `cmd` is on PATH, as the shell finds it.
+fn which(cmd: &str) -> Option<PathBuf> {
+    let o = Command::new("sh")
         .args(["-c", &format!("command -v {cmd}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+        .output()
+        .ok()?;
+    let p = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    (o.status.success() && !p.is_empty()).then(|| PathBuf::from(p))
+}
+
+fn have(cmd: &str) -> bool {
+    which(cmd).is_some()
+}
+
+/// The directory of `kernel`'s guest under `out`.
+fn kernel_dir(out: &Path, kernel: &str) -> PathBuf {
+    out.join(kernel.replace('/', "_"))
+}
+
+/// The name of `test`'s log in the results share, without `.log`.
+fn log_name(test: &str) -> String {
+    test.replace("::", "-")
 }
 
 /// The executables of the named test binaries of ccload-itests, built now.
@@ -450,10 +458,7 @@ fn initramfs(unpacked: &Path, release: &str, out: &Path) -> Result<()> {
     let _ = std::fs::remove_dir_all(&base);
     std::fs::create_dir_all(base.join("bin"))?;
     std::fs::create_dir_all(base.join("mod"))?;
-    let busybox = Command::new("sh")
-        .args(["-c", "command -v busybox"])
-        .output()?;
-    let busybox = String::from_utf8_lossy(&busybox.stdout).trim().to_string();
+    let busybox = which("busybox").context("no busybox (busybox-static)")?;
     std::fs::copy(&busybox, base.join("bin/busybox")).context("copy busybox")?;
     std::fs::write(base.join("init"), INIT)?;
     set_exec(&base.join("init"))?;
