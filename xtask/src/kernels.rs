@@ -719,11 +719,11 @@ mod tests {
 
     #[test]
     fn a_failed_tests_panic_is_quoted() {
-        let log = "running 1 test\ntest x ... FAILED\nthread 'x' (141) panicked at tests/tests/a.rs:9:5:\nrtt_max 37063 us beyond queue + 20 ms\nstack backtrace:\n";
+        let log = "running 1 test\ntest x ... FAILED\nthread 'x' (141) panicked at tests/tests/tune_watch.rs:9:5:\nrtt_max 37063 us beyond queue + 20 ms\nstack backtrace:\n";
         assert_eq!(
             why_failed(log),
             [
-                "thread 'x' (141) panicked at tests/tests/a.rs:9:5:",
+                "thread 'x' (141) panicked at tests/tests/tune_watch.rs:9:5:",
                 "rtt_max 37063 us beyond queue + 20 ms"
             ]
         );
