@@ -126,11 +126,14 @@ pub enum Cmd {
     /// Reconcile the kernel to a config file (attach/detach/tune/bind/unbind)
     /// and print the difference.
     #[command(
-        after_help = "Examples:\n  ccload apply configs/web-server.toml --dry-run\n  ccload -j apply /etc/ccload/config.toml"
+        after_help = "Examples:\n  ccload apply configs/web-server.toml --dry-run\n  ccload -j apply /etc/ccload/config.toml\n  ccload apply /etc/ccload/fleet.toml /etc/ccload/pool.toml"
     )]
     Apply {
-        /// The config (TOML; configs/*.toml are examples).
-        file: std::path::PathBuf,
+        /// The config (TOML; configs/*.toml are examples); several files
+        /// are one config, later ones adding tables and entries to earlier
+        /// ones (a table lives in one file).
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<std::path::PathBuf>,
         /// Print what would change; change nothing.
         #[arg(long)]
         dry_run: bool,
@@ -139,9 +142,11 @@ pub enum Cmd {
     /// fan telemetry out to `ccload watch` clients.
     Serve {
         /// The config to apply and serve (its [serve] section: metrics
-        /// address, telemetry socket, on_exit, limits).
-        #[arg(long)]
-        config: std::path::PathBuf,
+        /// address, telemetry socket, on_exit, limits).  Given more than
+        /// once: one config of several files, later ones adding to earlier
+        /// ones (e.g. the fleet's controllers, then this pool's [serve]).
+        #[arg(long, required = true)]
+        config: Vec<std::path::PathBuf>,
     },
     /// In-kernel aggregates per controller profile and per bound or watched
     /// cgroup: flows, retransmissions, loss events, RTOs, time in

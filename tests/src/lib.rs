@@ -435,8 +435,16 @@ impl Daemon {
         Self::start_env(config, &[])
     }
     pub fn start_env(config: &std::path::Path, env: &[(&str, &str)]) -> Daemon {
-        let mut child = std::process::Command::new(ccload_bin())
-            .args(["serve", "--config", config.to_str().unwrap()])
+        Self::start_files(&[config], env)
+    }
+    /// `serve` with a config of several files (`--config` once for each).
+    pub fn start_files(configs: &[&std::path::Path], env: &[(&str, &str)]) -> Daemon {
+        let mut cmd = std::process::Command::new(ccload_bin());
+        cmd.arg("serve");
+        for c in configs {
+            cmd.arg("--config").arg(c);
+        }
+        let mut child = cmd
             .env_remove("JOURNAL_STREAM")
             .env_remove("NOTIFY_SOCKET")
             .envs(env.iter().copied())

@@ -488,12 +488,21 @@ fn daemonset_is_well_formed_and_least_privilege() {
         .iter()
         .map(|v| v.as_str().unwrap())
         .collect();
-    assert_eq!(cmd[1..3], ["serve", "--config"]);
-    // The config the ConfigMap is made from is a valid ccload config.
-    let d = ccload::config::load(
-        &ccload_itests::repo_root().join("deploy/kubernetes/base/config.toml"),
-    )
-    .unwrap_or_else(|e| panic!("{e:#}"));
+    // The fleet's file, then the pool's: the two files the ConfigMap is
+    // made from, which are one valid ccload config.
+    assert_eq!(
+        cmd[1..],
+        [
+            "serve",
+            "--config",
+            "/etc/ccload/fleet.toml",
+            "--config",
+            "/etc/ccload/pool.toml"
+        ]
+    );
+    let base = ccload_itests::repo_root().join("deploy/kubernetes/base");
+    let d = ccload::config::load_all(&[base.join("fleet.toml"), base.join("pool.toml")])
+        .unwrap_or_else(|e| panic!("{e:#}"));
     assert!(
         d.serve.metrics.starts_with("127.0.0.1:"),
         "metrics on loopback by default: {}",

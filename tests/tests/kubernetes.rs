@@ -354,6 +354,30 @@ fn render(dir: &str) -> Option<String> {
     }
 }
 
+/// A rendered ccload-config: the fleet's file and the pool's, one config;
+/// the controllers only in the fleet's, so every pool runs the same ones.
+fn config_of(cm: &serde_yaml::Value, dir: &str) -> ccload::config::Desired {
+    let data = cm["data"].as_mapping().unwrap();
+    let keys: Vec<&str> = data.keys().map(|k| k.as_str().unwrap()).collect();
+    assert_eq!(keys, ["fleet.toml", "pool.toml"], "{dir}");
+    let src = |k: &str| ccload::config::Source {
+        path: Path::new(dir).join(k),
+        text: cm["data"][k].as_str().unwrap().to_string(),
+    };
+    let raw: toml::Table = toml::from_str(&src("pool.toml").text).unwrap();
+    assert!(
+        !raw.contains_key("algos"),
+        "{dir}: pool.toml attaches controllers"
+    );
+    // The DaemonSet gives the node's name in $NODE_NAME; here [serve] does
+    // ([[pods]] needs one).
+    let mut pool = src("pool.toml");
+    pool.text = pool
+        .text
+        .replace("[serve]\n", "[serve]\nnode_name = \"node-1\"\n");
+    ccload::config::parse_all(&[src("fleet.toml"), pool]).unwrap_or_else(|e| panic!("{dir}: {e:#}"))
+}
+
 #[test]
 fn each_kustomization_renders_into_valid_objects() {
     let objs = |dir: &str| -> Option<Vec<serde_yaml::Value>> {
@@ -375,10 +399,9 @@ fn each_kustomization_renders_into_valid_objects() {
     assert_eq!(ds["metadata"]["namespace"], "kube-system");
     let cm = &by(&base, "ConfigMap")[0];
     assert_eq!(cm["metadata"]["name"], "ccload-config", "no hash suffix");
-    let cfg = cm["data"]["config.toml"].as_str().unwrap();
-    let d = ccload::config::parse(Path::new("base/config.toml"), cfg)
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    let d = config_of(cm, "base");
     assert!(d.serve.metrics.starts_with("127.0.0.1:"));
+    let fleet = cm["data"]["fleet.toml"].clone();
 
     let mon = objs("monitoring").unwrap();
     for k in ["PodMonitor", "PrometheusRule", "DaemonSet"] {
@@ -394,12 +417,12 @@ fn each_kustomization_renders_into_valid_objects() {
         .iter()
         .find(|c| c["metadata"]["name"] == "ccload-config")
         .unwrap();
-    let d = ccload::config::parse(
-        Path::new("monitoring/config.toml"),
-        cfg["data"]["config.toml"].as_str().unwrap(),
-    )
-    .unwrap_or_else(|e| panic!("{e:#}"));
+    let d = config_of(cfg, "monitoring");
     assert!(d.serve.metrics.starts_with("0.0.0.0:"), "scrapable");
+    assert_eq!(
+        cfg["data"]["fleet.toml"], fleet,
+        "monitoring: the fleet's file"
+    );
 
     let can = objs("canary").unwrap();
     let ds = &by(&can, "DaemonSet")[0];
@@ -422,10 +445,13 @@ fn each_kustomization_renders_into_valid_objects() {
         .find(|v| v["name"] == "config")
         .unwrap();
     assert_eq!(vol["configMap"]["name"], "ccload-config-canary");
-    assert_eq!(
-        by(&can, "ConfigMap")[0]["metadata"]["name"],
-        "ccload-config-canary"
-    );
+    let cm = &by(&can, "ConfigMap")[0];
+    assert_eq!(cm["metadata"]["name"], "ccload-config-canary");
+    // The canary's pods on the fleet's ccpd, from the fleet's own file.
+    assert_eq!(cm["data"]["fleet.toml"], fleet, "canary: the fleet's file");
+    let d = config_of(cm, "canary");
+    assert_eq!(d.pods.len(), 1);
+    assert_eq!(d.pods[0].cc, "ccpd");
     // The stable pool keeps off the canary nodes.
     let st = &by(&base, "DaemonSet")[0]["spec"]["template"]["spec"]["affinity"];
     assert_eq!(

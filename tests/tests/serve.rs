@@ -741,46 +741,74 @@ fn the_daemons_rollouts_answer_the_rollout_verbs() {
 /// the mounted directory; the file is a symlink through it) retunes ccpd;
 /// an invalid new file is reported, counted and the running state kept; the
 /// next good one is applied.
+/// A ConfigMap of two files, as deploy/kubernetes mounts it (the fleet's
+/// controllers, the pool's profile and [serve]): a change to either file,
+/// published by the kubelet's ..data swap, is applied without a signal; a
+/// bad version is refused and counted.
 #[test]
 fn a_changed_config_file_is_applied_without_a_signal() {
     let _s = privileged!();
     let (dir, _c) = scratch("cm");
     // One ConfigMap version: its directory, then the ..data swap.
     let mut version = 0;
-    let mut publish = |kp: u32| {
+    let mut publish = |kp: u32, kd: u32| {
         version += 1;
         let v = dir.join(format!("..v{version}"));
         std::fs::create_dir(&v).unwrap();
         std::fs::write(
-            v.join("ccload.toml"),
-            format!("[algos.ccpd]\nset = {{ kp = {kp} }}\n[serve]\nmetrics = \"127.0.0.1:0\"\n"),
+            v.join("fleet.toml"),
+            format!("[algos.ccpd]\nset = {{ kp = {kp} }}\n"),
+        )
+        .unwrap();
+        std::fs::write(
+            v.join("pool.toml"),
+            format!(
+                "[profiles.trial]\nalgo = \"ccpd\"\nset = {{ kd = {kd} }}\n\
+                 [serve]\nmetrics = \"127.0.0.1:0\"\n"
+            ),
         )
         .unwrap();
         let tmp = dir.join("..data_tmp");
         std::os::unix::fs::symlink(format!("..v{version}"), &tmp).unwrap();
         std::fs::rename(&tmp, dir.join("..data")).unwrap();
     };
-    publish(3);
-    let cfg = dir.join("ccload.toml");
-    std::os::unix::fs::symlink("..data/ccload.toml", &cfg).unwrap();
-    let kp = || {
-        ccload::bpf::read_params(ccload::algos::Algo::Ccpd, 0)
+    publish(3, 50);
+    let files = ["fleet.toml", "pool.toml"].map(|f| {
+        let p = dir.join(f);
+        std::os::unix::fs::symlink(format!("..data/{f}"), &p).unwrap();
+        p
+    });
+    let param = |profile: u32, name: &str| {
+        ccload::bpf::read_params(ccload::algos::Algo::Ccpd, profile)
             .ok()
-            .and_then(|p| p.get("kp"))
-            .map_or(0, |k| k / 1024)
+            .and_then(|p| p.get(name))
+            .unwrap_or(0)
     };
-    let d = Daemon::start(&cfg);
+    let kp = || param(0, "kp") / 1024;
+    // the profile's id as serve recorded it (profiles.rs)
+    let kd = || ccload::profiles::resolve("ccpd", "trial").map_or(0, |id| param(id, "kd"));
+    let d = Daemon::start_files(&[&files[0], &files[1]], &[]);
     let addr = d.addr();
-    assert!(wait_until(Duration::from_secs(15), || kp() == 3), "start");
-    publish(5);
+    assert!(
+        wait_until(Duration::from_secs(15), || kp() == 3 && kd() == 50),
+        "start"
+    );
+    publish(5, 50);
     assert!(
         wait_until(Duration::from_secs(5), || kp() == 5),
         "the swap was not applied: {:?}",
         d.log.lock().unwrap()
     );
     assert!(d.logged("config file changed: reloading"));
+    // The pool's file alone.
+    publish(5, 70);
+    assert!(
+        wait_until(Duration::from_secs(5), || kd() == 70),
+        "the pool's file: {:?}",
+        d.log.lock().unwrap()
+    );
     // kp 99 is out of range: refused, counted, kp stays 5.
-    publish(99);
+    publish(99, 70);
     assert!(
         wait_until(Duration::from_secs(5), || d.logged("reload failed")),
         "{:?}",
@@ -789,14 +817,14 @@ fn a_changed_config_file_is_applied_without_a_signal() {
     assert_eq!(kp(), 5);
     let m = scrape(&addr).unwrap();
     assert_eq!(metric(&m, "ccload_config_errors_total"), 1.0);
-    publish(7);
+    publish(7, 70);
     assert!(
         wait_until(Duration::from_secs(5), || kp() == 7),
         "after a bad one"
     );
     assert_eq!(
         metric(&scrape(&addr).unwrap(), "ccload_config_applies_total"),
-        3.0
+        4.0
     );
     d.stop();
 }

@@ -1,14 +1,20 @@
-//! `ccload apply FILE [--dry-run]`: reconcile the kernel to a config.
+//! `ccload apply FILE... [--dry-run]`: reconcile the kernel to a config
+//! (several files: later ones add to earlier ones, crate::config).
 
-use std::path::Path;
+use std::path::PathBuf;
 
 use anyhow::Result;
 
 use crate::output::Out;
 use crate::{bpf, config, profiles};
 
-pub(super) fn run(file: &Path, dry_run: bool, verbose: bool, out: Out) -> Result<i32> {
-    let mut d = config::load(file)?;
+pub(super) fn run(files: &[PathBuf], dry_run: bool, verbose: bool, out: Out) -> Result<i32> {
+    let mut d = config::load_all(files)?;
+    let names = files
+        .iter()
+        .map(|f| f.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" + ");
     if !dry_run {
         bpf::require_root()?;
     }
@@ -27,7 +33,8 @@ pub(super) fn run(file: &Path, dry_run: bool, verbose: bool, out: Out) -> Result
             profiles::save(&ids)?;
         }
         out.emit(&serde_json::json!({
-            "file": file,
+            "file": files[0],
+            "files": files,
             "dry_run": dry_run,
             "changes": plan.iter().map(|c| c.to_json()).collect::<Vec<_>>(),
             "applied": if dry_run { 0 } else { plan.len() },
@@ -49,7 +56,7 @@ pub(super) fn run(file: &Path, dry_run: bool, verbose: bool, out: Out) -> Result
         );
     }
     if plan.is_empty() {
-        println!("{}: no changes", file.display());
+        println!("{names}: no changes");
         return Ok(0);
     }
     for c in &plan {
@@ -60,7 +67,7 @@ pub(super) fn run(file: &Path, dry_run: bool, verbose: bool, out: Out) -> Result
     } else {
         config::execute(&plan, verbose)?;
         profiles::save(&ids)?;
-        println!("{}: applied {} change(s)", file.display(), plan.len());
+        println!("{names}: applied {} change(s)", plan.len());
     }
     Ok(0)
 }

@@ -81,7 +81,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Cmd::Flows { netns, all_cc } => flows::run(netns.as_deref(), all_cc, out),
-        Cmd::Apply { file, dry_run } => apply::run(&file, dry_run, verbose, out),
+        Cmd::Apply { files, dry_run } => apply::run(&files, dry_run, verbose, out),
         Cmd::Serve { config } => {
             crate::serve::run(&config, verbose, out.json)?;
             Ok(0)

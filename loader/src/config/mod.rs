@@ -6,6 +6,14 @@
 //! change; errors carry `file:line:col`.  docs/config.md is the reference
 //! (a test holds it to the parser's keys and the tunables tables).
 //!
+//! A config may be several files (`apply A B`, `serve --config A --config
+//! B`): later files add to earlier ones, as if one file.  Each table lives in
+//! one file (`[algos.ccpd]`, a profile, `[serve]`, `default_cc`), the
+//! `[[...]]` lists are joined in file order, and a later file may use what
+//! an earlier one defined (a profile, an algorithm).  So a fleet keeps its
+//! controllers and tunables in one file and each pool adds its own
+//! `[serve]` and `[[pods]]` (deploy/kubernetes).
+//!
 //! ```toml
 //! default_cc = "cubic"              # optional, initial netns only
 //! [algos.ccpd]                      # attach; `set` = profile 0 tunables
@@ -58,8 +66,8 @@ pub struct Config {
     pub rollouts: Vec<RolloutCfg>,
     #[serde(default)]
     pub pods: Vec<PodsCfg>,
-    #[serde(default)]
-    pub serve: ServeCfg,
+    /// None: the defaults (or another file's `[serve]`).
+    pub serve: Option<ServeCfg>,
 }
 
 /// Pods of this node chosen by label (`ccload serve` watches them through
@@ -221,7 +229,7 @@ pub struct ServeCfgResolved {
 mod parse;
 mod reconcile;
 
-pub use parse::{load, parse, read};
+pub use parse::{load, load_all, parse, parse_all, read, read_all, Source};
 pub use reconcile::{execute, plan, plan_cgroups, with_pods, Change};
 
 #[cfg(test)]
@@ -473,6 +481,75 @@ mod tests {
         assert_eq!(p[&2].get("kd"), Some(0));
         assert!(!d.serve.remove_on_exit);
         assert_eq!(d.serve.metrics, "127.0.0.1:9464");
+    }
+
+    /// Files named a.toml, b.toml, ... with these texts, as one config.
+    fn parse_files(texts: &[&str]) -> Result<Desired, String> {
+        let srcs: Vec<Source> = texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Source {
+                path: format!("{}.toml", (b'a' + i as u8) as char).into(),
+                text: t.to_string(),
+            })
+            .collect();
+        parse_all(&srcs).map_err(|e| format!("{e:#}"))
+    }
+
+    /// Several files are one config: a later file's profile and entries
+    /// use an earlier file's controllers (and the other way round), the
+    /// lists join in file order, and the profile ids run on across files;
+    /// a table set in two files, a second [serve] or default_cc, and an
+    /// error inside a later file each name their file.
+    #[test]
+    fn several_files_are_one_config() {
+        let fleet = "[algos.ccpd]\nset = { kp = 4 }\n[profiles.zz]\nalgo = \"ccpd\"\n";
+        let pool = "[profiles.aa]\nalgo = \"ccpd\"\nset = { kd = 0 }\n\
+                    [[pods]]\nselector = \"app=web\"\nalgo = \"ccpd\"\nprofile = \"aa\"\n\
+                    [serve]\nmetrics = \"0.0.0.0:9464\"\nnode_name = \"n1\"\non_exit = \"remove\"\n";
+        let d = parse_files(&[fleet, pool]).unwrap();
+        assert_eq!(d.algos[&Algo::Ccpd][&0].get("kp"), Some(4 * 1024));
+        assert_eq!(d.profile_names[&(Algo::Ccpd, 1)], "zz");
+        assert_eq!(d.profile_names[&(Algo::Ccpd, 2)], "aa");
+        assert_eq!(d.algos[&Algo::Ccpd][&2].get("kd"), Some(0));
+        assert_eq!((d.pods[0].cc.as_str(), d.pods[0].profile), ("ccpd", 2));
+        assert_eq!(d.serve.metrics, "0.0.0.0:9464");
+        assert!(d.serve.remove_on_exit);
+        // The pool's file first: its entries still find the fleet's ccpd
+        // (ids in file order; `apply` and `serve` make them stable).
+        let d2 = parse_files(&[pool, fleet]).unwrap();
+        assert_eq!(d2.profile_names[&(Algo::Ccpd, d2.pods[0].profile)], "aa");
+        assert_eq!(d2.serve, d.serve);
+
+        let e = parse_files(&[fleet, "\n[algos.ccpd]\nset = { kp = 2 }\n"]).unwrap_err();
+        assert!(
+            e.starts_with("b.toml:2:8:") && e.contains("set in a.toml too"),
+            "{e}"
+        );
+        let e = parse_files(&[fleet, "[profiles.zz]\nalgo = \"ccpd\"\n"]).unwrap_err();
+        assert!(
+            e.starts_with("b.toml:1:11:") && e.contains("[profiles.zz] is set in a.toml"),
+            "{e}"
+        );
+        let e = parse_files(&["[serve]\n", fleet, "[serve]\n"]).unwrap_err();
+        assert!(e.starts_with("c.toml: [serve] is set in a.toml too"), "{e}");
+        let e = parse_files(&["default_cc = \"cubic\"\n", "default_cc = \"reno\"\n"]).unwrap_err();
+        assert!(e.starts_with("b.toml: default_cc is set in a.toml"), "{e}");
+        // Every file is read against the schema before any is resolved.
+        let e = parse_files(&[fleet, "[algos.ccpd]\n", "x = 1\n"]).unwrap_err();
+        assert!(e.starts_with("c.toml:1:1: unknown field `x`"), "{e}");
+        let e = parse_files(&[fleet, "\n\nbogus = 1\n"]).unwrap_err();
+        assert!(e.starts_with("b.toml:3:1:") && e.contains("bogus"), "{e}");
+        let e = parse_files(&[
+            fleet,
+            "[[pods]]\nselector = \"a=b\"\nalgo = \"hetcp\"\n[serve]\nnode_name = \"n\"\n",
+        ])
+        .unwrap_err();
+        assert!(
+            e.starts_with("b.toml:3:8:") && e.contains("not in [algos]"),
+            "{e}"
+        );
+        assert!(parse_files(&[]).unwrap_err().contains("no config file"));
     }
 
     #[test]

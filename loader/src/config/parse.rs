@@ -53,9 +53,22 @@ fn params_from(
     Ok(p)
 }
 
+/// One file of a config: where it was read and its text.
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub path: PathBuf,
+    pub text: String,
+}
+
 /// Parse and validate `file` (nothing in the kernel is touched).
 pub fn load(file: &Path) -> Result<Desired> {
     parse(file, &read(file)?)
+}
+
+/// Parse and validate the config made of `files`, later ones adding to
+/// earlier ones (the module's header).
+pub fn load_all(files: &[PathBuf]) -> Result<Desired> {
+    parse_all(&read_all(files)?)
 }
 
 /// The text of the config file `file`.
@@ -63,71 +76,167 @@ pub fn read(file: &Path) -> Result<String> {
     std::fs::read_to_string(file).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))
 }
 
+/// The texts of `files`, in order.
+pub fn read_all(files: &[PathBuf]) -> Result<Vec<Source>> {
+    files
+        .iter()
+        .map(|f| {
+            Ok(Source {
+                path: f.clone(),
+                text: read(f)?,
+            })
+        })
+        .collect()
+}
+
 /// Parse and validate the text of `file` (nothing in the kernel is
 /// touched): errors carry `file:line:col`.
 pub fn parse(file: &Path, text: &str) -> Result<Desired> {
-    let cfg: Config = toml::from_str(text).map_err(|e| match e.span() {
-        Some(s) => at(file, text, s, e.message()),
-        None => anyhow::anyhow!("{}: {}", file.display(), e.message()),
-    })?;
+    parse_all(&[Source {
+        path: file.to_path_buf(),
+        text: text.to_string(),
+    }])
+}
+
+/// Parse and validate a config of several files as one: each file's errors
+/// carry its own `file:line:col`; a table set in two files is an error.
+pub fn parse_all(srcs: &[Source]) -> Result<Desired> {
+    let Some(first) = srcs.first() else {
+        bail!("no config file given");
+    };
+    let mut cfgs: Vec<Config> = Vec::new();
+    for s in srcs {
+        let (file, text) = (s.path.as_path(), s.text.as_str());
+        cfgs.push(toml::from_str(text).map_err(|e| match e.span() {
+            Some(sp) => at(file, text, sp, e.message()),
+            None => anyhow::anyhow!("{}: {}", file.display(), e.message()),
+        })?);
+    }
+    // `[serve]` and `default_cc`: in one file at most.
+    let mut serve_at: Option<usize> = None;
+    let mut dc_at: Option<usize> = None;
+    for (i, c) in cfgs.iter().enumerate() {
+        for (set, seen, what) in [
+            (c.serve.is_some(), &mut serve_at, "[serve]"),
+            (c.default_cc.is_some(), &mut dc_at, "default_cc"),
+        ] {
+            if !set {
+                continue;
+            }
+            if let Some(j) = *seen {
+                bail!(
+                    "{}: {what} is set in {} too: each table lives in one file",
+                    srcs[i].path.display(),
+                    srcs[j].path.display()
+                );
+            }
+            *seen = Some(i);
+        }
+    }
+    let serve = serve_at
+        .and_then(|i| cfgs[i].serve.clone())
+        .unwrap_or_default();
     let d = Desired {
-        default_cc: cfg.default_cc.as_ref().map(|s| s.get_ref().clone()),
+        default_cc: dc_at.and_then(|i| cfgs[i].default_cc.as_ref().map(|s| s.get_ref().clone())),
         algos: BTreeMap::new(),
         profile_names: BTreeMap::new(),
         cgroups: Vec::new(),
         rollouts: Vec::new(),
         pods: Vec::new(),
         serve: ServeCfgResolved {
-            metrics: cfg.serve.metrics.clone(),
-            remove_on_exit: cfg.serve.on_exit == OnExit::Remove,
-            socket: cfg.serve.socket.clone(),
-            max_connections: *cfg.serve.max_connections.get_ref() as usize,
+            metrics: serve.metrics.clone(),
+            remove_on_exit: serve.on_exit == OnExit::Remove,
+            socket: serve.socket.clone(),
+            max_connections: *serve.max_connections.get_ref() as usize,
             request_timeout: std::time::Duration::from_millis(
-                *cfg.serve.request_timeout_ms.get_ref() as u64,
+                *serve.request_timeout_ms.get_ref() as u64
             ),
-            node_name: cfg
-                .serve
+            node_name: serve
                 .node_name
                 .clone()
                 .or_else(|| std::env::var("NODE_NAME").ok())
                 .filter(|n| !n.is_empty()),
-            cgroup_root: cfg.serve.cgroup_root.clone(),
-            cgroup_driver: cfg.serve.cgroup_driver,
+            cgroup_root: serve.cgroup_root.clone(),
+            cgroup_driver: serve.cgroup_driver,
         },
     };
+    let serve_src = &srcs[serve_at.unwrap_or(0)];
     let mut p = Parser {
-        file,
-        text,
+        file: &first.path,
+        text: &first.text,
         d,
         by_name: BTreeMap::new(),
+        defined_in: BTreeMap::new(),
+        cgroup_ids: BTreeMap::new(),
+        cgroup_patterns: Vec::new(),
     };
-    p.serve(&cfg)?;
-    p.algos(&cfg)?;
-    p.profiles(&cfg)?;
-    p.cgroups(&cfg)?;
-    p.pods(&cfg)?;
-    p.rollouts(&cfg)?;
-    p.default_cc(&cfg)?;
+    p.at(serve_src);
+    p.serve(&serve)?;
+    // Each step over every file before the next step: a later file's
+    // profile or binding may use an earlier file's algorithm, and the other
+    // way round.
+    for step in 0..6 {
+        for (s, c) in srcs.iter().zip(&cfgs) {
+            p.at(s);
+            match step {
+                0 => p.algos(c)?,
+                1 => p.profiles(c)?,
+                2 => p.cgroups(c)?,
+                3 => p.pods(c)?,
+                4 => p.rollouts(c)?,
+                _ => p.default_cc(c)?,
+            }
+        }
+    }
     Ok(p.d)
 }
 
-/// The file being parsed and what it asks for so far.
+/// The file being parsed and what the config asks for so far.
 struct Parser<'a> {
     file: &'a Path,
     text: &'a str,
     d: Desired,
     /// Named profiles: name -> (algorithm, id).
     by_name: BTreeMap<String, (Algo, u32)>,
+    /// Which file set a table (`algos.X`, `profiles.X`).
+    defined_in: BTreeMap<String, &'a Path>,
+    /// `[[cgroups]]` seen so far: existing ones by id, and every pattern.
+    cgroup_ids: BTreeMap<u64, PathBuf>,
+    cgroup_patterns: Vec<PathBuf>,
 }
 
-impl Parser<'_> {
+impl<'a> Parser<'a> {
+    /// Parse `s` from here on (errors carry its name).
+    fn at(&mut self, s: &'a Source) {
+        self.file = &s.path;
+        self.text = &s.text;
+    }
+
+    /// Record that this file sets `table`; an error at `span` if another
+    /// file set it already.
+    fn define(&mut self, table: String, span: std::ops::Range<usize>) -> Result<()> {
+        if let Some(other) = self.defined_in.get(&table) {
+            return Err(at(
+                self.file,
+                self.text,
+                span,
+                format!(
+                    "[{table}] is set in {} too: each table lives in one file",
+                    other.display()
+                ),
+            ));
+        }
+        self.defined_in.insert(table, self.file);
+        Ok(())
+    }
+
     /// `[serve]`: its ranges and its metrics address.
-    fn serve(&mut self, cfg: &Config) -> Result<()> {
+    fn serve(&mut self, serve: &super::ServeCfg) -> Result<()> {
         for (key, v, range) in [
-            ("max_connections", &cfg.serve.max_connections, 1..=65536),
+            ("max_connections", &serve.max_connections, 1..=65536),
             (
                 "request_timeout_ms",
-                &cfg.serve.request_timeout_ms,
+                &serve.request_timeout_ms,
                 100..=600_000,
             ),
         ] {
@@ -158,6 +267,7 @@ impl Parser<'_> {
                 .get_ref()
                 .parse()
                 .map_err(|e| at(self.file, self.text, name.span(), e))?;
+            self.define(format!("algos.{algo}"), name.span())?;
             let p = params_from(self.file, self.text, algo, &a.set)?;
             self.d.algos.entry(algo).or_default().insert(0, p);
         }
@@ -167,8 +277,8 @@ impl Parser<'_> {
     /// `[profiles]`: named profiles, ids 1.. per algorithm in name order;
     /// `apply` and `serve` renumber them to their stable ids (profiles.rs).
     fn profiles(&mut self, cfg: &Config) -> Result<()> {
-        let mut next: BTreeMap<Algo, u32> = BTreeMap::new();
         for (name, pc) in &cfg.profiles {
+            self.define(format!("profiles.{}", name.get_ref()), name.span())?;
             let algo: Algo = pc
                 .algo
                 .get_ref()
@@ -185,8 +295,9 @@ impl Parser<'_> {
                     ),
                 ));
             };
-            let id = next.entry(algo).or_insert(1);
-            if *id >= intf::CCL_NR_PROFILES {
+            // ids 1.. per algorithm, in file and then name order
+            let id = m.keys().max().map_or(1, |k| k + 1);
+            if id >= intf::CCL_NR_PROFILES {
                 return Err(at(
                     self.file,
                     self.text,
@@ -197,12 +308,11 @@ impl Parser<'_> {
                     ),
                 ));
             }
-            m.insert(*id, params_from(self.file, self.text, algo, &pc.set)?);
+            m.insert(id, params_from(self.file, self.text, algo, &pc.set)?);
             self.d
                 .profile_names
-                .insert((algo, *id), name.get_ref().clone());
-            self.by_name.insert(name.get_ref().clone(), (algo, *id));
-            *id += 1;
+                .insert((algo, id), name.get_ref().clone());
+            self.by_name.insert(name.get_ref().clone(), (algo, id));
         }
         Ok(())
     }
@@ -212,8 +322,6 @@ impl Parser<'_> {
         // Two spellings of one existing cgroup (a relative path, a second
         // mount) are one cgroup: keyed by id.  An entry may also name a cgroup
         // that does not exist yet, or many with wildcards (cgroup_rules.rs).
-        let mut ids: BTreeMap<u64, PathBuf> = BTreeMap::new();
-        let mut patterns: Vec<PathBuf> = Vec::new();
         for c in &cfg.cgroups {
             let given = c.path.get_ref();
             let pattern = if cgroup_rules::has_glob(given) || !given.exists() {
@@ -225,7 +333,7 @@ impl Parser<'_> {
             } else {
                 let cg = cgroup::CgroupDir::open(given)
                     .map_err(|e| at(self.file, self.text, c.path.span(), format!("{e:#}")))?;
-                if let Some(first) = ids.insert(cg.id, cg.path.clone()) {
+                if let Some(first) = self.cgroup_ids.insert(cg.id, cg.path.clone()) {
                     return Err(at(
                         self.file,
                         self.text,
@@ -240,7 +348,7 @@ impl Parser<'_> {
                 }
                 cg.path
             };
-            if patterns.contains(&pattern) {
+            if self.cgroup_patterns.contains(&pattern) {
                 return Err(at(
                     self.file,
                     self.text,
@@ -248,7 +356,7 @@ impl Parser<'_> {
                     format!("cgroup listed twice: {}", pattern.display()),
                 ));
             }
-            patterns.push(pattern.clone());
+            self.cgroup_patterns.push(pattern.clone());
             let name = c.algo.get_ref();
             let profile = cc_and_profile(
                 self.file,

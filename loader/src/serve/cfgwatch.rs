@@ -1,6 +1,6 @@
-//! Re-apply the config when its file changes.
+//! Re-apply the config when one of its files changes.
 //!
-//! inotify watches the directory that holds the config path (as given, not
+//! inotify watches the directories that hold the config's paths (as given, not
 //! resolved), so every way a file is replaced wakes the daemon: written in
 //! place, renamed over by an editor or a package manager, or, in a
 //! Kubernetes ConfigMap volume, swapped by the kubelet, which renames a new
@@ -10,11 +10,13 @@
 //! (a `touch` or an unrelated file in the directory changes nothing).
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
 use tokio::time::Instant;
+
+use crate::config::Source;
 
 /// How long a burst of events (write, then rename, then chmod) is let
 /// settle before the file is read.
@@ -22,22 +24,30 @@ pub(super) const SETTLE: Duration = Duration::from_millis(200);
 
 pub(super) struct ConfigWatch {
     fd: AsyncFd<inotify::Inotify>,
-    path: PathBuf,
-    /// The bytes of the config as last loaded (None: unreadable).
+    paths: Vec<PathBuf>,
+    /// The bytes of the config's files as last loaded, each after its
+    /// length (None: one was unreadable).
     last: Option<Vec<u8>>,
     /// Events seen: read the file at this instant.
     settle_at: Option<Instant>,
 }
 
 impl ConfigWatch {
-    /// Watch `path`'s directory; `loaded` is the text the running config
-    /// was parsed from.  The file is compared with it once the watch is in
-    /// place, so a change made between that load and now is not missed.
-    pub(super) fn new(path: &Path, loaded: Option<&str>) -> io::Result<ConfigWatch> {
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
+    /// Watch the directories of `paths`; `loaded` is what the running
+    /// config was parsed from.  The files are compared with it once the
+    /// watch is in place, so a change made between that load and now is not
+    /// missed.
+    pub(super) fn new(paths: &[PathBuf], loaded: Option<&[Source]>) -> io::Result<ConfigWatch> {
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        for p in paths {
+            let d = match p.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+                _ => PathBuf::from("."),
+            };
+            if !dirs.contains(&d) {
+                dirs.push(d);
+            }
+        }
         use inotify::WatchMask as M;
         let mask = M::CLOSE_WRITE
             | M::MODIFY
@@ -47,17 +57,17 @@ impl ConfigWatch {
             | M::ATTRIB
             | M::ONLYDIR;
         Ok(ConfigWatch {
-            fd: super::inotify::watch([&dir], mask, true)?,
-            path: path.to_path_buf(),
-            last: loaded.map(|t| t.as_bytes().to_vec()),
+            fd: super::inotify::watch(&dirs, mask, true)?,
+            paths: paths.to_vec(),
+            last: loaded.map(|s| fingerprint(s.iter().map(|s| s.text.as_bytes()))),
             settle_at: Some(Instant::now()),
         })
     }
 
-    /// The config was (re)loaded from `text` (None: unreadable): the bytes
+    /// The config was (re)loaded from `srcs` (None: unreadable): the bytes
     /// to compare with from now on.
-    pub(super) fn loaded(&mut self, text: Option<&str>) {
-        self.last = text.map(|t| t.as_bytes().to_vec());
+    pub(super) fn loaded(&mut self, srcs: Option<&[Source]>) {
+        self.last = srcs.map(|s| fingerprint(s.iter().map(|s| s.text.as_bytes())));
     }
 
     fn drain(&mut self) {
@@ -72,7 +82,13 @@ impl ConfigWatch {
                 tokio::time::sleep_until(at).await;
                 self.settle_at = None;
                 self.drain();
-                let now = std::fs::read(&self.path).ok();
+                let now = self
+                    .paths
+                    .iter()
+                    .map(std::fs::read)
+                    .collect::<io::Result<Vec<_>>>()
+                    .ok()
+                    .map(|b| fingerprint(b.iter().map(|b| b.as_slice())));
                 if now != self.last {
                     self.last = now;
                     return Ok(());
@@ -87,6 +103,17 @@ impl ConfigWatch {
     }
 }
 
+/// Every file's bytes, each after its length: equal exactly when each
+/// file is.
+fn fingerprint<'a>(files: impl Iterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut v = Vec::new();
+    for f in files {
+        v.extend_from_slice(&(f.len() as u64).to_le_bytes());
+        v.extend_from_slice(f);
+    }
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,7 +126,8 @@ mod tests {
 
     /// A file that changed between its load and the watch, a ConfigMap-style
     /// symlink swap, a rename over and a write in place each resolve
-    /// `changed`; an unchanged file and rewriting the same bytes do not.
+    /// `changed`, in either file of a two-file config (in two directories);
+    /// an unchanged file and rewriting the same bytes do not.
     #[test]
     fn content_changes_wake_it_and_touches_do_not() {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -115,12 +143,22 @@ mod tests {
         std::os::unix::fs::symlink("v1", dir.join("..data")).unwrap();
         std::os::unix::fs::symlink("..data/c.toml", dir.join("c.toml")).unwrap();
         let path = dir.join("c.toml");
+        std::fs::create_dir_all(dir.join("pool")).unwrap();
+        let pool = dir.join("pool/p.toml");
+        std::fs::write(&pool, "b = 1\n").unwrap();
+        let paths = [path.clone(), pool.clone()];
+        let srcs = |a: &str| {
+            [(&path, a), (&pool, "b = 1\n")].map(|(p, t)| Source {
+                path: p.clone(),
+                text: t.to_string(),
+            })
+        };
         rt.block_on(async {
             // A change made after the load and before the watch existed.
-            let mut w = ConfigWatch::new(&path, Some("a = 0\n")).unwrap();
+            let mut w = ConfigWatch::new(&paths, Some(&srcs("a = 0\n"))).unwrap();
             assert!(within(&mut w).await, "change before the watch");
             // Loaded as it is: nothing to report.
-            let mut w = ConfigWatch::new(&path, Some("a = 1\n")).unwrap();
+            let mut w = ConfigWatch::new(&paths, Some(&srcs("a = 1\n"))).unwrap();
             assert!(!within(&mut w).await, "unchanged file at the start");
             // The kubelet's swap: a new symlink renamed over ..data.
             std::os::unix::fs::symlink("v2", dir.join("..data_tmp")).unwrap();
@@ -136,6 +174,11 @@ mod tests {
             // Written in place.
             std::fs::write(&path, "a = 4\n").unwrap();
             assert!(within(&mut w).await, "write in place");
+            // The second file, in its own directory.
+            std::fs::write(&pool, "b = 2\n").unwrap();
+            assert!(within(&mut w).await, "the second file");
+            std::fs::write(&pool, "b = 2\n").unwrap();
+            assert!(!within(&mut w).await, "the second file, unchanged");
         });
         let _ = std::fs::remove_dir_all(&dir);
     }

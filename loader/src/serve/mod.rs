@@ -1,6 +1,6 @@
-//! `ccload serve --config FILE`: the daemon for servers.
+//! `ccload serve --config FILE...`: the daemon for servers.
 //!
-//! - applies the config at start and again on SIGHUP or when the file's
+//! - applies the config at start and again on SIGHUP or when one of its files'
 //!   content changes ([`cfgwatch`]: edits, renames, ConfigMap updates); a
 //!   bad file is logged and the running state kept;
 //! - owns the telemetry ring buffers of the attached controllers and fans
@@ -514,14 +514,15 @@ enum Exit {
     Signal(&'static str),
 }
 
-pub fn run(config_path: &Path, verbose: bool, json_logs: bool) -> Result<()> {
+pub fn run(config_paths: &[PathBuf], verbose: bool, json_logs: bool) -> Result<()> {
     logging::init(logging::log_format(json_logs));
     bpf::require_root()?;
-    let text = config::read(config_path)?;
-    let parsed = config::parse(config_path, &text)?;
+    let srcs = config::read_all(config_paths)?;
+    let parsed = config::parse_all(&srcs)?;
     let (upgrades, upgrade_errors) = upgrade_stale(verbose)?;
     let desired = apply(parsed, None, verbose).context("initial config apply")?;
-    tracing::info!(config = %config_path.display(), "applied {}", config_path.display());
+    let names = names(config_paths);
+    tracing::info!(config = %names, "applied {names}");
     let st = Rc::new(State::new(desired));
     st.metrics.borrow_mut().applies = 1;
     st.metrics.borrow_mut().upgrades = upgrades;
@@ -533,7 +534,7 @@ pub fn run(config_path: &Path, verbose: bool, json_logs: bool) -> Result<()> {
     let local = tokio::task::LocalSet::new();
     let res = local.block_on(
         &rt,
-        main_loop(config_path.to_path_buf(), &text, st.clone(), verbose),
+        main_loop(config_paths.to_vec(), &srcs, st.clone(), verbose),
     );
     let d = st.desired.borrow().clone();
     let _ = std::fs::remove_file(&d.serve.socket);
@@ -639,7 +640,7 @@ async fn bind_listeners(st: &Rc<State>) -> Result<tokio::net::UnixListener> {
 /// A SIGHUP or a changed file: apply the config again; a config that
 /// fails keeps the running state.
 fn reload_config(
-    path: &Path,
+    paths: &[PathBuf],
     why: &str,
     st: &Rc<State>,
     cfgw: &mut cfgwatch::ConfigWatch,
@@ -647,13 +648,14 @@ fn reload_config(
     podw: &mut pods::PodWatch,
     verbose: bool,
 ) {
-    tracing::info!(config = %path.display(), why, "{why}: reloading {}", path.display());
-    let text = config::read(path);
-    cfgw.loaded(text.as_deref().ok());
+    let names = names(paths);
+    tracing::info!(config = %names, why, "{why}: reloading {names}");
+    let srcs = config::read_all(paths);
+    cfgw.loaded(srcs.as_deref().ok());
     notify(&format!("RELOADING=1\nMONOTONIC_USEC={}", monotonic_usec()));
     let listed = st.pods.borrow().clone();
-    let applied = text
-        .and_then(|t| config::parse(path, &t))
+    let applied = srcs
+        .and_then(|s| config::parse_all(&s))
         .and_then(|d| apply(d, listed.as_deref(), verbose));
     match applied {
         Ok(d) => {
@@ -673,8 +675,22 @@ fn reload_config(
     }
 }
 
-/// `text` is the config file's content that `st` was applied from.
-async fn main_loop(path: PathBuf, text: &str, st: Rc<State>, verbose: bool) -> Result<Exit> {
+/// The config's files, for messages: `a.toml + b.toml`.
+fn names(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" + ")
+}
+
+/// `srcs` are the config's files as `st` was applied from them.
+async fn main_loop(
+    paths: Vec<PathBuf>,
+    srcs: &[config::Source],
+    st: Rc<State>,
+    verbose: bool,
+) -> Result<Exit> {
     // The handlers first: a SIGTERM that comes once the listeners are up
     // (systemd sends one any time after READY=1) is a clean stop, never
     // the default action's kill.
@@ -688,8 +704,8 @@ async fn main_loop(path: PathBuf, text: &str, st: Rc<State>, verbose: bool) -> R
     st.metrics.borrow_mut().rings_missing = rings.missing.clone();
     // Config applied, listeners bound, rings open: ready.
     notify("READY=1\nSTATUS=serving");
-    let mut cfgw = cfgwatch::ConfigWatch::new(&path, Some(text))
-        .with_context(|| format!("watching {}", path.display()))?;
+    let mut cfgw = cfgwatch::ConfigWatch::new(&paths, Some(srcs))
+        .with_context(|| format!("watching {}", names(&paths)))?;
     let mut cgw = cgwatch::CgroupWatch::new();
     if let Err(e) = cgw.rewatch(&st.effective().cgroups) {
         tracing::warn!("cgroup watch: {e}");
@@ -794,7 +810,7 @@ async fn main_loop(path: PathBuf, text: &str, st: Rc<State>, verbose: bool) -> R
         // Release the consumer locks before applying (and re-locking).
         drop(std::mem::replace(&mut rings, Rings::empty()));
         if let Some(why) = reload {
-            reload_config(&path, why, &st, &mut cfgw, &mut cgw, &mut podw, verbose);
+            reload_config(&paths, why, &st, &mut cfgw, &mut cgw, &mut podw, verbose);
         }
         rings = Rings::open(&q);
         st.metrics.borrow_mut().rings_missing = rings.missing.clone();
