@@ -134,6 +134,15 @@ pub fn stat_of(algo: &str, name: &str) -> u64 {
     stat_in(&status_json(), algo, name)
 }
 
+/// Whether this kernel skips BPF trampoline programs on top of PID 1: the
+/// Firecracker-built kernels of this project's machines ("-fc-" in the
+/// release) do, Debian's do not (docs/known-issues.md; `cargo xtask
+/// kernels` runs the tests that tell).  Where it does not, the guard that
+/// repairs what a skipped hook left must repair nothing.
+pub fn kernel_skips_pid1_hooks() -> bool {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease").is_ok_and(|r| r.contains("-fc-"))
+}
+
 /// Detaches `algo` on drop (also when the test panics).
 pub struct Attached(pub &'static str);
 

@@ -66,6 +66,8 @@ pub struct Opts {
     pub out: PathBuf,
     pub cache: PathBuf,
     pub timeout: Duration,
+    /// More of the guest kernel's command line (e.g. `slub_debug=FZPU`).
+    pub append: String,
 }
 
 /// One test's verdict in one guest.
@@ -149,7 +151,7 @@ pub fn run(root: &Path, o: &Opts) -> Result<()> {
         writeln!(
             job,
             "s=$(cut -d' ' -f1 /proc/uptime)\n\
-             {} {filter} --test-threads=1 > /ccl-out/{log}.log 2>&1\n\
+             {} {filter} --test-threads=1 --nocapture > /ccl-out/{log}.log 2>&1\n\
              echo \"result {t} $? $s $(cut -d' ' -f1 /proc/uptime)\" >> /ccl-out/results",
             exe.display()
         )?;
@@ -162,7 +164,7 @@ pub fn run(root: &Path, o: &Opts) -> Result<()> {
     let outcomes: Vec<Result<(String, Vec<Verdict>)>> = o
         .kernels
         .iter()
-        .map(|k| one_kernel(k, &o.cache, &kernel_dir(&o.out, k), &job, o.timeout))
+        .map(|k| one_kernel(k, o, &kernel_dir(&o.out, k), &job))
         .collect();
     let mut failed = Vec::new();
     let mut table = String::new();
@@ -193,7 +195,14 @@ pub fn run(root: &Path, o: &Opts) -> Result<()> {
                         }
                     }
                 }
-                if n_ok < tests.len() {
+                // An oops, a BUG or a panic fails the kernel whatever the
+                // tests read: the console says what the kernel did.
+                let console = kernel_dir(&o.out, k).join("console.log");
+                let trouble = kernel_trouble(&String::from_utf8_lossy(&std::fs::read(&console)?));
+                if let Some(t) = &trouble {
+                    writeln!(table, "  KERNEL {t} ({})", console.display())?;
+                }
+                if n_ok < tests.len() || trouble.is_some() {
                     failed.push(k.clone());
                 }
             }
@@ -571,20 +580,43 @@ pub fn parse_results(s: &str) -> Vec<Verdict> {
 
 /// Boots `kernel`, runs `job` in it; returns the guest's release and the
 /// verdicts.
-fn one_kernel(
-    kernel: &str,
-    cache: &Path,
-    dir: &Path,
-    job: &str,
-    timeout: Duration,
-) -> Result<(String, Vec<Verdict>)> {
-    let deb = fetch(kernel, cache)?;
-    let k = unpack(&deb, cache)?;
+fn one_kernel(kernel: &str, o: &Opts, dir: &Path, job: &str) -> Result<(String, Vec<Verdict>)> {
+    let deb = fetch(kernel, &o.cache)?;
+    let k = unpack(&deb, &o.cache)?;
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir)?;
     let initrd = dir.join("initrd.cpio");
     initramfs(&k.root, &k.release, &initrd)?;
-    boot(&k, &initrd, dir, job, timeout)
+    boot(&k, &initrd, dir, job, o)
+}
+
+/// What went wrong in the kernel, from its console: the first oops, BUG,
+/// warning or panic line, with the function it happened in.
+fn kernel_trouble(console: &str) -> Option<String> {
+    let mut lines = console.lines().map(|l| {
+        // "[   42.334863] Oops: ..." -> "Oops: ..."
+        match l.trim_start().strip_prefix('[') {
+            Some(r) => r.split_once("] ").map_or(l, |(_, m)| m),
+            None => l,
+        }
+    });
+    let first = lines.by_ref().find(|m| {
+        [
+            "Oops:",
+            "BUG:",
+            "WARNING:",
+            "Kernel panic",
+            "general protection fault",
+        ]
+        .iter()
+        .any(|p| m.starts_with(p))
+    })?;
+    let rip = lines
+        .take(12)
+        .find_map(|m| m.strip_prefix("RIP: 0010:"))
+        .map(|r| format!(" at {r}"))
+        .unwrap_or_default();
+    Some(format!("{first}{rip}"))
 }
 
 /// Boots the unpacked kernel `k` with `initrd`, runs `job` in it; returns
@@ -595,8 +627,9 @@ fn boot(
     initrd: &Path,
     dir: &Path,
     job: &str,
-    timeout: Duration,
+    o: &Opts,
 ) -> Result<(String, Vec<Verdict>)> {
+    let timeout = o.timeout;
     let share = dir.join("share");
     let _ = std::fs::remove_dir_all(&share);
     std::fs::create_dir_all(&share)?;
@@ -624,7 +657,8 @@ fn boot(
         .arg(&k.vmlinuz)
         .arg("-initrd")
         .arg(initrd)
-        .args(["-append", "console=ttyS0 panic=-1 quiet"])
+        .arg("-append")
+        .arg(format!("console=ttyS0 panic=-1 quiet {}", o.append).trim_end())
         .args([
             "-virtfs",
             "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
@@ -683,6 +717,30 @@ fn boot(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A 6.12 guest's console after slab corruption (its first lines):
+    /// the summary names the oops and where it happened; a clean console
+    /// has nothing to say.
+    #[test]
+    fn a_kernel_oops_is_read_from_the_console() {
+        let console = "ccl-guest: 6.12.118+deb12-amd64 up after 4.13 s\n\
+[   42.334863] Oops: general protection fault, probably for non-canonical address 0xfa3601a8feae93ea: 0000 [#1] PREEMPT SMP NOPTI\n\
+[   42.335796] CPU: 1 UID: 0 PID: 227 Comm: every_built_con Not tainted 6.12.118+deb12-amd64 #1\n\
+[   42.336193] RIP: 0010:kmem_cache_alloc_node_noprof+0xc3/0x330\n\
+[   46.321207] Kernel panic - not syncing: Fatal exception in interrupt\n";
+        assert_eq!(
+            kernel_trouble(console).as_deref(),
+            Some(
+                "Oops: general protection fault, probably for non-canonical address \
+                 0xfa3601a8feae93ea: 0000 [#1] PREEMPT SMP NOPTI at \
+                 kmem_cache_alloc_node_noprof+0xc3/0x330"
+            )
+        );
+        assert_eq!(
+            kernel_trouble("ccl-guest: up\n[    1.0] tun: Universal TUN/TAP\n"),
+            None
+        );
+    }
 
     #[test]
     fn the_image_package_is_read_from_apt_cache_depends() {
@@ -766,7 +824,14 @@ mod tests {
             &dir.join("initrd.cpio"),
             &dir,
             "true\n",
-            Duration::from_secs(60),
+            &Opts {
+                kernels: vec![],
+                tests: vec![],
+                out: dir.clone(),
+                cache: dir.clone(),
+                timeout: Duration::from_secs(60),
+                append: String::new(),
+            },
         );
         let _ = std::fs::remove_dir_all(&dir);
         let e = format!("{:#}", r.expect_err("a broken kernel booted"));

@@ -147,6 +147,10 @@ enum Task {
         /// Seconds a guest may take, boot to power-off.
         #[arg(long, default_value_t = 900)]
         timeout: u64,
+        /// More of the guest kernel's command line, e.g. `slub_debug=FZPU`
+        /// to catch memory corruption where it happens.
+        #[arg(long, default_value = "")]
+        append: String,
     },
     /// Paper-style experiments on the emulated link (configs/lab/*.toml).
     Lab {
@@ -373,6 +377,7 @@ fn real_main() -> Result<()> {
             out,
             cache,
             timeout,
+            append,
         } => kernels::run(
             &root,
             &kernels::Opts {
@@ -381,6 +386,7 @@ fn real_main() -> Result<()> {
                 out: out.unwrap_or_else(|| stamped(&root, "kernels")),
                 cache: cache.unwrap_or_else(|| root.join("target/kernels")),
                 timeout: std::time::Duration::from_secs(timeout),
+                append,
             },
         )?,
         Task::Lab { cmd } => lab_task(&root, cmd)?,
