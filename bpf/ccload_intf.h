@@ -500,12 +500,50 @@ struct ccl_sk_binding {
 	u32 cgroup_bound; /* 1 = set by a cgroup binding */
 };
 
-/* A cgroup binding, in the `binding` map of its sock_ops object. */
+/* A cgroup binding, in the `binding` map of its sock_ops object.  `algo`
+ * and `profile` are the default: what a connection gets when none of the
+ * binding's `nr_rules` path rules matches it. */
 struct ccl_cg_binding {
 	char algo[CCL_NAME_MAX]; /* TCP_CONGESTION name given to the sockets */
 	u64 cgroup_id;
 	u32 profile;
+	u32 nr_rules; /* path rules in the `rules` map, 0..CCL_CG_MAX_RULES */
+};
+
+/*
+ * Path rules of a cgroup binding (bpf/cgroup.bpf.c): the first rule, in
+ * order, that matches a connection chooses its congestion control and
+ * profile; none matching, the binding's own.  A prefix rule matches a peer
+ * address inside one of its prefixes (the `prefixes` LPM trie maps each
+ * prefix to its rule; ccload refuses prefixes of two rules that overlap, so
+ * the longest match is the only one).  An RTT rule matches on the
+ * connection's smoothed RTT when it is established (the handshake's sample):
+ * a connection is given the choice of the rules decidable at connect() and
+ * switched once, when established, if an RTT rule before it matches.
+ */
+enum ccl_cg_consts {
+	CCL_CG_MAX_RULES = 15, /* agg slots 1..15; slot 0 = no rule matched */
+};
+
+enum ccl_rule_kind {
+	CCL_RULE_PREFIX = 1, /* the peer's address in one of its prefixes */
+	CCL_RULE_RTT_GE = 2, /* smoothed RTT >= rtt_us when established */
+	CCL_RULE_RTT_LT = 3, /* smoothed RTT < rtt_us when established */
+};
+
+struct ccl_path_rule {
+	char algo[CCL_NAME_MAX];
+	u32 kind; /* enum ccl_rule_kind */
+	u32 profile;
+	u32 rtt_us; /* RTT rules: the bound */
 	u32 pad;
+};
+
+/* Key of the `prefixes` LPM trie: IPv4 as IPv4-mapped IPv6 (::ffff:a.b.c.d,
+ * its prefix length + 96). */
+struct ccl_prefix_key {
+	u32 prefixlen;
+	u8 addr[16];
 };
 
 /* Counters of a cgroup binding (`cg_stats` map, per CPU). */

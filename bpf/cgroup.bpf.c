@@ -16,6 +16,16 @@
  * touched.  The binding (algorithm, profile) lives in the `binding` map,
  * written by ccload before attaching.
  *
+ * Path rules (ccload_intf.h, struct ccl_path_rule): a binding may carry up
+ * to CCL_CG_MAX_RULES rules in the `rules` map, prefix rules with their
+ * prefixes in the `prefixes` LPM trie.  At connect() a connection gets the
+ * first rule that can be decided then (a prefix rule, by the peer's
+ * address) or the binding's default; when it is established (active or
+ * passive) the rules are decided again with its handshake RTT, and an RTT
+ * rule placed before the one chosen switches its CC, once.  Each rule has
+ * its aggregate slot (1 + rule; slot 0 for the default), so connections,
+ * bytes and retransmissions are counted per rule.
+ *
  * Aggregates (ccload_agg.bpf.h, one slot): for every connection of the
  * cgroup, whatever its CC, the program asks for the RTT, retransmit, RTO
  * and state callbacks when it is established and feeds the `agg` map from
@@ -38,7 +48,7 @@ char _license[] SEC("license") = "GPL";
 
 CCL_DEFINE_SK_PROFILE
 
-#define CCL_AGG_SLOTS 1
+#define CCL_AGG_SLOTS (1 + CCL_CG_MAX_RULES)
 #include "ccload_agg.bpf.h"
 
 struct {
@@ -47,6 +57,21 @@ struct {
 	__type(key, u32);
 	__type(value, struct ccl_cg_binding);
 } binding SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, CCL_CG_MAX_RULES);
+	__type(key, u32);
+	__type(value, struct ccl_path_rule);
+} rules SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 1024);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct ccl_prefix_key);
+	__type(value, u32);
+} prefixes SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -63,25 +88,103 @@ static __always_inline void cg_inc(u32 idx)
 		CCL_ADD(c, 1);
 }
 
-/* Bind a new connection: profile into sk_profile, then TCP_CONGESTION. */
-static __always_inline void cg_bind(struct bpf_sock_ops *skops, struct bpf_sock *sk,
-				    struct ccl_cg_binding *b, int passive)
+/* What a connection is given: a CC name and a profile, and which rule chose
+ * them (0 = the binding's default, 1 + i = rule i). */
+struct cg_choice {
+	const char *algo;
+	u32 profile;
+	u32 slot;
+};
+
+/* The rule whose prefix holds the peer's address, or -1. */
+static __always_inline int cg_prefix_rule(struct bpf_sock_ops *skops)
+{
+	struct ccl_prefix_key k = {};
+	u32 *r;
+
+	if (skops->family == 2 /* AF_INET */) {
+		k.prefixlen = 128;
+		k.addr[10] = 0xff;
+		k.addr[11] = 0xff;
+		__builtin_memcpy(&k.addr[12], &skops->remote_ip4, 4);
+	} else if (skops->family == 10 /* AF_INET6 */) {
+		u32 a[4];
+
+		k.prefixlen = 128;
+		a[0] = skops->remote_ip6[0];
+		a[1] = skops->remote_ip6[1];
+		a[2] = skops->remote_ip6[2];
+		a[3] = skops->remote_ip6[3];
+		__builtin_memcpy(k.addr, a, 16);
+	} else {
+		return -1;
+	}
+	r = bpf_map_lookup_elem(&prefixes, &k);
+	return r && *r < CCL_CG_MAX_RULES ? (int)*r : -1;
+}
+
+/* First match wins: the first rule, in order, that matches; `rtt_us` 0
+ * means the RTT is not known yet (connect()), and RTT rules are passed
+ * over. */
+static __always_inline void cg_choose(struct bpf_sock_ops *skops, struct ccl_cg_binding *b,
+				      u32 rtt_us, struct cg_choice *c)
+{
+	int pfx = cg_prefix_rule(skops);
+	u32 n = b->nr_rules, i;
+
+	c->algo = b->algo;
+	c->profile = b->profile;
+	c->slot = 0;
+	for (i = 0; i < CCL_CG_MAX_RULES && i < n; i++) {
+		struct ccl_path_rule *r = bpf_map_lookup_elem(&rules, &i);
+		int hit;
+
+		if (!r)
+			return;
+		switch (r->kind) {
+		case CCL_RULE_PREFIX:
+			hit = pfx == (int)i;
+			break;
+		case CCL_RULE_RTT_GE:
+			hit = rtt_us && rtt_us >= r->rtt_us;
+			break;
+		case CCL_RULE_RTT_LT:
+			hit = rtt_us && rtt_us < r->rtt_us;
+			break;
+		default:
+			hit = 0;
+		}
+		if (hit) {
+			c->algo = r->algo;
+			c->profile = r->profile;
+			c->slot = 1 + i;
+			return;
+		}
+	}
+}
+
+/* Bind a connection: profile into sk_profile, then TCP_CONGESTION.  Returns
+ * 0, or the setsockopt error. */
+static __always_inline int cg_bind(struct bpf_sock_ops *skops, struct bpf_sock *sk,
+				   struct cg_choice *c)
 {
 	struct ccl_sk_binding *sb;
 	char name[CCL_NAME_MAX];
 
 	sb = bpf_sk_storage_get(&sk_profile, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 	if (sb) {
-		sb->profile = b->profile < CCL_NR_PROFILES ? b->profile : 0;
+		sb->profile = c->profile < CCL_NR_PROFILES ? c->profile : 0;
 		sb->cgroup_bound = 1;
 	}
-	__builtin_memcpy(name, b->algo, sizeof(name));
+	__builtin_memcpy(name, c->algo, sizeof(name));
 	name[CCL_NAME_MAX - 1] = 0;
+	if (!name[0])
+		return 0;
 	if (bpf_setsockopt(skops, SOL_TCP, TCP_CONGESTION, name, sizeof(name))) {
 		cg_inc(CCL_CG_ERRORS);
-		return;
+		return -1;
 	}
-	cg_inc(passive ? CCL_CG_PASSIVE : CCL_CG_ACTIVE);
+	return 0;
 }
 
 /* The aggregate inputs from the sock_ops context (a full socket). */
@@ -109,21 +212,22 @@ static __always_inline u32 cg_ca_state(struct bpf_sock *sk)
 	return BPF_CORE_READ_BITFIELD(&tp->inet_conn, icsk_ca_state);
 }
 
-/* Aggregates: one callback of an established connection. */
-static __always_inline void cg_agg(struct bpf_sock_ops *skops, struct bpf_sock *sk, u32 op)
+/* Aggregates: one callback of an established connection; `slot` is the
+ * rule that chose its CC (the established callbacks only). */
+static __always_inline void cg_agg(struct bpf_sock_ops *skops, struct bpf_sock *sk, u32 op,
+				   u32 slot)
 {
 	struct ccl_agg_sk *s;
 	struct ccl_agg_in in;
 	struct ccl_agg *a;
 	u32 st;
 
-	a = ccl_agg_slot(0);
-	if (!a)
-		return;
 	if (op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB || op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB) {
+		a = ccl_agg_slot(slot);
 		s = bpf_sk_storage_get(&agg_sk, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-		if (!s)
+		if (!a || !s)
 			return;
+		s->slot = slot;
 		bpf_sock_ops_cb_flags_set(
 			skops, BPF_SOCK_OPS_RTT_CB_FLAG | BPF_SOCK_OPS_RETRANS_CB_FLAG |
 				       BPF_SOCK_OPS_RTO_CB_FLAG | BPF_SOCK_OPS_STATE_CB_FLAG);
@@ -133,6 +237,9 @@ static __always_inline void cg_agg(struct bpf_sock_ops *skops, struct bpf_sock *
 	}
 	s = bpf_sk_storage_get(&agg_sk, sk, 0, 0);
 	if (!s || !s->started)
+		return;
+	a = ccl_agg_slot(s->slot);
+	if (!a)
 		return;
 	cg_agg_in(&in, skops);
 	switch (op) {
@@ -159,6 +266,7 @@ SEC("sockops")
 int ccl_cgroup_sockops(struct bpf_sock_ops *skops)
 {
 	struct ccl_cg_binding *b;
+	struct cg_choice c = {};
 	struct bpf_sock *sk;
 	u32 op = skops->op;
 	u32 zero = 0;
@@ -169,20 +277,40 @@ int ccl_cgroup_sockops(struct bpf_sock_ops *skops)
 	b = bpf_map_lookup_elem(&binding, &zero);
 	switch (op) {
 	case BPF_SOCK_OPS_TCP_CONNECT_CB:
-		if (b && b->algo[0])
-			cg_bind(skops, sk, b, 0);
-		return 1;
-	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
-		if (b && b->algo[0])
-			cg_bind(skops, sk, b, 1);
-		cg_agg(skops, sk, op);
+		/* Before the SYN: what can be decided without an RTT. */
+		if (b && b->algo[0]) {
+			cg_choose(skops, b, 0, &c);
+			if (!cg_bind(skops, sk, &c))
+				cg_inc(CCL_CG_ACTIVE);
+		}
 		return 1;
 	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
+		/* The handshake's RTT is known: an RTT rule before the one
+		 * chosen at connect() switches the connection, once (the same
+		 * CC again is no change for the kernel: no reinit). */
+		if (b && b->algo[0]) {
+			struct cg_choice c0 = {};
+
+			cg_choose(skops, b, 0, &c0);
+			cg_choose(skops, b, (skops->srtt_us >> 3) ?: 1, &c);
+			if (c.slot != c0.slot)
+				cg_bind(skops, sk, &c);
+		}
+		cg_agg(skops, sk, op, c.slot);
+		return 1;
+	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
+		if (b && b->algo[0]) {
+			cg_choose(skops, b, (skops->srtt_us >> 3) ?: 1, &c);
+			if (!cg_bind(skops, sk, &c))
+				cg_inc(CCL_CG_PASSIVE);
+		}
+		cg_agg(skops, sk, op, c.slot);
+		return 1;
 	case BPF_SOCK_OPS_RTT_CB:
 	case BPF_SOCK_OPS_RETRANS_CB:
 	case BPF_SOCK_OPS_RTO_CB:
 	case BPF_SOCK_OPS_STATE_CB:
-		cg_agg(skops, sk, op);
+		cg_agg(skops, sk, op, 0);
 		return 1;
 	default:
 		return 1;

@@ -260,11 +260,23 @@ pub fn read_algo(algo: Algo) -> Result<Vec<Agg>> {
         .collect()
 }
 
-/// The aggregate of a cgroup binding or watch pinned at `dir`.
+/// The aggregate of a cgroup binding or watch pinned at `pin`: the sum of
+/// its slots (slot 0 for the connections no path rule chose, 1 + i for
+/// rule i's; a binding made before path rules has slot 0 alone).
 pub fn read_pinned(pin: &Path) -> Result<Agg> {
+    let mut sum = Agg::default();
+    for a in read_pinned_slots(pin)? {
+        sum.add(&a);
+    }
+    Ok(sum)
+}
+
+/// Each slot of the aggregate pinned at `pin`.
+pub fn read_pinned_slots(pin: &Path) -> Result<Vec<Agg>> {
     let map = MapHandle::from_pinned_path(pin)
         .with_context(|| format!("failed to open {}", pin.display()))?;
-    read_slot(&map, 0)
+    let n = map.info().map(|i| i.info.max_entries).unwrap_or(1);
+    (0..n).map(|s| read_slot(&map, s)).collect()
 }
 
 /// Every aggregate slot worth reporting: profile 0 of each attached

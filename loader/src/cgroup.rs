@@ -21,6 +21,7 @@ use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use crate::algos::Algo;
 use crate::bpf::{self, PIN_ROOT};
 use crate::intf;
+use crate::path_rules::PathRule;
 
 const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
 
@@ -48,9 +49,25 @@ pub struct Binding {
     pub active: u64,
     pub passive: u64,
     pub errors: u64,
+    /// Path rules, in order (path_rules.rs); each with its aggregate.
+    pub rules: Vec<RuleCount>,
     /// `set` attached the controller for this binding.
     #[serde(skip)]
     pub auto_attached: bool,
+}
+
+/// A path rule of a binding and what it chose so far.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RuleCount {
+    #[serde(flatten)]
+    pub rule: PathRule,
+    /// The rule as written (`dst 10.0.0.0/8 -> cubic`).
+    pub text: String,
+    /// Connections it chose, their acked bytes and segments retransmitted
+    /// (from its aggregate slot; connections that ended included).
+    pub connections: u64,
+    pub bytes_acked: u64,
+    pub retrans_segs: u64,
 }
 
 /// A cgroup v2 directory, opened once: its id and the attach all use this
@@ -181,6 +198,30 @@ fn check_algo(name: &str) -> Result<()> {
 /// (`Binding::auto_attached`); if the binding then fails, it is detached
 /// again, so a failed `set` changes nothing.
 pub fn set(path: &Path, algo: &str, profile: u32, sweep: bpf::Sweep) -> Result<Binding> {
+    set_with_rules(path, algo, profile, &[], sweep)
+}
+
+/// [`set`] with path rules: a connection matching one gets its CC and
+/// profile, the others `algo` and `profile` (path_rules.rs).  Every rule's
+/// CC must be registered (ours attached, or a kernel CC).
+pub fn set_with_rules(
+    path: &Path,
+    algo: &str,
+    profile: u32,
+    rules: &[PathRule],
+    sweep: bpf::Sweep,
+) -> Result<Binding> {
+    crate::path_rules::check(rules)?;
+    for r in rules {
+        check_algo(&r.cc)?;
+        if r.profile >= intf::CCL_NR_PROFILES {
+            bail!(
+                "rule `{r}`: profile {} out of range 0..{}; nothing was changed",
+                r.profile,
+                intf::CCL_NR_PROFILES - 1
+            );
+        }
+    }
     let auto = match algo.parse::<Algo>() {
         Ok(a) if !bpf::is_attached(a) => Some(a),
         _ => None,
@@ -208,7 +249,17 @@ pub fn set(path: &Path, algo: &str, profile: u32, sweep: bpf::Sweep) -> Result<B
         )
         .with_context(|| format!("attaching {a} for the binding"))?;
     }
-    match bind(path, algo, profile, sweep) {
+    if let Some(r) = rules.iter().find(|r| !bpf::is_registered(&r.cc)) {
+        if let Some(a) = auto {
+            let _ = bpf::detach(a);
+        }
+        bail!(
+            "rule `{r}`: {} is not attached (`ccload attach --algo {}` first); nothing was changed",
+            r.cc,
+            r.cc
+        );
+    }
+    match bind(path, algo, profile, rules, sweep) {
         Ok(mut b) => {
             b.auto_attached = auto.is_some();
             Ok(b)
@@ -227,10 +278,16 @@ pub fn set(path: &Path, algo: &str, profile: u32, sweep: bpf::Sweep) -> Result<B
 /// a binding of that cgroup (a bound cgroup has the aggregates too).
 pub fn watch(path: &Path, sweep: bpf::Sweep) -> Result<Binding> {
     bpf::require_root()?;
-    bind(path, "", 0, sweep)
+    bind(path, "", 0, &[], sweep)
 }
 
-fn bind(path: &Path, algo: &str, profile: u32, sweep: bpf::Sweep) -> Result<Binding> {
+fn bind(
+    path: &Path,
+    algo: &str,
+    profile: u32,
+    rules: &[PathRule],
+    sweep: bpf::Sweep,
+) -> Result<Binding> {
     bpf::require_root()?;
     let cg = CgroupDir::open(path)?;
     let id = cg.id;
@@ -258,7 +315,7 @@ fn bind(path: &Path, algo: &str, profile: u32, sweep: bpf::Sweep) -> Result<Bind
     std::fs::create_dir_all(cg_root())
         .with_context(|| format!("failed to create {}", cg_root().display()))?;
     let tmp = bpf::new_tmp_pin_dir(&format!("cg-{id}"))?;
-    if let Err(e) = attach(&cg, algo, profile, &tmp) {
+    if let Err(e) = attach(&cg, algo, profile, rules, &tmp) {
         let _ = bpf::unpin_dir(&tmp);
         bpf::gc_pin_root();
         return Err(e);
@@ -283,11 +340,28 @@ fn bind(path: &Path, algo: &str, profile: u32, sweep: bpf::Sweep) -> Result<Bind
         active: 0,
         passive: 0,
         errors: 0,
+        rules: rules
+            .iter()
+            .map(|r| RuleCount {
+                rule: r.clone(),
+                text: r.to_string(),
+                connections: 0,
+                bytes_acked: 0,
+                retrans_segs: 0,
+            })
+            .collect(),
         auto_attached: false,
     })
 }
 
-fn attach(cg: &CgroupDir, algo: &str, profile: u32, dir: &Path) -> Result<()> {
+/// Plain old data as its bytes.
+fn pod_bytes<T>(v: &T) -> &[u8] {
+    // SAFETY: only called with the bindgen structs of ccload_intf.h, plain
+    // old data without padding bytes that matter to the kernel.
+    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
+}
+
+fn attach(cg: &CgroupDir, algo: &str, profile: u32, rules: &[PathRule], dir: &Path) -> Result<()> {
     let (path, id) = (&cg.path, cg.id);
     let mut storage = MaybeUninit::uninit();
     let builder = crate::skel::cgroup::CgroupSkelBuilder::default();
@@ -298,24 +372,31 @@ fn attach(cg: &CgroupDir, algo: &str, profile: u32, dir: &Path) -> Result<()> {
     let mut skel = open
         .load()
         .context("failed to load the cgroup sock_ops program")?;
+    let (krules, keys) = crate::path_rules::to_kernel(rules)?;
     let mut b = intf::ccl_cg_binding {
         cgroup_id: id,
         profile,
+        nr_rules: krules.len() as u32,
         ..Default::default()
     };
     for (d, s) in b.algo.iter_mut().zip(algo.bytes()) {
         *d = s as std::os::raw::c_char;
     }
-    // SAFETY: ccl_cg_binding is plain old data.
-    let bytes = unsafe {
-        std::slice::from_raw_parts(
-            (&b as *const intf::ccl_cg_binding).cast::<u8>(),
-            std::mem::size_of::<intf::ccl_cg_binding>(),
-        )
-    };
+    // The rules before the binding that counts them.
+    for (i, r) in krules.iter().enumerate() {
+        skel.maps
+            .rules
+            .update(&(i as u32).to_ne_bytes(), pod_bytes(r), MapFlags::ANY)?;
+    }
+    for (k, i) in &keys {
+        skel.maps
+            .prefixes
+            .update(pod_bytes(k), &i.to_ne_bytes(), MapFlags::ANY)
+            .context("path rule prefixes")?;
+    }
     skel.maps
         .binding
-        .update(&0u32.to_ne_bytes(), bytes, MapFlags::ANY)?;
+        .update(&0u32.to_ne_bytes(), pod_bytes(&b), MapFlags::ANY)?;
     let mut link = skel
         .progs
         .ccl_cgroup_sockops
@@ -324,6 +405,8 @@ fn attach(cg: &CgroupDir, algo: &str, profile: u32, dir: &Path) -> Result<()> {
     skel.maps.binding.pin(dir.join("binding"))?;
     skel.maps.cg_stats.pin(dir.join("cg_stats"))?;
     skel.maps.agg.pin(dir.join("agg"))?;
+    skel.maps.rules.pin(dir.join("rules"))?;
+    skel.maps.prefixes.pin(dir.join("prefixes"))?;
     link.pin(dir.join("link"))?;
     Ok(())
 }
@@ -433,11 +516,62 @@ fn read_bindings(paths: bool) -> Result<Vec<Binding>> {
             active: c[intf::CCL_CG_ACTIVE as usize],
             passive: c[intf::CCL_CG_PASSIVE as usize],
             errors: c[intf::CCL_CG_ERRORS as usize],
+            rules: read_rules(&e.path(), b.nr_rules)?,
             auto_attached: false,
         });
     }
     out.sort_by_key(|b| b.cgroup_id);
     Ok(out)
+}
+
+/// The path rules pinned in a binding's directory, each with its
+/// aggregate slot's counts (a binding made before path rules has none).
+fn read_rules(dir: &Path, n: u32) -> Result<Vec<RuleCount>> {
+    let n = n.min(intf::CCL_CG_MAX_RULES);
+    if n == 0 || !dir.join("rules").exists() {
+        return Ok(Vec::new());
+    }
+    let rm = MapHandle::from_pinned_path(dir.join("rules"))?;
+    let mut krules = Vec::new();
+    for i in 0..n {
+        let v = rm
+            .lookup(&i.to_ne_bytes(), MapFlags::ANY)?
+            .context("path rule missing")?;
+        if v.len() != std::mem::size_of::<intf::ccl_path_rule>() {
+            bail!(crate::error::CclError::Layout("ccl_path_rule size".into()));
+        }
+        // SAFETY: plain old data, size checked.
+        krules.push(unsafe { std::ptr::read_unaligned::<intf::ccl_path_rule>(v.as_ptr().cast()) });
+    }
+    let pm = MapHandle::from_pinned_path(dir.join("prefixes"))?;
+    let mut keys = Vec::new();
+    for k in pm.keys() {
+        if k.len() != std::mem::size_of::<intf::ccl_prefix_key>() {
+            continue;
+        }
+        // SAFETY: plain old data, size checked.
+        let key: intf::ccl_prefix_key = unsafe { std::ptr::read_unaligned(k.as_ptr().cast()) };
+        if let Some(v) = pm.lookup(&k, MapFlags::ANY)? {
+            let mut i = [0u8; 4];
+            i.copy_from_slice(&v[..4]);
+            keys.push((key, u32::from_ne_bytes(i)));
+        }
+    }
+    let aggs = crate::agg::read_pinned_slots(&dir.join("agg")).unwrap_or_default();
+    Ok(crate::path_rules::from_kernel(&krules, &keys)
+        .into_iter()
+        .enumerate()
+        .map(|(i, rule)| {
+            let a = aggs.get(1 + i).cloned().unwrap_or_default();
+            RuleCount {
+                text: rule.to_string(),
+                rule,
+                connections: a.get("flows_started"),
+                bytes_acked: a.get("bytes_acked"),
+                retrans_segs: a.get("retrans_segs"),
+            }
+        })
+        .collect())
 }
 
 /// Remove the binding with cgroup id `id` (its directory may be gone).

@@ -207,6 +207,13 @@ pub enum CgroupCmd {
         /// `tune --profile`) or a name from the last applied config.
         #[arg(long, default_value = "0")]
         profile: String,
+        /// A path rule, `MATCH -> CC[/PROFILE]`: `dst 10.0.0.0/8,fd00::/8
+        /// -> cubic` (the peer's address) or `rtt >= 5ms -> ccpd` (`rtt <
+        /// ...`: the handshake's RTT).  Repeat for more (at most 15); the
+        /// first that matches a connection chooses its CC, --algo is for
+        /// the rest.
+        #[arg(long = "rule", value_name = "RULE")]
+        rules: Vec<String>,
     },
     /// Keep in-kernel aggregates of a cgroup's TCP connections (`ccload
     /// stats`) without changing their congestion control: the control

@@ -23,6 +23,7 @@ pub(crate) mod lock;
 pub mod manpage;
 pub mod netlink;
 pub mod output;
+pub mod path_rules;
 pub mod pods;
 pub mod procfs;
 pub mod profiles;

@@ -807,3 +807,188 @@ fn flows_keep_their_profiles_tunables_across_an_apply_that_adds_and_removes() {
             .unwrap();
     assert_eq!(ids["ccpd"]["retired"]["2"], "zz", "{ids}");
 }
+
+/// One connection from a process in `client_cg` in namespace `from` to a
+/// listener in `server_cg` in namespace `to` at `ip`: (client CC, server
+/// CC).
+fn path_connection(
+    from: &str,
+    client_cg: &str,
+    to: &str,
+    server_cg: &str,
+    ip: &str,
+) -> (String, String) {
+    let srv = Helper::spawn(&[server_cg, to, "listen", ip]);
+    let port = srv.get("PORT");
+    let cli = Helper::spawn(&[
+        client_cg,
+        from,
+        "connect",
+        &format!("{ip}:{port}"),
+        &(256 * 1024).to_string(),
+    ]);
+    let (c, s) = (cli.get("CC"), srv.get("CC"));
+    assert_eq!(srv.get("BYTES"), (256 * 1024).to_string());
+    (c, s)
+}
+
+/// The path rules of cgroup `path` from `ccload cgroup list --json`:
+/// (rule text, connections) each.
+fn rules_of(path: &str) -> Vec<(String, u64)> {
+    let l: serde_json::Value = serde_json::from_str(&ccload_ok(&["-j", "cgroup", "list"])).unwrap();
+    let b = l
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["cgroup"] == path)
+        .unwrap_or_else(|| panic!("{path} not in {l}"));
+    b["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["text"].as_str().unwrap().to_string(),
+                r["connections"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Path rules: one cgroup, two destinations in two network namespaces —
+/// the link's receiver, 40 ms away, and a neighbour on a veth from the
+/// sender's namespace, under a millisecond.  By prefix and by the
+/// handshake's RTT the far one gets ccpd and the near one the binding's
+/// cubic, on the active side and (prefix) on the passive one; each rule
+/// counts exactly the connections it chose.  Bad rules change nothing.
+#[test]
+fn path_rules_choose_the_cc_per_destination() {
+    let _s = privileged!();
+    let _g = Attached::new("ccpd", &[]);
+    let link = Bottleneck::new(LinkCfg {
+        rate_mbit: 50.0,
+        buffer_pkts: 100,
+        delay_ms: 20.0,
+        ..Default::default()
+    });
+    let near = NetNs::new();
+    let sender = link.sender.name.clone();
+    run_ok(
+        "ip",
+        &[
+            "-n", &sender, "link", "add", "vn", "type", "veth", "peer", "name", "vm", "netns",
+            &near.name,
+        ],
+    );
+    for (ns, dev, ip) in [
+        (&sender, "vn", "10.79.0.1/24"),
+        (&near.name, "vm", "10.79.0.2/24"),
+    ] {
+        run_ok("ip", &["-n", ns, "addr", "add", ip, "dev", dev]);
+        run_ok("ip", &["-n", ns, "link", "set", dev, "up"]);
+    }
+    let far_ip = "10.77.2.2";
+    let near_ip = "10.79.0.2";
+    let receiver = link.receiver.name.clone();
+    let cg = TestCgroup::new("paths");
+
+    // By prefix.
+    ccload_ok(&[
+        "cgroup",
+        "set",
+        cg.path(),
+        "--algo",
+        "cubic",
+        "--rule",
+        "dst 10.77.2.0/24 -> ccpd",
+    ]);
+    let far = path_connection(&sender, cg.path(), &receiver, "-", far_ip);
+    let nearc = path_connection(&sender, cg.path(), &near.name, "-", near_ip);
+    assert_eq!((far.0.as_str(), nearc.0.as_str()), ("ccpd", "cubic"));
+    // The passive side: a listener in the cgroup, its peer's address.
+    ccload_ok(&[
+        "cgroup",
+        "set",
+        cg.path(),
+        "--algo",
+        "cubic",
+        "--rule",
+        "dst 10.79.0.0/24 -> ccpd",
+    ]);
+    let p = path_connection(&near.name, "-", &sender, cg.path(), "10.79.0.1");
+    assert_eq!(p.1, "ccpd", "the accepted connection from the near peer");
+    let p = path_connection(&receiver, "-", &sender, cg.path(), "10.77.1.1");
+    assert_eq!(p.1, "cubic", "the accepted connection from the far peer");
+    assert_eq!(
+        rules_of(cg.path()),
+        [("dst 10.79.0.0/24 -> ccpd".to_string(), 1)]
+    );
+
+    // By the handshake's RTT: the far path is 40 ms, the near one far
+    // below 5 ms.
+    ccload_ok(&[
+        "cgroup",
+        "set",
+        cg.path(),
+        "--algo",
+        "cubic",
+        "--rule",
+        "rtt >= 5ms -> ccpd",
+    ]);
+    let far = path_connection(&sender, cg.path(), &receiver, "-", far_ip);
+    let nearc = path_connection(&sender, cg.path(), &near.name, "-", near_ip);
+    assert_eq!((far.0.as_str(), nearc.0.as_str()), ("ccpd", "cubic"));
+    assert_eq!(rules_of(cg.path()), [("rtt >= 5ms -> ccpd".to_string(), 1)]);
+
+    // First match wins: the near prefix before the RTT rule.
+    ccload_ok(&[
+        "cgroup",
+        "set",
+        cg.path(),
+        "--algo",
+        "ccpd",
+        "--rule",
+        "dst 10.79.0.0/24 -> reno",
+        "--rule",
+        "rtt < 5ms -> cubic",
+    ]);
+    let far = path_connection(&sender, cg.path(), &receiver, "-", far_ip);
+    let nearc = path_connection(&sender, cg.path(), &near.name, "-", near_ip);
+    assert_eq!((far.0.as_str(), nearc.0.as_str()), ("ccpd", "reno"));
+    assert_eq!(
+        rules_of(cg.path()),
+        [
+            ("dst 10.79.0.0/24 -> reno".to_string(), 1),
+            ("rtt < 5ms -> cubic".to_string(), 0)
+        ]
+    );
+
+    // Bad rules: one line each, the binding as it was.
+    let before = ccload_ok(&["-j", "cgroup", "list"]);
+    for (rule, want) in [
+        ("dst 10.0.0.0/8 -> cubic", "overlap"),
+        ("dst 10.2.0.0/16 -> nosuchcc", "nosuchcc"),
+        ("rtt >= soon -> ccpd", "not a duration"),
+        ("dst 10.0.0.1/8 -> cubic", "host bits"),
+    ] {
+        let o = ccload(&[
+            "cgroup",
+            "set",
+            cg.path(),
+            "--algo",
+            "cubic",
+            "--rule",
+            "dst 10.1.0.0/16 -> ccpd",
+            "--rule",
+            rule,
+        ]);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{rule}: {e}");
+        assert!(e.contains(want) && e.lines().count() == 1, "{rule}: {e}");
+    }
+    assert_eq!(
+        ccload_ok(&["-j", "cgroup", "list"]),
+        before,
+        "a refused rule changed the binding"
+    );
+}

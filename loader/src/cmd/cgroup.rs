@@ -13,15 +13,22 @@ pub(super) fn run(cmd: CgroupCmd, out: Out) -> Result<i32> {
             path,
             algo,
             profile,
+            rules,
         } => {
             let profile = crate::profiles::resolve(&algo, &profile)?;
-            let b = cgroup::set(&path, &algo, profile, &crate::leftovers::sweep)?;
+            let rules = rules
+                .iter()
+                .map(|r| crate::path_rules::resolve(r))
+                .collect::<Result<Vec<_>>>()?;
+            let b =
+                cgroup::set_with_rules(&path, &algo, profile, &rules, &crate::leftovers::sweep)?;
             if out.json {
                 out.emit(&json!({
                     "cgroup": path,
                     "cgroup_id": b.cgroup_id,
                     "algo": b.algo,
                     "profile": b.profile,
+                    "rules": b.rules,
                     "auto_attached": b.auto_attached,
                 }))?;
                 return Ok(0);
@@ -30,12 +37,20 @@ pub(super) fn run(cmd: CgroupCmd, out: Out) -> Result<i32> {
                 println!("attached {algo} (first use; `ccload detach --algo {algo}` removes it)");
             }
             println!(
-                "bound cgroup {} (id {}) to {} profile {}",
+                "bound cgroup {} (id {}) to {} profile {}{}",
                 path.display(),
                 b.cgroup_id,
                 b.algo,
-                b.profile
+                b.profile,
+                if b.rules.is_empty() {
+                    ""
+                } else {
+                    " where no path rule matches"
+                }
             );
+            for (i, r) in b.rules.iter().enumerate() {
+                println!("  rule {}: {}", i + 1, r.text);
+            }
             Ok(0)
         }
         CgroupCmd::Watch { path } => {
@@ -99,6 +114,16 @@ pub(super) fn run(cmd: CgroupCmd, out: Out) -> Result<i32> {
                         b.passive,
                         b.errors
                     );
+                    for (i, r) in b.rules.iter().enumerate() {
+                        println!(
+                            "  rule {}: {}  connections={} acked={} retransmitted={}",
+                            i + 1,
+                            r.text,
+                            r.connections,
+                            r.bytes_acked,
+                            r.retrans_segs
+                        );
+                    }
                 }
             }
             Ok(0)

@@ -648,6 +648,7 @@ mod tests {
             active: 1,
             passive: 0,
             errors: 0,
+            rules: Vec::new(),
             auto_attached: false,
         };
         let aggs = agg::All {
