@@ -26,6 +26,8 @@ pub struct CgroupRule {
     pub cc: String,
     /// Its profile id (0 = the defaults).
     pub profile: u32,
+    /// Path rules before that choice (path_rules.rs), in order.
+    pub path_rules: Vec<crate::path_rules::PathRule>,
 }
 
 /// Does this path component hold a wildcard?
@@ -184,6 +186,7 @@ pub fn watch_dirs(rules: &[CgroupRule]) -> BTreeSet<PathBuf> {
                 pattern: comps[..k].iter().collect(),
                 cc: String::new(),
                 profile: 0,
+                path_rules: Vec::new(),
             };
             for d in prefix.expand() {
                 if d.starts_with(&mount) {
@@ -204,6 +207,7 @@ mod tests {
             pattern: p.into(),
             cc: "cubic".into(),
             profile: 0,
+            path_rules: Vec::new(),
         }
     }
 

@@ -188,6 +188,24 @@ pub fn resolve(text: &str) -> Result<PathRule> {
     })
 }
 
+/// Whether two rule lists choose alike: the same rules in the same order,
+/// a rule's prefixes in any order.
+pub fn same(a: &[PathRule], b: &[PathRule]) -> bool {
+    let norm = |v: &[PathRule]| -> Vec<PathRule> {
+        v.iter()
+            .cloned()
+            .map(|mut r| {
+                if let Match::Dst(n) = &mut r.when {
+                    n.sort();
+                    n.dedup();
+                }
+                r
+            })
+            .collect()
+    };
+    norm(a) == norm(b)
+}
+
 /// The rules of one binding, checked together: at most [`MAX_RULES`], no
 /// prefixes of two rules that overlap.
 pub fn check(rules: &[PathRule]) -> Result<()> {

@@ -250,6 +250,8 @@ pub struct PodRule {
     pub namespace: Option<String>,
     pub cc: String,
     pub profile: u32,
+    /// Path rules of the pods' bindings (path_rules.rs).
+    pub path_rules: Vec<crate::path_rules::PathRule>,
 }
 
 /// What the daemon knows of one pod of its node.
@@ -283,6 +285,7 @@ pub fn rules_for(
                 pattern: pod_cgroup(root, driver, &p.uid, qos),
                 cc: r.cc.clone(),
                 profile: r.profile,
+                path_rules: r.path_rules.clone(),
             })
         })
         .collect()
@@ -382,6 +385,7 @@ mod tests {
             namespace: ns.map(str::to_string),
             cc: cc.into(),
             profile,
+            path_rules: Vec::new(),
         };
         let rules = [
             rule("app=web", Some("prod"), "ccpd", 1),

@@ -188,6 +188,11 @@ pub fn renumber(
         if let Ok(algo) = r.cc.parse::<Algo>() {
             r.profile = stable(algo, r.profile);
         }
+        for p in &mut r.path_rules {
+            if let Ok(algo) = p.cc.parse::<Algo>() {
+                p.profile = stable(algo, p.profile);
+            }
+        }
     }
     for r in &mut d.rollouts {
         if let Ok(algo) = r.algo.parse::<Algo>() {
@@ -197,6 +202,11 @@ pub fn renumber(
     for r in &mut d.pods {
         if let Ok(algo) = r.cc.parse::<Algo>() {
             r.profile = stable(algo, r.profile);
+        }
+        for p in &mut r.path_rules {
+            if let Ok(algo) = p.cc.parse::<Algo>() {
+                p.profile = stable(algo, p.profile);
+            }
         }
     }
     Ok(next)
@@ -226,7 +236,12 @@ pub fn stabilise(d: &mut Desired) -> Result<Registry> {
             _ => 1,
         };
         let bound = match &bindings {
-            Some(b) => b.iter().any(|b| b.algo == algo.name() && b.profile == id),
+            Some(b) => b.iter().any(|b| {
+                (b.algo == algo.name() && b.profile == id)
+                    || b.rules
+                        .iter()
+                        .any(|r| r.rule.cc == algo.name() && r.rule.profile == id)
+            }),
             None => true,
         };
         flows > 0 || bound
@@ -333,6 +348,7 @@ mod tests {
             pattern: "/x".into(),
             cc: "ccpd".to_string(),
             profile: 2, // web
+            path_rules: Vec::new(),
         });
         let prev = Registry::from([("ccpd".to_string(), ids(&[("web", 1), ("zz", 2)]))]);
         let next = renumber(&mut d, &prev, &[Algo::Ccpd], |_, id| id == 2).unwrap();

@@ -992,3 +992,52 @@ fn path_rules_choose_the_cc_per_destination() {
         "a refused rule changed the binding"
     );
 }
+
+/// `[[cgroups]] rules` through `ccload apply`: the binding gets them in
+/// order, a second apply changes nothing, and changing a rule rebinds.
+#[test]
+fn apply_binds_path_rules_and_a_second_apply_changes_nothing() {
+    let _s = privileged!();
+    struct Detach;
+    impl Drop for Detach {
+        fn drop(&mut self) {
+            let _ = ccload(&["detach", "--all"]);
+        }
+    }
+    let _d = Detach;
+    let cg = TestCgroup::new("apply-rules");
+    let dir = std::env::temp_dir().join(format!("ccl-rules-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("c.toml");
+    let write = |rules: &str| {
+        std::fs::write(
+            &file,
+            format!(
+                "[algos.ccpd]\n[profiles.wan]\nalgo = \"ccpd\"\n[[cgroups]]\npath = \"{}\"\nalgo = \"cubic\"\nrules = [{rules}]\n",
+                cg.path()
+            ),
+        )
+        .unwrap();
+    };
+    let f = file.to_str().unwrap();
+    write("\"dst 10.77.2.0/24,fd00::/8 -> ccpd/wan\", \"rtt < 1ms -> reno\"");
+    let out = ccload_ok(&["apply", f]);
+    assert!(
+        out.contains("; dst 10.77.2.0/24,fd00::/8 -> ccpd/1; rtt < 1ms -> reno"),
+        "{out}"
+    );
+    assert_eq!(
+        rules_of(cg.path()),
+        [
+            ("dst 10.77.2.0/24,fd00::/8 -> ccpd/1".to_string(), 0),
+            ("rtt < 1ms -> reno".to_string(), 0)
+        ]
+    );
+    let out = ccload_ok(&["apply", f]);
+    assert!(out.contains("no changes"), "{out}");
+    write("\"rtt < 1ms -> reno\", \"dst 10.77.2.0/24,fd00::/8 -> ccpd/wan\"");
+    let out = ccload_ok(&["apply", f]);
+    assert!(out.contains("+ bind"), "the order changed: {out}");
+    assert_eq!(rules_of(cg.path())[0].0, "rtt < 1ms -> reno");
+    let _ = std::fs::remove_dir_all(&dir);
+}

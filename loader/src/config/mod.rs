@@ -25,6 +25,7 @@
 //! path = "/sys/fs/cgroup/web.slice"  # (cgroup_rules.rs)
 //! algo = "ccpd"
 //! profile = "latency"
+//! rules = ["dst 10.0.0.0/8 -> cubic"] # per connection (path_rules.rs)
 //! [[pods]]                          # `ccload serve`: this node's pods by label
 //! selector = "app=web"              # (crate::pods, serve/pods.rs)
 //! algo = "ccpd"
@@ -79,6 +80,9 @@ pub struct PodsCfg {
     pub namespace: Option<Spanned<String>>,
     pub algo: Spanned<String>,
     pub profile: Option<Spanned<String>>,
+    /// Path rules of the pods' bindings (path_rules.rs syntax).
+    #[serde(default)]
+    pub rules: Vec<Spanned<String>>,
 }
 
 /// A canary rollout `ccload serve` runs (crate::rollout; the fields are
@@ -122,6 +126,10 @@ pub struct CgroupCfg {
     pub path: Spanned<PathBuf>,
     pub algo: Spanned<String>,
     pub profile: Option<Spanned<String>>,
+    /// Path rules, `MATCH -> CC[/PROFILE]` (path_rules.rs): the first that
+    /// matches a connection chooses; `algo` and `profile` are for the rest.
+    #[serde(default)]
+    pub rules: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -481,6 +489,52 @@ mod tests {
         assert_eq!(p[&2].get("kd"), Some(0));
         assert!(!d.serve.remove_on_exit);
         assert_eq!(d.serve.metrics, "127.0.0.1:9464");
+    }
+
+    /// `rules` of a `[[cgroups]]` entry: parsed in order, a profile by the
+    /// config's name or by id, the entry's CC rules for them too (ours in
+    /// [algos], or a kernel CC); a bad rule, a profile of another
+    /// controller and overlapping prefixes each point at their line.
+    #[test]
+    fn cgroup_entries_carry_path_rules() {
+        let Some(root) = crate::system::cgroup2_mount() else {
+            eprintln!("skipped: no cgroup2 mount to name in the config");
+            return;
+        };
+        let base = format!(
+            "[algos.ccpd]\n[profiles.wan]\nalgo = \"ccpd\"\n[[cgroups]]\npath = \"{}/ccl-nonexistent-x\"\nalgo = \"ccpd\"\n",
+            root.display()
+        );
+        let d = parse(
+            Path::new("t.toml"),
+            &format!("{base}rules = [\"dst 10.0.0.0/8 -> reno\", \"rtt >= 5ms -> ccpd/wan\", \"rtt < 1ms -> ccpd/3\"]\n"),
+        )
+        .unwrap();
+        let r = &d.cgroups[0].path_rules;
+        assert_eq!(r.len(), 3);
+        assert_eq!(r[0].to_string(), "dst 10.0.0.0/8 -> reno");
+        assert_eq!((r[1].cc.as_str(), r[1].profile), ("ccpd", 1));
+        assert_eq!(r[2].profile, 3);
+        for (rule, line_col, want) in [
+            ("dst 10.0.0.0/33 -> reno", "t.toml:7:10:", "not a prefix"),
+            ("rtt >= 5ms -> hetcp", "t.toml:7:10:", "not in [algos]"),
+            (
+                "rtt >= 5ms -> ccpd/nope",
+                "t.toml:7:10:",
+                "unknown profile `nope`",
+            ),
+            ("rtt >= 5ms -> reno/wan", "t.toml:7:10:", "kernel CC"),
+        ] {
+            let e = err(&format!("{base}rules = [\"{rule}\"]\n"));
+            assert!(e.starts_with(line_col) && e.contains(want), "{rule}: {e}");
+        }
+        let e = err(&format!(
+            "{base}rules = [\"dst 10.0.0.0/8 -> reno\", \"dst 10.9.0.0/16 -> ccpd\"]\n"
+        ));
+        assert!(
+            e.starts_with("t.toml:7:10:") && e.contains("overlap"),
+            "{e}"
+        );
     }
 
     /// Files named a.toml, b.toml, ... with these texts, as one config.

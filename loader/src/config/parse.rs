@@ -10,6 +10,7 @@ use toml::Spanned;
 use super::{Config, Desired, OnExit, ServeCfgResolved};
 use crate::algos::{Algo, Params};
 use crate::cgroup_rules::{self, CgroupRule};
+use crate::path_rules::{PathRule, RuleSpec};
 use crate::{bpf, cgroup, intf};
 
 fn at(
@@ -366,13 +367,60 @@ impl<'a> Parser<'a> {
                 &c.algo,
                 c.profile.as_ref(),
             )?;
+            let path_rules = self.path_rules(&c.rules)?;
             self.d.cgroups.push(CgroupRule {
                 pattern,
                 cc: name.clone(),
                 profile,
+                path_rules,
             });
         }
         Ok(())
+    }
+
+    /// An entry's `rules`: each parsed, its CC and profile resolved as an
+    /// entry's own (one of ours in `[algos]` with a profile of this config,
+    /// or a kernel CC); together no more than a binding holds, no prefixes
+    /// of two rules that overlap.
+    fn path_rules(&self, rules: &[Spanned<String>]) -> Result<Vec<PathRule>> {
+        let mut out = Vec::new();
+        for r in rules {
+            let spec: RuleSpec = r
+                .get_ref()
+                .parse()
+                .map_err(|e| at(self.file, self.text, r.span(), format!("{e:#}")))?;
+            let cc = Spanned::new(r.span(), spec.cc.clone());
+            let prof = spec
+                .profile
+                .as_ref()
+                .map(|p| Spanned::new(r.span(), p.clone()));
+            // a profile by id is an id; by name, the config's
+            let profile = match prof.as_ref().map(|p| p.get_ref().parse::<u32>()) {
+                Some(Ok(id)) if id < intf::CCL_NR_PROFILES => {
+                    cc_and_profile(self.file, self.text, &self.d, &self.by_name, &cc, None)?;
+                    id
+                }
+                _ => cc_and_profile(
+                    self.file,
+                    self.text,
+                    &self.d,
+                    &self.by_name,
+                    &cc,
+                    prof.as_ref(),
+                )
+                .map_err(|e| anyhow::anyhow!("{e:#} (in rule `{}`)", r.get_ref()))?,
+            };
+            out.push(PathRule {
+                when: spec.when,
+                cc: spec.cc,
+                profile,
+            });
+        }
+        if let Err(e) = crate::path_rules::check(&out) {
+            let span = rules.first().map_or(0..0, |r| r.span());
+            return Err(at(self.file, self.text, span, format!("{e:#}")));
+        }
+        Ok(out)
     }
 
     /// `[[pods]]`: label selectors, which need the node's name.
@@ -391,11 +439,13 @@ impl<'a> Parser<'a> {
                 &pc.algo,
                 pc.profile.as_ref(),
             )?;
+            let path_rules = self.path_rules(&pc.rules)?;
             self.d.pods.push(crate::pods::PodRule {
                 selector,
                 namespace: pc.namespace.as_ref().map(|n| n.get_ref().clone()),
                 cc: pc.algo.get_ref().clone(),
                 profile,
+                path_rules,
             });
         }
         if let Some(first) = cfg.pods.first() {

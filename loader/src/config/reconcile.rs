@@ -27,6 +27,7 @@ pub enum Change {
         path: PathBuf,
         algo: String,
         profile: u32,
+        rules: Vec<crate::path_rules::PathRule>,
     },
     /// Unbind a cgroup by id; `path` when the binding recorded one.
     Unbind {
@@ -60,8 +61,13 @@ impl std::fmt::Display for Change {
                 path,
                 algo,
                 profile,
+                rules,
             } => {
-                write!(f, "+ bind {} -> {algo} profile {profile}", path.display())
+                write!(f, "+ bind {} -> {algo} profile {profile}", path.display())?;
+                for r in rules {
+                    write!(f, "; {r}")?;
+                }
+                Ok(())
             }
             Change::Unbind { path: Some(p), .. } => write!(f, "- unbind {}", p.display()),
             Change::Unbind { id, path: None } => write!(f, "- unbind <cgroup id {id}>"),
@@ -101,7 +107,14 @@ impl Change {
                 path,
                 algo,
                 profile,
-            } => json!({ "op": "bind", "cgroup": path, "algo": algo, "profile": profile }),
+                rules,
+            } => json!({
+                "op": "bind",
+                "cgroup": path,
+                "algo": algo,
+                "profile": profile,
+                "rules": rules.iter().map(|r| r.to_string()).collect::<Vec<_>>(),
+            }),
             Change::Unbind { id, path } => {
                 json!({ "op": "unbind", "cgroup": path, "cgroup_id": id })
             }
@@ -189,11 +202,18 @@ pub fn plan_cgroups(d: &Desired) -> Result<Vec<Change>> {
             continue;
         }
         match have.get(&id) {
-            Some(b) if b.algo == r.cc && b.profile == r.profile => {}
+            Some(b)
+                if b.algo == r.cc
+                    && b.profile == r.profile
+                    && crate::path_rules::same(
+                        &b.rules.iter().map(|x| x.rule.clone()).collect::<Vec<_>>(),
+                        &r.path_rules,
+                    ) => {}
             _ => out.push(Change::Bind {
                 path,
                 algo: r.cc.clone(),
                 profile: r.profile,
+                rules: r.path_rules.clone(),
             }),
         }
     }
@@ -246,8 +266,9 @@ pub fn execute(changes: &[Change], verbose: bool) -> Result<()> {
                 path,
                 algo,
                 profile,
+                rules,
             } => {
-                cgroup::set(path, algo, *profile, &crate::leftovers::sweep)?;
+                cgroup::set_with_rules(path, algo, *profile, rules, &crate::leftovers::sweep)?;
             }
             Change::DefaultCc { to, .. } => sysctl::set_default_cc(to)?,
             // By id: the directory may be gone (the binding then only
@@ -289,6 +310,7 @@ pub fn with_pods(d: &Desired, pods: Option<&[PodInfo]>) -> Desired {
                             pattern: p.clone(),
                             cc: b.algo.clone(),
                             profile: b.profile,
+                            path_rules: b.rules.iter().map(|r| r.rule.clone()).collect(),
                         });
                     }
                 }
