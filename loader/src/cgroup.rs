@@ -51,9 +51,34 @@ pub struct Binding {
     pub errors: u64,
     /// Path rules, in order (path_rules.rs); each with its aggregate.
     pub rules: Vec<RuleCount>,
+    /// With path rules: the connections none of them chose.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unmatched: Option<SlotCounts>,
     /// `set` attached the controller for this binding.
     #[serde(skip)]
     pub auto_attached: bool,
+}
+
+/// What the connections of one aggregate slot did: how many there were
+/// (ended ones included), the bytes acked and the data segments sent and
+/// retransmitted.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct SlotCounts {
+    pub connections: u64,
+    pub bytes_acked: u64,
+    pub segs_out: u64,
+    pub retrans_segs: u64,
+}
+
+impl SlotCounts {
+    fn of(a: &crate::agg::Agg) -> SlotCounts {
+        SlotCounts {
+            connections: a.get("flows_started"),
+            bytes_acked: a.get("bytes_acked"),
+            segs_out: a.get("segs_out"),
+            retrans_segs: a.get("retrans_segs"),
+        }
+    }
 }
 
 /// A path rule of a binding and what it chose so far.
@@ -63,11 +88,9 @@ pub struct RuleCount {
     pub rule: PathRule,
     /// The rule as written (`dst 10.0.0.0/8 -> cubic`).
     pub text: String,
-    /// Connections it chose, their acked bytes and segments retransmitted
-    /// (from its aggregate slot; connections that ended included).
-    pub connections: u64,
-    pub bytes_acked: u64,
-    pub retrans_segs: u64,
+    /// The connections it chose (its aggregate slot).
+    #[serde(flatten)]
+    pub counts: SlotCounts,
 }
 
 /// A cgroup v2 directory, opened once: its id and the attach all use this
@@ -345,11 +368,10 @@ fn bind(
             .map(|r| RuleCount {
                 rule: r.clone(),
                 text: r.to_string(),
-                connections: 0,
-                bytes_acked: 0,
-                retrans_segs: 0,
+                counts: SlotCounts::default(),
             })
             .collect(),
+        unmatched: (!rules.is_empty()).then(SlotCounts::default),
         auto_attached: false,
     })
 }
@@ -508,6 +530,7 @@ fn read_bindings(paths: bool) -> Result<Vec<Binding>> {
                     .unwrap_or_default(),
             )?;
         }
+        let (rules, unmatched) = read_rules(&e.path(), b.nr_rules)?;
         out.push(Binding {
             cgroup: if paths { find_path(id) } else { None },
             cgroup_id: id,
@@ -516,7 +539,8 @@ fn read_bindings(paths: bool) -> Result<Vec<Binding>> {
             active: c[intf::CCL_CG_ACTIVE as usize],
             passive: c[intf::CCL_CG_PASSIVE as usize],
             errors: c[intf::CCL_CG_ERRORS as usize],
-            rules: read_rules(&e.path(), b.nr_rules)?,
+            rules,
+            unmatched,
             auto_attached: false,
         });
     }
@@ -525,11 +549,12 @@ fn read_bindings(paths: bool) -> Result<Vec<Binding>> {
 }
 
 /// The path rules pinned in a binding's directory, each with its
-/// aggregate slot's counts (a binding made before path rules has none).
-fn read_rules(dir: &Path, n: u32) -> Result<Vec<RuleCount>> {
+/// aggregate slot's counts, and the counts of the connections none chose
+/// (a binding without rules, or made before them, has neither).
+fn read_rules(dir: &Path, n: u32) -> Result<(Vec<RuleCount>, Option<SlotCounts>)> {
     let n = n.min(intf::CCL_CG_MAX_RULES);
     if n == 0 || !dir.join("rules").exists() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), None));
     }
     let rm = MapHandle::from_pinned_path(dir.join("rules"))?;
     let mut krules = Vec::new();
@@ -558,20 +583,17 @@ fn read_rules(dir: &Path, n: u32) -> Result<Vec<RuleCount>> {
         }
     }
     let aggs = crate::agg::read_pinned_slots(&dir.join("agg")).unwrap_or_default();
-    Ok(crate::path_rules::from_kernel(&krules, &keys)
+    let slot = |i: usize| aggs.get(i).map(SlotCounts::of).unwrap_or_default();
+    let rules = crate::path_rules::from_kernel(&krules, &keys)
         .into_iter()
         .enumerate()
-        .map(|(i, rule)| {
-            let a = aggs.get(1 + i).cloned().unwrap_or_default();
-            RuleCount {
-                text: rule.to_string(),
-                rule,
-                connections: a.get("flows_started"),
-                bytes_acked: a.get("bytes_acked"),
-                retrans_segs: a.get("retrans_segs"),
-            }
+        .map(|(i, rule)| RuleCount {
+            text: rule.to_string(),
+            rule,
+            counts: slot(1 + i),
         })
-        .collect())
+        .collect();
+    Ok((rules, Some(slot(0))))
 }
 
 /// Remove the binding with cgroup id `id` (its directory may be gone).

@@ -119,9 +119,15 @@ pub(super) fn run(cmd: CgroupCmd, out: Out) -> Result<i32> {
                             "  rule {}: {}  connections={} acked={} retransmitted={}",
                             i + 1,
                             r.text,
-                            r.connections,
-                            r.bytes_acked,
-                            r.retrans_segs
+                            r.counts.connections,
+                            r.counts.bytes_acked,
+                            r.counts.retrans_segs
+                        );
+                    }
+                    if let Some(u) = &b.unmatched {
+                        println!(
+                            "  no rule ({}): connections={} acked={} retransmitted={}",
+                            b.algo, u.connections, u.bytes_acked, u.retrans_segs
                         );
                     }
                 }

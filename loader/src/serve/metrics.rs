@@ -492,6 +492,66 @@ fn render_telemetry(o: &mut Exposition, m: &Metrics, d: &Desired, aggs: &agg::Al
         })
         .collect();
     render_aggs(o, "ccload_cgroup_", "per bound or watched cgroup", &cgroups);
+    render_rules(o, aggs);
+}
+
+/// Per path rule of each binding that has rules: what the connections it
+/// chose did (`rule` is the rule as written; `default` for those none
+/// chose, on the binding's own CC).
+fn render_rules(o: &mut Exposition, aggs: &agg::All) {
+    type Get = fn(&crate::cgroup::SlotCounts) -> u64;
+    let families: [(&str, &str, Get); 4] = [
+        (
+            "ccload_cgroup_rule_connections_total",
+            "Connections a path rule chose (or none did: rule=\"default\").",
+            |c| c.connections,
+        ),
+        (
+            "ccload_cgroup_rule_acked_bytes_total",
+            "Bytes acknowledged on the connections a path rule chose.",
+            |c| c.bytes_acked,
+        ),
+        (
+            "ccload_cgroup_rule_sent_segments_total",
+            "Data segments sent on the connections a path rule chose, retransmissions included.",
+            |c| c.segs_out,
+        ),
+        (
+            "ccload_cgroup_rule_retransmitted_segments_total",
+            "Data segments retransmitted on the connections a path rule chose.",
+            |c| c.retrans_segs,
+        ),
+    ];
+    let mut rows: Vec<(String, String, String, &crate::cgroup::SlotCounts)> = Vec::new();
+    for (b, _) in &aggs.cgroups {
+        let path = b
+            .cgroup
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| format!("id:{}", b.cgroup_id));
+        for r in &b.rules {
+            rows.push((path.clone(), r.text.clone(), r.rule.cc.clone(), &r.counts));
+        }
+        if let Some(u) = &b.unmatched {
+            rows.push((path.clone(), "default".into(), b.algo.clone(), u));
+        }
+    }
+    if rows.is_empty() {
+        return;
+    }
+    for (name, help, get) in families {
+        o.family(name, MetricType::COUNTER, help);
+        for (cg, rule, cc, c) in &rows {
+            o.sample(
+                &[
+                    ("cgroup", cg.as_str()),
+                    ("rule", rule.as_str()),
+                    ("cc", cc.as_str()),
+                ],
+                get(c) as f64,
+            );
+        }
+    }
 }
 
 /// How many configured cgroups are bound, unbound, or named by entries
@@ -648,7 +708,27 @@ mod tests {
             active: 1,
             passive: 0,
             errors: 0,
-            rules: Vec::new(),
+            rules: vec![crate::cgroup::RuleCount {
+                rule: "dst 10.0.0.0/8 -> cubic"
+                    .parse::<crate::path_rules::RuleSpec>()
+                    .map(|s| crate::path_rules::PathRule {
+                        when: s.when,
+                        cc: s.cc,
+                        profile: 0,
+                    })
+                    .unwrap(),
+                text: "dst 10.0.0.0/8 -> cubic".into(),
+                counts: crate::cgroup::SlotCounts {
+                    connections: 2,
+                    bytes_acked: 3000,
+                    segs_out: 4,
+                    retrans_segs: 1,
+                },
+            }],
+            unmatched: Some(crate::cgroup::SlotCounts {
+                connections: 1,
+                ..Default::default()
+            }),
             auto_attached: false,
         };
         let aggs = agg::All {
