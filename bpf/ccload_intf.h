@@ -519,7 +519,10 @@ struct ccl_cg_binding {
  * the longest match is the only one).  An RTT rule matches on the
  * connection's smoothed RTT when it is established (the handshake's sample):
  * a connection is given the choice of the rules decidable at connect() and
- * switched once, when established, if an RTT rule before it matches.
+ * switched once, when established, if an RTT rule before it matches.  A
+ * share rule matches a fixed share of the connections, chosen by a keyed
+ * hash of their addresses and ports (ccl_conn_hash): the arms of an A/B
+ * comparison inside one cgroup.
  */
 enum ccl_cg_consts {
 	CCL_CG_MAX_RULES = 15, /* agg slots 1..15; slot 0 = no rule matched */
@@ -527,16 +530,17 @@ enum ccl_cg_consts {
 
 enum ccl_rule_kind {
 	CCL_RULE_PREFIX = 1, /* the peer's address in one of its prefixes */
-	CCL_RULE_RTT_GE = 2, /* smoothed RTT >= rtt_us when established */
-	CCL_RULE_RTT_LT = 3, /* smoothed RTT < rtt_us when established */
+	CCL_RULE_RTT_GE = 2, /* smoothed RTT >= arg us when established */
+	CCL_RULE_RTT_LT = 3, /* smoothed RTT < arg us when established */
+	CCL_RULE_SHARE = 4,  /* ccl_conn_hash(key, ...) < arg (all: arg 2^32 - 1) */
 };
 
 struct ccl_path_rule {
 	char algo[CCL_NAME_MAX];
 	u32 kind; /* enum ccl_rule_kind */
 	u32 profile;
-	u32 rtt_us; /* RTT rules: the bound */
-	u32 pad;
+	u32 arg; /* RTT rules: the bound, us; share rules: the share * 2^32 */
+	u32 key; /* share rules: the hash's key */
 };
 
 /* Key of the `prefixes` LPM trie: IPv4 as IPv4-mapped IPv6 (::ffff:a.b.c.d,

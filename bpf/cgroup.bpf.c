@@ -22,7 +22,10 @@
  * first rule that can be decided then (a prefix rule, by the peer's
  * address) or the binding's default; when it is established (active or
  * passive) the rules are decided again with its handshake RTT, and an RTT
- * rule placed before the one chosen switches its CC, once.  Each rule has
+ * rule placed before the one chosen switches its CC, once.  A share rule
+ * takes a fixed share of the connections by a keyed hash of their addresses
+ * and ports, the same at connect() and when established (A/B arms inside
+ * one cgroup).  Each rule has
  * its aggregate slot (1 + rule; slot 0 for the default), so connections,
  * bytes and retransmissions are counted per rule.
  *
@@ -123,6 +126,18 @@ static __always_inline int cg_prefix_rule(struct bpf_sock_ops *skops)
 	return r && *r < CCL_CG_MAX_RULES ? (int)*r : -1;
 }
 
+/* A connection's place for the share rules (ccl_conn_hash): its peer's
+ * address and both ports. */
+static __always_inline u32 cg_hash(struct bpf_sock_ops *skops, u32 key)
+{
+	u32 ports = skops->remote_port ^ (skops->local_port << 16);
+
+	if (skops->family == 2 /* AF_INET */)
+		return ccl_conn_hash(key, 0, 0, bpf_htonl(0xffff), skops->remote_ip4, ports);
+	return ccl_conn_hash(key, skops->remote_ip6[0], skops->remote_ip6[1], skops->remote_ip6[2],
+			     skops->remote_ip6[3], ports);
+}
+
 /* First match wins: the first rule, in order, that matches; `rtt_us` 0
  * means the RTT is not known yet (connect()), and RTT rules are passed
  * over. */
@@ -146,10 +161,13 @@ static __always_inline void cg_choose(struct bpf_sock_ops *skops, struct ccl_cg_
 			hit = pfx == (int)i;
 			break;
 		case CCL_RULE_RTT_GE:
-			hit = rtt_us && rtt_us >= r->rtt_us;
+			hit = rtt_us && rtt_us >= r->arg;
 			break;
 		case CCL_RULE_RTT_LT:
-			hit = rtt_us && rtt_us < r->rtt_us;
+			hit = rtt_us && rtt_us < r->arg;
+			break;
+		case CCL_RULE_SHARE:
+			hit = r->arg == CCL_U32_MAX || cg_hash(skops, r->key) < r->arg;
 			break;
 		default:
 			hit = 0;

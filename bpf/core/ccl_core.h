@@ -55,6 +55,34 @@ enum ccl_ca_state {
 	CCL_CA_LOSS = 4,
 };
 
+/*
+ * A connection's place in [0, 2^32) for a share rule (bpf/cgroup.bpf.c): a
+ * keyed hash of the peer's address (four words, IPv4 as IPv4-mapped IPv6)
+ * and the two ports.  Each word is mixed in by xor and a multiply by the
+ * golden ratio, then murmur3's 32-bit finaliser spreads every input bit
+ * over the result, so a share s of the range holds s of the connections
+ * (host test: within binomial bounds, for neighbouring ports and addresses
+ * too).  The key, random per binding, keeps two bindings' arms apart.
+ */
+CCL_CORE u32 ccl_conn_hash(u32 key, u32 a0, u32 a1, u32 a2, u32 a3, u32 ports)
+{
+	u32 w[5] = { a0, a1, a2, a3, ports };
+	u32 h = key ^ 0x811c9dc5U;
+	int i;
+
+	for (i = 0; i < 5; i++) {
+		h ^= w[i];
+		h *= 0x9e3779b1U;
+		h ^= h >> 16;
+	}
+	h ^= h >> 16;
+	h *= 0x85ebca6bU;
+	h ^= h >> 13;
+	h *= 0xc2b2ae35U;
+	h ^= h >> 16;
+	return h;
+}
+
 CCL_CORE u64 ccl_min64(u64 a, u64 b)
 {
 	return a < b ? a : b;

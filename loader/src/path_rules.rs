@@ -8,7 +8,14 @@
 //! dst 10.0.0.0/8,192.168.0.0/16,fd00::/8 -> cubic   # the peer's address
 //! rtt >= 5ms -> ccpd/wan                            # the handshake's RTT
 //! rtt < 1ms -> cubic
+//! share 0.1 -> ccpd                                 # a tenth of the connections
 //! ```
+//!
+//! A share rule takes that share of the connections by a keyed hash of
+//! their peer's address and both ports (`ccl_conn_hash`, bpf/core/ccl_core.h;
+//! a new random key per binding): the arms of an A/B comparison that share
+//! one cgroup's processes, clients and minutes, each counted in its own
+//! aggregate (`cgroup list`, `ccload_cgroup_rule_*`).
 //!
 //! The first rule that matches a connection wins; none matching, it gets
 //! the binding's own CC.  Prefixes of two rules may not overlap (the kernel
@@ -38,6 +45,8 @@ pub enum Match {
     RttAtLeast(#[serde(with = "micros")] Duration),
     /// ... is below this.
     RttBelow(#[serde(with = "micros")] Duration),
+    /// This share of the connections, in millionths (0..=1,000,000).
+    Share(u32),
 }
 
 mod micros {
@@ -68,6 +77,7 @@ impl fmt::Display for Match {
             }
             Match::RttAtLeast(d) => write!(f, "rtt >= {}", rtt_text(*d)),
             Match::RttBelow(d) => write!(f, "rtt < {}", rtt_text(*d)),
+            Match::Share(ppm) => write!(f, "share {}", *ppm as f64 / 1e6),
         }
     }
 }
@@ -103,8 +113,8 @@ impl FromStr for RuleSpec {
     type Err = anyhow::Error;
 
     fn from_str(s: &str) -> Result<RuleSpec> {
-        let want = "want `dst PREFIX[,PREFIX...] -> CC[/PROFILE]` or `rtt >= 5ms -> CC` \
-                    (or `rtt < ...`)";
+        let want = "want `dst PREFIX[,PREFIX...] -> CC[/PROFILE]`, `rtt >= 5ms -> CC` \
+                    (or `rtt < ...`) or `share 0.1 -> CC`";
         let Some((lhs, rhs)) = s.split_once("->") else {
             bail!("rule `{s}`: no `->`; {want}");
         };
@@ -143,6 +153,17 @@ impl FromStr for RuleSpec {
                 bail!("rule `{s}`: no prefix; {want}");
             }
             Match::Dst(nets)
+        } else if word == "share" {
+            let v = list.trim();
+            let x: f64 = match v.strip_suffix('%') {
+                Some(p) => p.trim().parse::<f64>().map(|p| p / 100.0),
+                None => v.parse::<f64>(),
+            }
+            .map_err(|_| anyhow::anyhow!("rule `{s}`: `{v}` is not a share (0.1, 10%)"))?;
+            if !(0.0..=1.0).contains(&x) {
+                bail!("rule `{s}`: the share {x} is outside 0..1");
+            }
+            Match::Share((x * 1e6).round() as u32)
         } else if let Some(rest) = lhs.strip_prefix("rtt") {
             let rest = rest.trim();
             let (ge, v) = if let Some(v) = rest.strip_prefix(">=") {
@@ -246,6 +267,7 @@ pub type PrefixKeys = Vec<(intf::ccl_prefix_key, u32)>;
 /// The rules' kernel form: the `rules` entries and the `prefixes` keys.
 pub fn to_kernel(rules: &[PathRule]) -> Result<(Vec<intf::ccl_path_rule>, PrefixKeys)> {
     check(rules)?;
+    let key = random_key();
     let mut out = Vec::new();
     let mut keys = Vec::new();
     for (i, r) in rules.iter().enumerate() {
@@ -268,16 +290,36 @@ pub fn to_kernel(rules: &[PathRule]) -> Result<(Vec<intf::ccl_path_rule>, Prefix
             }
             Match::RttAtLeast(d) => {
                 k.kind = intf::CCL_RULE_RTT_GE;
-                k.rtt_us = d.as_micros().min(u32::MAX as u128) as u32;
+                k.arg = d.as_micros().min(u32::MAX as u128) as u32;
             }
             Match::RttBelow(d) => {
                 k.kind = intf::CCL_RULE_RTT_LT;
-                k.rtt_us = d.as_micros().min(u32::MAX as u128) as u32;
+                k.arg = d.as_micros().min(u32::MAX as u128) as u32;
+            }
+            Match::Share(ppm) => {
+                k.kind = intf::CCL_RULE_SHARE;
+                k.arg = ((u64::from(*ppm) << 32) / 1_000_000).min(u64::from(u32::MAX)) as u32;
+                k.key = key;
             }
         }
         out.push(k);
     }
     Ok((out, keys))
+}
+
+/// The share rules' hash key: random per binding.
+fn random_key() -> u32 {
+    let mut b = [0u8; 4];
+    // SAFETY: getrandom writes at most b.len() bytes into b.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n != 4 {
+        // no entropy source: the time still differs per binding
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        return t ^ std::process::id();
+    }
+    u32::from_ne_bytes(b)
 }
 
 /// A prefix as the LPM trie's key: IPv4 as IPv4-mapped IPv6.
@@ -323,8 +365,11 @@ pub fn from_kernel(
                 .map(|c| *c as u8 as char)
                 .collect();
             let when = match r.kind {
-                intf::CCL_RULE_RTT_GE => Match::RttAtLeast(Duration::from_micros(r.rtt_us.into())),
-                intf::CCL_RULE_RTT_LT => Match::RttBelow(Duration::from_micros(r.rtt_us.into())),
+                intf::CCL_RULE_RTT_GE => Match::RttAtLeast(Duration::from_micros(r.arg.into())),
+                intf::CCL_RULE_RTT_LT => Match::RttBelow(Duration::from_micros(r.arg.into())),
+                intf::CCL_RULE_SHARE => Match::Share(
+                    ((u64::from(r.arg) * 1_000_000 + (1 << 31)) >> 32).min(1_000_000) as u32,
+                ),
                 _ => {
                     let mut nets: Vec<IpNet> = keys
                         .iter()
@@ -366,6 +411,7 @@ mod tests {
             rule("dst 203.0.113.7 -> reno/3"),
             rule("rtt >= 5ms -> ccpd/2"),
             rule("rtt < 500us -> cubic"),
+            rule("share 0.1 -> ccpd"),
         ];
         assert_eq!(
             rules[0].to_string(),
@@ -374,8 +420,11 @@ mod tests {
         assert_eq!(rules[1].to_string(), "dst 203.0.113.7/32 -> reno/3");
         assert_eq!(rules[2].to_string(), "rtt >= 5ms -> ccpd/2");
         assert_eq!(rules[3].to_string(), "rtt < 500us -> cubic");
+        assert_eq!(rules[4].to_string(), "share 0.1 -> ccpd");
+        assert_eq!(rule("share 25% -> ccpd").when, Match::Share(250_000));
         let (k, keys) = to_kernel(&rules).unwrap();
-        assert_eq!(k[2].rtt_us, 5000);
+        assert_eq!(k[2].arg, 5000);
+        assert_eq!(k[4].arg, 429_496_729, "0.1 of 2^32, rounded down");
         assert_eq!(k[2].kind, intf::CCL_RULE_RTT_GE);
         assert_eq!(keys[0].0.prefixlen, 96 + 8);
         assert_eq!(&keys[0].0.addr[10..13], &[0xff, 0xff, 10]);
@@ -408,6 +457,8 @@ mod tests {
             ("rtt >= 2min -> ccpd", "1us..60s"),
             ("src 10.0.0.0/8 -> cubic", "want `dst"),
             ("dst 10.0.0.0/8 -> ", "not a congestion control"),
+            ("share 1.5 -> ccpd", "outside 0..1"),
+            ("share many -> ccpd", "not a share"),
         ] {
             let e = format!("{:#}", s.parse::<RuleSpec>().unwrap_err());
             assert!(e.contains(want), "{s}: {e}");
@@ -426,5 +477,47 @@ mod tests {
             .collect();
         assert!(check(&many).unwrap_err().to_string().contains("at most 15"));
         check(&many[..MAX_RULES]).unwrap();
+    }
+
+    /// The share rules' hash (bpf/core/ccl_core.h, the kernel's own code):
+    /// a share s of 20,000 connections from neighbouring ports of one
+    /// client, or from neighbouring addresses on one port, falls within 4.5
+    /// standard deviations of s * n, for several keys; two keys split one
+    /// set of connections differently.
+    #[test]
+    fn a_share_takes_its_share_of_neighbouring_connections() {
+        // An IPv4 peer (IPv4-mapped) and the two ports.
+        fn hash(key: u32, addr: u32, ports: u32) -> u32 {
+            // SAFETY: a pure function of integers (ccl_core.h).
+            unsafe { intf::ccl_conn_hash(key, 0, 0, 0xffff_u32.to_be(), addr, ports) }
+        }
+        let n = 20_000u32;
+        for key in [0u32, 1, 0xdead_beef] {
+            for s in [0.01, 0.1, 0.5] {
+                let arg = (s * 4_294_967_296.0) as u32;
+                let by_port = (0..n)
+                    .filter(|p| hash(key, 0x0a4d_0202, 443 | ((40_000 + p) << 16)) < arg)
+                    .count() as f64;
+                let by_addr = (0..n)
+                    .filter(|a| hash(key, 0x0a00_0000 + a, 443 | (50_000 << 16)) < arg)
+                    .count() as f64;
+                let (mean, sd) = (s * n as f64, (s * (1.0 - s) * n as f64).sqrt());
+                for (what, got) in [("ports", by_port), ("addresses", by_addr)] {
+                    assert!(
+                        (got - mean).abs() <= 4.5 * sd,
+                        "key {key:#x}, share {s}, neighbouring {what}: {got} of {n}, \
+                         want {mean} +- {:.0}",
+                        4.5 * sd
+                    );
+                }
+            }
+        }
+        let side = |key: u32, p: u32| hash(key, 7, p) < (1 << 31);
+        let differ = (0..1000).filter(|&p| side(1, p) != side(2, p)).count();
+        assert!(
+            (400..=600).contains(&differ),
+            "two keys agreed on {} of 1000",
+            1000 - differ
+        );
     }
 }

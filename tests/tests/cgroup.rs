@@ -1041,3 +1041,73 @@ fn apply_binds_path_rules_and_a_second_apply_changes_nothing() {
     assert_eq!(rules_of(cg.path())[0].0, "rtt < 1ms -> reno");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A/B inside one cgroup: `share 0.3 -> ccpd` before the binding's cubic
+/// splits 200 connections of one process to one server by a keyed hash
+/// of their ports: the share on ccpd within 4.5 standard deviations of
+/// 0.3 x 200, and each arm's aggregate counts exactly its own.  The same
+/// connections keep their CC from connect() to the end (the hash is the
+/// same at both decisions).
+#[test]
+fn a_share_rule_splits_one_cgroups_connections_into_arms() {
+    let _s = privileged!();
+    let _g = Attached::new("ccpd", &[]);
+    let link = Bottleneck::new(LinkCfg {
+        rate_mbit: 100.0,
+        buffer_pkts: 100,
+        delay_ms: 1.0,
+        ..Default::default()
+    });
+    let cg = TestCgroup::new("ab");
+    ccload_ok(&[
+        "cgroup",
+        "set",
+        cg.path(),
+        "--algo",
+        "cubic",
+        "--rule",
+        "share 0.3 -> ccpd",
+    ]);
+    let srv = Helper::spawn(&["-", &link.receiver.name, "serve-many", "10.77.2.2"]);
+    let port = srv.get("PORT");
+    let n = 200u32;
+    let cli = Helper::spawn(&[
+        cg.path(),
+        &link.sender.name,
+        "connect-many",
+        &format!("10.77.2.2:{port}"),
+        &n.to_string(),
+    ]);
+    let mut on = std::collections::BTreeMap::<String, u32>::new();
+    for _ in 0..n {
+        *on.entry(cli.get("CC")).or_default() += 1;
+    }
+    assert_eq!(cli.get("DONE"), n.to_string());
+    let (a, b) = (
+        on.get("ccpd").copied().unwrap_or(0),
+        on.get("cubic").copied().unwrap_or(0),
+    );
+    assert_eq!(a + b, n, "only the two arms' CCs: {on:?}");
+    let (mean, sd) = (0.3 * n as f64, (0.3 * 0.7 * n as f64).sqrt());
+    assert!(
+        (a as f64 - mean).abs() <= 4.5 * sd,
+        "{a} of {n} on ccpd, want {mean} +- {:.0}",
+        4.5 * sd
+    );
+    eprintln!("share 0.3: {a} of {n} connections on ccpd, {b} on cubic");
+    assert_eq!(
+        rules_of(cg.path()),
+        [("share 0.3 -> ccpd".to_string(), a as u64)]
+    );
+    let l: serde_json::Value = serde_json::from_str(&ccload_ok(&["-j", "cgroup", "list"])).unwrap();
+    let bnd = l
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["cgroup"] == cg.path())
+        .unwrap();
+    assert_eq!(
+        bnd["unmatched"]["connections"], b as u64,
+        "the control arm: {bnd}"
+    );
+}

@@ -6,6 +6,10 @@
 //!   ccl-sockhelper CGROUP NETNS listen IP        -> "PORT p", "CC name", "BYTES n"
 //!   ccl-sockhelper CGROUP NETNS connect IP:PORT N [CC] -> "CC name", then sends N bytes
 //!     (on CC when given, else on what the kernel chose)
+//!   ccl-sockhelper CGROUP NETNS serve-many IP   -> "PORT p"; accepts and drains connections
+//!     until killed
+//!   ccl-sockhelper CGROUP NETNS connect-many IP:PORT K -> K connections one after another,
+//!     each sending 1 KiB: "CC name" for each, then "DONE K"
 //! CGROUP may be "-" (stay where started).
 
 use std::io::{Read, Write};
@@ -83,6 +87,32 @@ fn main() {
                 ti.tcpi_bytes_acked,
                 syn.tcpi_total_retrans
             );
+            out.lock().flush().unwrap();
+        }
+        "serve-many" => {
+            let l = TcpListener::bind((a[4].parse::<std::net::IpAddr>().unwrap(), 0)).unwrap();
+            println!("PORT {}", l.local_addr().unwrap().port());
+            out.lock().flush().unwrap();
+            for s in l.incoming() {
+                let Ok(mut s) = s else { continue };
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    while matches!(s.read(&mut buf), Ok(k) if k > 0) {}
+                });
+            }
+        }
+        "connect-many" => {
+            let addr: SocketAddr = a[4].parse().unwrap();
+            let k: u32 = a[5].parse().unwrap();
+            for _ in 0..k {
+                let mut s = TcpStream::connect(addr).unwrap();
+                s.write_all(&[0x5a; 1024]).unwrap();
+                s.shutdown(std::net::Shutdown::Write).unwrap();
+                let mut sink = [0u8; 64];
+                while matches!(s.read(&mut sink), Ok(k) if k > 0) {}
+                println!("CC {}", ccload_itests::get_cc(s.as_raw_fd()));
+            }
+            println!("DONE {k}");
             out.lock().flush().unwrap();
         }
         m => panic!("unknown mode {m}"),
