@@ -279,6 +279,34 @@ pub fn read_pinned_slots(pin: &Path) -> Result<Vec<Agg>> {
     (0..n).map(|s| read_slot(&map, s)).collect()
 }
 
+/// What the connections of one slot did (`cgroup list`, per path rule).
+fn slot_counts(a: &Agg) -> crate::cgroup::SlotCounts {
+    crate::cgroup::SlotCounts {
+        connections: a.get("flows_started"),
+        bytes_acked: a.get("bytes_acked"),
+        segs_out: a.get("segs_out"),
+        retrans_segs: a.get("retrans_segs"),
+    }
+}
+
+/// The counts of each binding's path rules (slot 1 + i) and of the
+/// connections none chose (slot 0), from its pinned aggregate.
+pub fn fill_rule_counts(bindings: &mut [crate::cgroup::Binding]) {
+    for b in bindings.iter_mut().filter(|b| !b.rules.is_empty()) {
+        let Ok(slots) = read_pinned_slots(&crate::cgroup::agg_pin(b.cgroup_id)) else {
+            continue;
+        };
+        for (i, r) in b.rules.iter_mut().enumerate() {
+            if let Some(a) = slots.get(1 + i) {
+                r.counts = slot_counts(a);
+            }
+        }
+        if let (Some(u), Some(a)) = (b.unmatched.as_mut(), slots.first()) {
+            *u = slot_counts(a);
+        }
+    }
+}
+
 /// Every aggregate slot worth reporting: profile 0 of each attached
 /// controller and every profile that saw a flow; every cgroup binding or
 /// watch (one made by a ccload without aggregates is skipped).
@@ -297,7 +325,9 @@ pub fn collect() -> Result<All> {
         }
     }
     let mut cgroups = Vec::new();
-    for b in crate::cgroup::list()? {
+    let mut bindings = crate::cgroup::list()?;
+    fill_rule_counts(&mut bindings);
+    for b in bindings {
         if let Ok(slot) = read_pinned(&crate::cgroup::agg_pin(b.cgroup_id)) {
             cgroups.push((b, slot));
         }

@@ -70,17 +70,6 @@ pub struct SlotCounts {
     pub retrans_segs: u64,
 }
 
-impl SlotCounts {
-    fn of(a: &crate::agg::Agg) -> SlotCounts {
-        SlotCounts {
-            connections: a.get("flows_started"),
-            bytes_acked: a.get("bytes_acked"),
-            segs_out: a.get("segs_out"),
-            retrans_segs: a.get("retrans_segs"),
-        }
-    }
-}
-
 /// A path rule of a binding and what it chose so far.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RuleCount {
@@ -548,9 +537,9 @@ fn read_bindings(paths: bool) -> Result<Vec<Binding>> {
     Ok(out)
 }
 
-/// The path rules pinned in a binding's directory, each with its
-/// aggregate slot's counts, and the counts of the connections none chose
-/// (a binding without rules, or made before them, has neither).
+/// The path rules pinned in a binding's directory, and (zero) counts for
+/// the connections none chose; a binding without rules, or made before
+/// them, has neither.  `agg::fill_rule_counts` reads the counts.
 fn read_rules(dir: &Path, n: u32) -> Result<(Vec<RuleCount>, Option<SlotCounts>)> {
     let n = n.min(intf::CCL_CG_MAX_RULES);
     if n == 0 || !dir.join("rules").exists() {
@@ -582,18 +571,15 @@ fn read_rules(dir: &Path, n: u32) -> Result<(Vec<RuleCount>, Option<SlotCounts>)
             keys.push((key, u32::from_ne_bytes(i)));
         }
     }
-    let aggs = crate::agg::read_pinned_slots(&dir.join("agg")).unwrap_or_default();
-    let slot = |i: usize| aggs.get(i).map(SlotCounts::of).unwrap_or_default();
     let rules = crate::path_rules::from_kernel(&krules, &keys)
         .into_iter()
-        .enumerate()
-        .map(|(i, rule)| RuleCount {
+        .map(|rule| RuleCount {
             text: rule.to_string(),
             rule,
-            counts: slot(1 + i),
+            counts: SlotCounts::default(),
         })
         .collect();
-    Ok((rules, Some(slot(0))))
+    Ok((rules, Some(SlotCounts::default())))
 }
 
 /// Remove the binding with cgroup id `id` (its directory may be gone).

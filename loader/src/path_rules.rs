@@ -194,21 +194,6 @@ impl FromStr for RuleSpec {
     }
 }
 
-/// A rule as the command line gives it, its profile resolved (an id, or a
-/// name of the last applied config: profiles.rs).
-pub fn resolve(text: &str) -> Result<PathRule> {
-    let r: RuleSpec = text.parse()?;
-    let profile = match &r.profile {
-        None => 0,
-        Some(p) => crate::profiles::resolve(&r.cc, p).with_context(|| format!("rule `{text}`"))?,
-    };
-    Ok(PathRule {
-        when: r.when,
-        cc: r.cc,
-        profile,
-    })
-}
-
 /// Whether two rule lists choose alike: the same rules in the same order,
 /// a rule's prefixes in any order.
 pub fn same(a: &[PathRule], b: &[PathRule]) -> bool {

@@ -18,7 +18,7 @@ pub(super) fn run(cmd: CgroupCmd, out: Out) -> Result<i32> {
             let profile = crate::profiles::resolve(&algo, &profile)?;
             let rules = rules
                 .iter()
-                .map(|r| crate::path_rules::resolve(r))
+                .map(|r| resolve_rule(r))
                 .collect::<Result<Vec<_>>>()?;
             let b =
                 cgroup::set_with_rules(&path, &algo, profile, &rules, &crate::leftovers::sweep)?;
@@ -83,7 +83,8 @@ pub(super) fn run(cmd: CgroupCmd, out: Out) -> Result<i32> {
             Ok(if unbound { 0 } else { 1 })
         }
         CgroupCmd::List => {
-            let l = cgroup::list()?;
+            let mut l = cgroup::list()?;
+            crate::agg::fill_rule_counts(&mut l);
             if out.json {
                 out.emit(&l)?;
             } else if l.is_empty() {
@@ -135,4 +136,20 @@ pub(super) fn run(cmd: CgroupCmd, out: Out) -> Result<i32> {
             Ok(0)
         }
     }
+}
+
+/// A rule as the command line gives it, its profile resolved (an id, or a
+/// name of the last applied config: profiles.rs).
+fn resolve_rule(text: &str) -> Result<crate::path_rules::PathRule> {
+    use anyhow::Context;
+    let r: crate::path_rules::RuleSpec = text.parse()?;
+    let profile = match &r.profile {
+        None => 0,
+        Some(p) => crate::profiles::resolve(&r.cc, p).with_context(|| format!("rule `{text}`"))?,
+    };
+    Ok(crate::path_rules::PathRule {
+        when: r.when,
+        cc: r.cc,
+        profile,
+    })
 }
