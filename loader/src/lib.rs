@@ -28,6 +28,7 @@ pub mod pods;
 pub mod procfs;
 pub mod profiles;
 pub mod rollout;
+pub mod sequential;
 pub(crate) mod serve;
 pub(crate) mod stats;
 pub(crate) mod stream;

@@ -188,6 +188,19 @@ pub struct Interval {
     pub verdict: String,
     pub checks: Vec<Check>,
     pub failing_in_a_row: u32,
+    /// With a `retrans_ratio <= K` guard: the always-valid evidence of harm
+    /// beyond K over the intervals so far (crate::sequential's mSPRT
+    /// Lambda, alpha 0.05: harm at 20), reported, not acted on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub harm_evidence: Option<f64>,
+}
+
+/// The mSPRT of a rollout's `retrans_ratio <= K` (or `<`) guard.
+fn sequential_for(guards: &[Guard]) -> Option<crate::sequential::Msprt> {
+    guards
+        .iter()
+        .find(|g| g.metric == "retrans_ratio" && matches!(g.op, Op::Le | Op::Lt))
+        .map(|g| crate::sequential::Msprt::new(g.bound, 0.05))
 }
 
 /// Judge one interval's deltas.
@@ -612,6 +625,7 @@ pub fn run(
     let count = intervals_in(o.duration, o.interval);
     let start = Instant::now();
     let mut failing = 0u32;
+    let mut seq = sequential_for(&o.guards);
     let (mut c0, mut k0) = (read(st.canary_id)?, read(ctl_id)?);
     for n in 1..=count {
         let end = start + o.interval * n;
@@ -640,6 +654,10 @@ pub fn run(
             "pass" => failing = 0,
             _ => {}
         }
+        if let Some(s) = seq.as_mut().filter(|_| verdict != "insufficient traffic") {
+            let frac = |x: &Side| x.retrans_segs as f64 / x.segs_out.max(1) as f64;
+            s.look(frac(&c), frac(&k));
+        }
         let i = Interval {
             n,
             canary: c,
@@ -647,6 +665,7 @@ pub fn run(
             verdict,
             checks,
             failing_in_a_row: failing,
+            harm_evidence: seq.as_ref().filter(|s| s.looks() > 0).map(|s| s.lambda()),
         };
         (st.done, st.failing_in_a_row) = (n, failing);
         st.last_verdict.clone_from(&i.verdict);

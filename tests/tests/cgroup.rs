@@ -529,6 +529,15 @@ fn a_harmful_canary_is_rolled_back_and_a_good_one_promoted() {
         .filter(|i| i["verdict"] != "insufficient traffic")
         .count();
     assert_eq!(judged, 2, "rolled back within 2 judged intervals");
+    // The always-valid evidence rides along from the first judged interval
+    // (crate::sequential: it needs five before it can say harm).
+    assert!(
+        intervals
+            .iter()
+            .filter(|i| i["verdict"] != "insufficient traffic")
+            .all(|i| i["harm_evidence"].as_f64().is_some_and(|l| l >= 0.0)),
+        "{intervals:?}"
+    );
     assert!(secs < 15.0, "took {secs:.1} s");
     assert!(lines.last().unwrap()["message"]
         .as_str()

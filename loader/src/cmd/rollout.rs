@@ -47,12 +47,15 @@ fn print_interval(i: &Interval, of: u32) {
         })
         .collect();
     println!(
-        "interval {}/{of}: {}  canary: {}  control: {}  {}",
+        "interval {}/{of}: {}  canary: {}  control: {}  {}{}",
         i.n,
         i.verdict,
         side(&i.canary),
         side(&i.control),
-        checks.join(", ")
+        checks.join(", "),
+        i.harm_evidence
+            .map(|l| format!("  harm evidence {l:.2} (20 = harm, always valid)"))
+            .unwrap_or_default()
     );
 }
 
