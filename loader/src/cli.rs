@@ -229,6 +229,18 @@ pub enum CgroupCmd {
     },
     /// Bound cgroups with their algorithm, profile and counters.
     List,
+    /// Print a lab scenario (configs/lab/*.toml) of the paths a binding's
+    /// connections took, one path per path rule (and one for the rest):
+    /// their median smoothed RTT and delivery rate, and their
+    /// retransmitted share as random loss, so `cargo xtask lab run`
+    /// compares every controller with the kernel's on them.
+    #[command(
+        after_help = "Example:\n  ccload cgroup export /sys/fs/cgroup/web.slice > web.toml\n  cargo xtask lab run ./web.toml --quick"
+    )]
+    Export {
+        /// A bound or watched cgroup v2 directory
+        path: std::path::PathBuf,
+    },
 }
 
 #[cfg(test)]

@@ -972,6 +972,25 @@ fn path_rules_choose_the_cc_per_destination() {
         ]
     );
 
+    // The binding's paths as a lab scenario: the lab accepts it, and its
+    // cells hold both paths (the near one at the delay line's floor).
+    let text = ccload_ok(&["cgroup", "export", cg.path()]);
+    let dir = std::env::temp_dir().join(format!("ccl-export-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("mine.toml"), &text).unwrap();
+    let sc = ccload_lab::scenario::Scenario::load(&dir.join("mine.toml"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let sc = sc.unwrap_or_else(|e| panic!("{e:#}\n{text}"));
+    let rtts: Vec<f64> = sc.cases().iter().map(|c| c.rtt_ms).collect();
+    assert!(
+        rtts.iter().any(|r| *r < 1.0),
+        "the near path: {rtts:?}\n{text}"
+    );
+    assert!(
+        rtts.iter().any(|r| (35.0..60.0).contains(r)),
+        "the 40-ms path: {rtts:?}\n{text}"
+    );
+
     // Bad rules: one line each, the binding as it was.
     let before = ccload_ok(&["-j", "cgroup", "list"]);
     for (rule, want) in [

@@ -82,6 +82,31 @@ pub(super) fn run(cmd: CgroupCmd, out: Out) -> Result<i32> {
             }
             Ok(if unbound { 0 } else { 1 })
         }
+        CgroupCmd::Export { path } => {
+            let id = cgroup::cgroup_id(&path)?;
+            let Some(b) = cgroup::list()?.into_iter().find(|b| b.cgroup_id == id) else {
+                anyhow::bail!(
+                    "cgroup {} is not bound or watched: nothing was measured there",
+                    path.display()
+                );
+            };
+            let slots = crate::agg::read_pinned_slots(&cgroup::agg_pin(id))?;
+            let mut paths = Vec::new();
+            for (i, a) in slots.iter().enumerate() {
+                let label = match i {
+                    0 if b.rules.is_empty() => "its connections".to_string(),
+                    0 => "the connections no rule chose".to_string(),
+                    i => match b.rules.get(i - 1) {
+                        Some(r) => format!("rule `{}`", r.text),
+                        None => continue,
+                    },
+                };
+                paths.push((label, a.summary()));
+            }
+            let text = export_scenario(&path.display().to_string(), &paths)?;
+            print!("{text}");
+            Ok(0)
+        }
         CgroupCmd::List => {
             let mut l = cgroup::list()?;
             crate::agg::fill_rule_counts(&mut l);
@@ -152,4 +177,144 @@ fn resolve_rule(text: &str) -> Result<crate::path_rules::PathRule> {
         cc: r.cc,
         profile,
     })
+}
+
+/// A lab scenario of a binding's paths: each slot that saw a connection
+/// with an RTT sample becomes a path (its median smoothed RTT, 1-BDP
+/// buffer), its median delivery rate a rate and its retransmitted share a
+/// random loss, all run against every controller and the kernel's CCs.
+/// The delay line carries 1..300 Mbit/s and RTTs from 0.05 ms; values
+/// outside are clamped, and the scenario says so.
+fn export_scenario(cgroup: &str, slots: &[(String, crate::agg::Summary)]) -> Result<String> {
+    use std::fmt::Write;
+    let mut rtts: Vec<f64> = Vec::new();
+    let mut rates: Vec<f64> = Vec::new();
+    let mut losses: Vec<f64> = Vec::new();
+    let mut notes = String::new();
+    for (label, s) in slots {
+        let (Some(rtt), true) = (s.srtt_ms_p50, s.flows_started > 0) else {
+            continue;
+        };
+        let rtt = (rtt.max(0.05) * 100.0).round() / 100.0;
+        let rate = s.rate_mbps_p50.unwrap_or(100.0).clamp(1.0, 300.0).round();
+        let loss = match (s.retrans_segs, s.segs_out) {
+            (r, n) if n > 0 && r > 0 => {
+                let p = (r as f64 / n as f64).min(0.05);
+                // one significant digit: 2e-4, not 0.000213
+                let e = p.log10().floor();
+                ((p / 10f64.powf(e)).round() * 10f64.powf(e) * 1e9).round() / 1e9
+            }
+            _ => 0.0,
+        };
+        writeln!(
+            notes,
+            "# {label}: {} connections, median srtt {rtt} ms, delivery rate {rate} Mbit/s, \
+             retransmitted {loss}",
+            s.flows_started
+        )?;
+        for (v, list) in [(rtt, &mut rtts), (rate, &mut rates), (loss, &mut losses)] {
+            if !list.iter().any(|x| (x - v).abs() < 1e-12) {
+                list.push(v);
+            }
+        }
+    }
+    if rtts.is_empty() {
+        anyhow::bail!("cgroup {cgroup}: no connection with an RTT sample yet; nothing to export");
+    }
+    let list = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut o = String::new();
+    writeln!(
+        o,
+        "# Made by `ccload cgroup export {cgroup}` from its in-kernel aggregates."
+    )?;
+    o.push_str(&notes);
+    writeln!(o, "title = \"The paths of {cgroup}\"")?;
+    writeln!(
+        o,
+        "paper = \"an operator's own paths (ccload cgroup export)\""
+    )?;
+    writeln!(
+        o,
+        "description = \"\"\"\nOne bulk flow per run on each path the connections of {cgroup} took \
+         (median smoothed RTT, 1-BDP buffer), at their median delivery rates, with their \
+         retransmitted share as random loss: every controller beside the kernel's.\"\"\""
+    )?;
+    writeln!(
+        o,
+        "ccs = [\"ccpd\", \"hetcp\", \"ctcp_plus\", \"ub_reno\", \"reno\", \"cubic\", \"bbr\"]"
+    )?;
+    writeln!(o, "flows = [{{ cc = \"$cc\" }}]")?;
+    writeln!(o, "duration_s = 30\nwarmup_s = 5\nrepetitions = 1\n")?;
+    writeln!(
+        o,
+        "[grid]\nrate_mbit = {}\nrates_mbit = [{}]\nloss = [{}]",
+        rates[0],
+        list(&rates),
+        list(&losses)
+    )?;
+    for r in &rtts {
+        writeln!(o, "\n[[grid.paths]]\nrtt_ms = {r}\nbuffer_bdp = 1.0")?;
+    }
+    writeln!(o, "\n[quick]\nduration_s = 10\nwarmup_s = 2")?;
+    Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(
+        n: u64,
+        rtt: Option<f64>,
+        rate: Option<f64>,
+        segs: u64,
+        retr: u64,
+    ) -> crate::agg::Summary {
+        let mut s = crate::agg::Agg::default().summary();
+        s.flows_started = n;
+        s.srtt_ms_p50 = rtt;
+        s.rate_mbps_p50 = rate;
+        s.segs_out = segs;
+        s.retrans_segs = retr;
+        s
+    }
+
+    /// Two paths with traffic become two [[grid.paths]], their rates and
+    /// losses the grid's (rounded, clamped to what the delay line runs); a
+    /// slot without connections or RTT samples adds nothing; none at all
+    /// is an error.
+    #[test]
+    fn a_bindings_paths_become_lab_cells() {
+        let t = export_scenario(
+            "/cg",
+            &[
+                (
+                    "far".into(),
+                    summary(10, Some(41.234), Some(48.6), 10_000, 21),
+                ),
+                (
+                    "near".into(),
+                    summary(5, Some(0.012), Some(900.0), 5_000, 0),
+                ),
+                ("idle".into(), summary(0, None, None, 0, 0)),
+            ],
+        )
+        .unwrap();
+        assert!(t.contains("rtt_ms = 41.23\nbuffer_bdp = 1.0"), "{t}");
+        assert!(t.contains("rtt_ms = 0.05\n"), "{t}");
+        assert!(t.contains("rates_mbit = [49, 300]"), "{t}");
+        assert!(t.contains("loss = [0.002, 0]"), "{t}");
+        assert_eq!(t.matches("[[grid.paths]]").count(), 2);
+        let v: toml::Value = toml::from_str(&t).unwrap();
+        assert_eq!(v["ccs"].as_array().unwrap().len(), 7);
+        let e = export_scenario("/cg", &[("idle".into(), summary(0, None, None, 0, 0))])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("nothing to export"), "{e}");
+    }
 }
