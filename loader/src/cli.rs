@@ -353,11 +353,22 @@ pub struct RolloutArgs {
     #[arg(long, default_value = "0")]
     pub profile: String,
     /// The canary cgroup (gets the controller).
-    #[arg(long, required_unless_present = "resume")]
+    #[arg(long, required_unless_present_any = ["resume", "ab"], conflicts_with = "ab")]
     pub canary: Option<std::path::PathBuf>,
     /// The control cgroup (keeps its CC; a sibling of the canary).
-    #[arg(long, required_unless_present = "resume")]
+    #[arg(long, required_unless_present_any = ["resume", "ab"], conflicts_with = "ab")]
     pub control: Option<std::path::PathBuf>,
+    /// A/B inside one cgroup instead of canary and control: a share of
+    /// its new connections (--share, by a keyed hash) gets the controller,
+    /// the rest keep the cgroup's CC; the arms are compared every
+    /// interval, and harm beyond the retrans_ratio guard (an always-valid
+    /// sequential test) rolls back: new connections all go to the
+    /// control, open ones keep their CC.
+    #[arg(long, value_name = "CGROUP")]
+    pub ab: Option<std::path::PathBuf>,
+    /// With --ab: the candidate's share of the connections, 0..1.
+    #[arg(long, default_value_t = 0.1, requires = "ab")]
+    pub share: f64,
     /// METRIC OP NUMBER on canary/control ratios, repeatable: retrans_ratio,
     /// srtt_p50_ratio, srtt_p95_ratio, goodput_ratio, rto_ratio (default:
     /// retrans_ratio <= 1.5, srtt_p95_ratio <= 1.2, goodput_ratio >= 0.9).

@@ -193,6 +193,9 @@ pub struct Interval {
     /// Lambda, alpha 0.05: harm at 20), reported, not acted on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub harm_evidence: Option<f64>,
+    /// A/B: that evidence reached 1/alpha (the rollout rolls back).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub harm: bool,
 }
 
 /// The mSPRT of a rollout's `retrans_ratio <= K` (or `<`) guard.
@@ -282,6 +285,9 @@ pub struct State {
     pub last_checks: Vec<Check>,
     #[serde(default)]
     pub failing_in_a_row: u32,
+    /// A/B inside the canary cgroup: the candidate's share, millionths.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ab_share: Option<u32>,
 }
 
 /// Start time of process `pid` (/proc/PID/stat field 22), None if gone.
@@ -496,6 +502,9 @@ pub struct Opts {
     pub promote: bool,
     /// Who runs it (`rollout` or `serve`), as `rollout status` reports it.
     pub by: &'static str,
+    /// A/B inside one cgroup (canary = control): the candidate's share of
+    /// the connections, in millionths ([`crate::path_rules::Match::Share`]).
+    pub ab_share: Option<u32>,
 }
 
 /// How a rollout ended.
@@ -517,10 +526,18 @@ pub fn start(o: &Opts) -> Result<State> {
     crate::bpf::require_root()?;
     let can = CgroupDir::open(&o.canary)?;
     let ctl = CgroupDir::open(&o.control)?;
-    if can.id == ctl.id {
+    if let Some(ppm) = o.ab_share {
+        if can.id != ctl.id {
+            bail!("an A/B rollout compares arms inside one cgroup");
+        }
+        if ppm == 0 || ppm >= 1_000_000 {
+            bail!("--share must be inside 0..1 (both arms need connections)");
+        }
+    } else if can.id == ctl.id {
         bail!("the canary and the control are the same cgroup");
     }
-    if can.path.starts_with(&ctl.path) || ctl.path.starts_with(&can.path) {
+    if o.ab_share.is_none() && (can.path.starts_with(&ctl.path) || ctl.path.starts_with(&can.path))
+    {
         bail!(
             "{} and {} are nested: a cgroup's program also sees its descendants' sockets, \
              so the comparison would count one side in the other; use sibling cgroups",
@@ -541,11 +558,17 @@ pub fn start(o: &Opts) -> Result<State> {
     }
     let _lock = crate::lock::state()?;
     let bindings = cgroup::list()?;
-    let prev = bindings
-        .iter()
-        .find(|b| b.cgroup_id == can.id)
-        .map(|b| (b.algo.clone(), b.profile));
-    let control_watched = bindings.iter().any(|b| b.cgroup_id == ctl.id);
+    let bound = bindings.iter().find(|b| b.cgroup_id == can.id);
+    if o.ab_share.is_some() && bound.is_some_and(|b| !b.rules.is_empty()) {
+        bail!(
+            "{} has path rules: an A/B rollout binds it with its own share rule \
+             (unset or simplify the binding first)",
+            can.path.display()
+        );
+    }
+    let prev = bound.map(|b| (b.algo.clone(), b.profile));
+    // A/B: the one cgroup is both sides, its binding holds both arms.
+    let control_watched = o.ab_share.is_some() || bindings.iter().any(|b| b.cgroup_id == ctl.id);
     let mut st = State {
         canary: can.path.clone(),
         canary_id: can.id,
@@ -573,14 +596,50 @@ pub fn start(o: &Opts) -> Result<State> {
         last_verdict: String::new(),
         last_checks: Vec::new(),
         failing_in_a_row: 0,
+        ab_share: o.ab_share,
     };
     // A request left by an earlier rollout on this cgroup is not for this one.
     let _ = std::fs::remove_file(cmd_path(can.id));
     // Recorded first: a kill from here on leaves something `abort` undoes.
     save(&st)?;
     let setup = (|| -> Result<()> {
-        let b = cgroup::set(&can.path, &o.algo, o.profile, &crate::leftovers::sweep)?;
-        st.attached = b.auto_attached;
+        match o.ab_share {
+            // the control arm: the cgroup's CC and profile as they are (a
+            // watched or unbound cgroup's: the namespace's default CC)
+            Some(ppm) => {
+                let (cc, p) = match &st.prev {
+                    Some((a, p)) if !a.is_empty() => (a.clone(), *p),
+                    _ => (crate::sysctl::default_cc()?, 0),
+                };
+                let arm = crate::path_rules::PathRule {
+                    when: crate::path_rules::Match::Share(ppm),
+                    cc: o.algo.clone(),
+                    profile: o.profile,
+                };
+                st.attached = false;
+                if !crate::bpf::is_registered(&o.algo) {
+                    if let Ok(a) = o.algo.parse::<Algo>() {
+                        crate::bpf::attach(
+                            &crate::bpf::AttachOpts {
+                                algo: a,
+                                sets: Vec::new(),
+                                make_default: false,
+                                allow: false,
+                                verbose: false,
+                            },
+                            &crate::leftovers::sweep,
+                        )?;
+                        st.attached = true;
+                        save(&st)?;
+                    }
+                }
+                cgroup::set_with_rules(&can.path, &cc, p, &[arm], &crate::leftovers::sweep)?;
+            }
+            None => {
+                let b = cgroup::set(&can.path, &o.algo, o.profile, &crate::leftovers::sweep)?;
+                st.attached = b.auto_attached;
+            }
+        }
         save(&st)?;
         if st.control_watch_added {
             cgroup::watch(&ctl.path, &crate::leftovers::sweep)?;
@@ -626,7 +685,20 @@ pub fn run(
     let start = Instant::now();
     let mut failing = 0u32;
     let mut seq = sequential_for(&o.guards);
-    let (mut c0, mut k0) = (read(st.canary_id)?, read(ctl_id)?);
+    // A/B: both arms in the one cgroup's aggregate, the candidate's share
+    // rule in slot 1, the rest (the control) in slot 0.
+    let ab = st.ab_share.is_some();
+    let sides = || -> Result<(Agg, Agg)> {
+        if ab {
+            let s = crate::agg::read_pinned_slots(&cgroup::agg_pin(st.canary_id))
+                .context("reading the A/B cgroup's aggregates (was its binding removed?)")?;
+            let slot = |i: usize| s.get(i).cloned().unwrap_or_default();
+            Ok((slot(1), slot(0)))
+        } else {
+            Ok((read(st.canary_id)?, read(ctl_id)?))
+        }
+    };
+    let (mut c0, mut k0) = sides()?;
     for n in 1..=count {
         let end = start + o.interval * n;
         loop {
@@ -645,18 +717,23 @@ pub fn run(
             }
             std::thread::sleep((end - now).min(Duration::from_millis(50)));
         }
-        let (c1, k1) = (read(st.canary_id)?, read(ctl_id)?);
+        let (c1, k1) = sides()?;
         let (c, k) = (Side::of(&c1.since(&c0)), Side::of(&k1.since(&k0)));
         (c0, k0) = (c1, k1);
         let (verdict, checks) = judge(&o.guards, &c, &k, o.min_segments);
+        // A/B: the retransmission guard is the sequential test's to
+        // decide; the others count failing intervals as ever.
+        let counted = |ch: &Check| !(ab && seq.is_some() && ch.guard.starts_with("retrans_ratio"));
         match verdict.as_str() {
-            "fail" => failing += 1,
-            "pass" => failing = 0,
+            "fail" if checks.iter().any(|ch| !ch.ok && counted(ch)) => failing += 1,
+            "fail" | "pass" => failing = 0,
             _ => {}
         }
+        let mut harm = false;
         if let Some(s) = seq.as_mut().filter(|_| verdict != "insufficient traffic") {
             let frac = |x: &Side| x.retrans_segs as f64 / x.segs_out.max(1) as f64;
-            s.look(frac(&c), frac(&k));
+            let v = s.look(frac(&c), frac(&k));
+            harm = ab && v == crate::sequential::Verdict::Harm;
         }
         let i = Interval {
             n,
@@ -666,6 +743,7 @@ pub fn run(
             checks,
             failing_in_a_row: failing,
             harm_evidence: seq.as_ref().filter(|s| s.looks() > 0).map(|s| s.lambda()),
+            harm,
         };
         (st.done, st.failing_in_a_row) = (n, failing);
         st.last_verdict.clone_from(&i.verdict);
@@ -673,7 +751,7 @@ pub fn run(
         // Progress for `rollout status`; a failed write loses only that.
         let _ = save(&st);
         report(&i);
-        if failing >= o.fail_after {
+        if failing >= o.fail_after || harm {
             rollback(&st)?;
             return Ok(End::RolledBack);
         }

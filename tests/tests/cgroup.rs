@@ -1139,3 +1139,107 @@ fn a_share_rule_splits_one_cgroups_connections_into_arms() {
         "the control arm: {bnd}"
     );
 }
+
+/// An A/B rollout inside one cgroup (`rollout --ab CG --share 0.5`): the
+/// cgroup's connections split by the share rule between a harmful ccpd
+/// profile (as in the canary test) and the cgroup's cubic, each connection
+/// alone on one of three identical links (three clients one connection
+/// after another, so an arm cannot hurt the other), compared every 2 s.
+/// The always-valid test finds the harm and rolls back; the binding is
+/// cubic alone again, and nothing of the rollout stays recorded.
+#[test]
+fn an_ab_rollout_rolls_back_a_harmful_arm_by_its_sequential_test() {
+    let _s = privileged!();
+    let _g = Attached::new("ccpd", &[]);
+    ccload_ok(&[
+        "tune",
+        "--algo",
+        "ccpd",
+        "--profile",
+        "5",
+        "--set",
+        "b_min=1000",
+        "--set",
+        "bmax_on_loss=0",
+    ]);
+    let cg = TestCgroup::new("abroll");
+    let _r = AbortRollouts;
+    ccload_ok(&["cgroup", "set", cg.path(), "--algo", "cubic"]);
+    let links: Vec<Bottleneck> = (0..3)
+        .map(|_| {
+            Bottleneck::new(LinkCfg {
+                rate_mbit: 20.0,
+                buffer_pkts: 40,
+                delay_ms: 10.0,
+                ..Default::default()
+            })
+        })
+        .collect();
+    let mut child = std::process::Command::new(ccload_bin())
+        .args([
+            "rollout",
+            "--algo",
+            "ccpd",
+            "--profile",
+            "5",
+            "--ab",
+            cg.path(),
+            "--share",
+            "0.5",
+            "--guard",
+            "retrans_ratio <= 2",
+            "--interval",
+            "2s",
+            "--for",
+            "90s",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let w0 = std::time::Instant::now();
+    while rules_of(cg.path()).is_empty() && w0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(rules_of(cg.path())[0].0, "share 0.5 -> ccpd/5");
+    let _flows: Vec<(Helper, Helper)> = links
+        .iter()
+        .map(|l| {
+            let srv = Helper::spawn(&["-", &l.receiver.name, "serve-many", "10.77.2.2"]);
+            let port = srv.get("PORT");
+            let cli = Helper::spawn(&[
+                cg.path(),
+                &l.sender.name,
+                "connect-many",
+                &format!("10.77.2.2:{port}"),
+                "1000",
+                &(8u64 << 20).to_string(),
+            ]);
+            (srv, cli)
+        })
+        .collect();
+    let lines: Vec<serde_json::Value> = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+        .map(|l| serde_json::from_str(&l).unwrap())
+        .collect();
+    let code = child.wait().unwrap().code().unwrap_or(-1);
+    for l in &lines {
+        eprintln!("{l}");
+    }
+    assert_eq!(code, 1, "the harmful arm was not rolled back");
+    let last = lines.iter().rfind(|l| l.get("n").is_some()).unwrap();
+    assert_eq!(
+        last["harm"], true,
+        "rolled back by the sequential test: {last}"
+    );
+    assert!(last["harm_evidence"].as_f64().unwrap() >= 20.0, "{last}");
+    assert!(lines.last().unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .contains("always-valid"));
+    assert_eq!(cgroup_binding(cg.path()), Some(("cubic".to_string(), 0)));
+    assert!(rules_of(cg.path()).is_empty(), "the share rule is gone");
+    let recorded = status_json()["rollouts"].to_string();
+    assert!(!recorded.contains(cg.path()), "{recorded}");
+}

@@ -54,7 +54,7 @@ fn print_interval(i: &Interval, of: u32) {
         side(&i.control),
         checks.join(", "),
         i.harm_evidence
-            .map(|l| format!("  harm evidence {l:.2} (20 = harm, always valid)"))
+            .map(|l| format!("  harm evidence {} (20 = harm, always valid)", evidence(l)))
             .unwrap_or_default()
     );
 }
@@ -249,8 +249,16 @@ pub(super) fn run(a: RolloutArgs, out: Out) -> Result<i32> {
     let o = rollout::Opts {
         profile: crate::profiles::resolve(&algo, &a.profile)?,
         algo,
-        canary: a.canary.clone().unwrap_or_default(),
-        control: a.control.clone().unwrap_or_default(),
+        canary: a
+            .ab
+            .clone()
+            .or_else(|| a.canary.clone())
+            .unwrap_or_default(),
+        control: a
+            .ab
+            .clone()
+            .or_else(|| a.control.clone())
+            .unwrap_or_default(),
         guards,
         interval: a.interval,
         duration: a.duration,
@@ -258,6 +266,16 @@ pub(super) fn run(a: RolloutArgs, out: Out) -> Result<i32> {
         min_segments: a.min_segments,
         promote: a.promote,
         by: "rollout",
+        ab_share: match a.ab {
+            Some(_) if !(a.share > 0.0 && a.share < 1.0) => {
+                bail!(
+                    "--share {} must be inside 0..1 (both arms need connections)",
+                    a.share
+                )
+            }
+            Some(_) => Some((a.share * 1e6).round() as u32),
+            None => None,
+        },
     };
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [libc::SIGINT, libc::SIGTERM] {
@@ -280,11 +298,22 @@ pub(super) fn run(a: RolloutArgs, out: Out) -> Result<i32> {
         );
     }
     let mut last_fail: Vec<String> = Vec::new();
+    let mut by_harm = false;
     let end = rollout::run(
         &o,
         &st,
         |i| {
-            if i.verdict == "fail" {
+            by_harm |= i.harm;
+            if i.harm {
+                last_fail = vec![format!(
+                    "{} (always-valid test: harm evidence {} >= 20)",
+                    i.checks
+                        .iter()
+                        .find(|c| c.guard.starts_with("retrans_ratio"))
+                        .map_or("retrans_ratio", |c| c.guard.as_str()),
+                    evidence(i.harm_evidence.unwrap_or(0.0))
+                )];
+            } else if i.verdict == "fail" {
                 last_fail = i
                     .checks
                     .iter()
@@ -308,6 +337,14 @@ pub(super) fn run(a: RolloutArgs, out: Out) -> Result<i32> {
         End::Done => (
             0,
             "done: no guard tripped; the canary keeps the controller".to_string(),
+        ),
+        End::RolledBack if by_harm => (
+            1,
+            format!(
+                "ROLLED BACK: {}; {} restored",
+                last_fail.join(", "),
+                st.canary.display()
+            ),
         ),
         End::RolledBack => (
             1,
@@ -350,4 +387,13 @@ fn signal_hook_flag(sig: i32, flag: Arc<AtomicBool>) {
     }
     // SAFETY: installs an async-signal-safe handler (one atomic store).
     unsafe { libc::signal(sig, on as extern "C" fn(i32) as libc::sighandler_t) };
+}
+
+/// The sequential test's Lambda as a person reads it: 3.42, 1.2e9.
+fn evidence(l: f64) -> String {
+    if l >= 1e6 {
+        format!("{l:.1e}")
+    } else {
+        format!("{l:.2}")
+    }
 }

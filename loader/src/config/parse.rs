@@ -515,6 +515,7 @@ impl<'a> Parser<'a> {
                 min_segments: r.min_segments.unwrap_or(200),
                 promote: r.promote,
                 by: "serve",
+                ab_share: None,
             });
         }
         Ok(())

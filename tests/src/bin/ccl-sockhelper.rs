@@ -8,8 +8,8 @@
 //!     (on CC when given, else on what the kernel chose)
 //!   ccl-sockhelper CGROUP NETNS serve-many IP   -> "PORT p"; accepts and drains connections
 //!     until killed
-//!   ccl-sockhelper CGROUP NETNS connect-many IP:PORT K -> K connections one after another,
-//!     each sending 1 KiB: "CC name" for each, then "DONE K"
+//!   ccl-sockhelper CGROUP NETNS connect-many IP:PORT K [BYTES] -> K connections one after
+//!     another, each sending BYTES (1 KiB): "CC name" for each, then "DONE K"
 //! CGROUP may be "-" (stay where started).
 
 use std::io::{Read, Write};
@@ -104,9 +104,16 @@ fn main() {
         "connect-many" => {
             let addr: SocketAddr = a[4].parse().unwrap();
             let k: u32 = a[5].parse().unwrap();
+            let bytes: usize = a.get(6).map_or(1024, |b| b.parse().unwrap());
+            let chunk = vec![0x5au8; bytes.min(1 << 16)];
             for _ in 0..k {
                 let mut s = TcpStream::connect(addr).unwrap();
-                s.write_all(&[0x5a; 1024]).unwrap();
+                let mut left = bytes;
+                while left > 0 {
+                    let n = left.min(chunk.len());
+                    s.write_all(&chunk[..n]).unwrap();
+                    left -= n;
+                }
                 s.shutdown(std::net::Shutdown::Write).unwrap();
                 let mut sink = [0u8; 64];
                 while matches!(s.read(&mut sink), Ok(k) if k > 0) {}
