@@ -1140,6 +1140,71 @@ fn a_share_rule_splits_one_cgroups_connections_into_arms() {
     );
 }
 
+/// Three identical links (20 Mbit/s, 40 packets, 20 ms) for the A/B
+/// rollouts: each carries one of the cgroup's connections at a time.
+fn ab_links() -> Vec<Bottleneck> {
+    (0..3)
+        .map(|_| {
+            Bottleneck::new(LinkCfg {
+                rate_mbit: 20.0,
+                buffer_pkts: 40,
+                delay_ms: 10.0,
+                ..Default::default()
+            })
+        })
+        .collect()
+}
+
+/// `ccload rollout --ab CG --share 0.5 ARGS --json` with three clients in
+/// `cg`, one 8-MB connection after another each, on `links`: returns the
+/// exit code and the JSON lines.  The clients start once the share rule is
+/// bound (a connection gets its arm at connect()).
+fn ab_rollout(
+    cg: &TestCgroup,
+    links: &[Bottleneck],
+    args: &[&str],
+) -> (i32, Vec<serde_json::Value>) {
+    let mut child = std::process::Command::new(ccload_bin())
+        .args(["rollout", "--ab", cg.path(), "--share", "0.5", "--json"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let w0 = std::time::Instant::now();
+    while rules_of(cg.path()).is_empty() && w0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let bound = rules_of(cg.path());
+    assert!(
+        bound
+            .first()
+            .is_some_and(|r| r.0.starts_with("share 0.5 -> ")),
+        "the arms: {bound:?}"
+    );
+    let _flows: Vec<(Helper, Helper)> = links
+        .iter()
+        .map(|l| {
+            let srv = Helper::spawn(&["-", &l.receiver.name, "serve-many", "10.77.2.2"]);
+            let port = srv.get("PORT");
+            let cli = Helper::spawn(&[
+                cg.path(),
+                &l.sender.name,
+                "connect-many",
+                &format!("10.77.2.2:{port}"),
+                "1000",
+                &(8u64 << 20).to_string(),
+            ]);
+            (srv, cli)
+        })
+        .collect();
+    let lines: Vec<serde_json::Value> = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+        .map(|l| serde_json::from_str(&l).unwrap())
+        .collect();
+    (child.wait().unwrap().code().unwrap_or(-1), lines)
+}
+
 /// An A/B rollout inside one cgroup (`rollout --ab CG --share 0.5`): the
 /// cgroup's connections split by the share rule between a harmful ccpd
 /// profile (as in the canary test) and the cgroup's cubic, each connection
@@ -1165,65 +1230,23 @@ fn an_ab_rollout_rolls_back_a_harmful_arm_by_its_sequential_test() {
     let cg = TestCgroup::new("abroll");
     let _r = AbortRollouts;
     ccload_ok(&["cgroup", "set", cg.path(), "--algo", "cubic"]);
-    let links: Vec<Bottleneck> = (0..3)
-        .map(|_| {
-            Bottleneck::new(LinkCfg {
-                rate_mbit: 20.0,
-                buffer_pkts: 40,
-                delay_ms: 10.0,
-                ..Default::default()
-            })
-        })
-        .collect();
-    let mut child = std::process::Command::new(ccload_bin())
-        .args([
-            "rollout",
+    let links = ab_links();
+    let (code, lines) = ab_rollout(
+        &cg,
+        &links,
+        &[
             "--algo",
             "ccpd",
             "--profile",
             "5",
-            "--ab",
-            cg.path(),
-            "--share",
-            "0.5",
             "--guard",
             "retrans_ratio <= 2",
             "--interval",
             "2s",
             "--for",
             "90s",
-            "--json",
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let w0 = std::time::Instant::now();
-    while rules_of(cg.path()).is_empty() && w0.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert_eq!(rules_of(cg.path())[0].0, "share 0.5 -> ccpd/5");
-    let _flows: Vec<(Helper, Helper)> = links
-        .iter()
-        .map(|l| {
-            let srv = Helper::spawn(&["-", &l.receiver.name, "serve-many", "10.77.2.2"]);
-            let port = srv.get("PORT");
-            let cli = Helper::spawn(&[
-                cg.path(),
-                &l.sender.name,
-                "connect-many",
-                &format!("10.77.2.2:{port}"),
-                "1000",
-                &(8u64 << 20).to_string(),
-            ]);
-            (srv, cli)
-        })
-        .collect();
-    let lines: Vec<serde_json::Value> = BufReader::new(child.stdout.take().unwrap())
-        .lines()
-        .map_while(Result::ok)
-        .map(|l| serde_json::from_str(&l).unwrap())
-        .collect();
-    let code = child.wait().unwrap().code().unwrap_or(-1);
+        ],
+    );
     for l in &lines {
         eprintln!("{l}");
     }
@@ -1259,70 +1282,28 @@ fn identical_arms_rarely_roll_back() {
     let cg = TestCgroup::new("abnull");
     let _r = AbortRollouts;
     ccload_ok(&["cgroup", "set", cg.path(), "--algo", "cubic"]);
-    let links: Vec<Bottleneck> = (0..3)
-        .map(|_| {
-            Bottleneck::new(LinkCfg {
-                rate_mbit: 20.0,
-                buffer_pkts: 40,
-                delay_ms: 10.0,
-                ..Default::default()
-            })
-        })
-        .collect();
+    let links = ab_links();
     let runs = 10;
     let mut rolled = 0;
     let mut evidence = Vec::new();
     for run in 0..runs {
-        let mut child = std::process::Command::new(ccload_bin())
-            .args([
-                "rollout",
+        let (code, lines) = ab_rollout(
+            &cg,
+            &links,
+            &[
                 "--algo",
                 "cubic",
-                "--ab",
-                cg.path(),
-                "--share",
-                "0.5",
                 "--guard",
                 "retrans_ratio <= 1.5",
                 "--interval",
                 "2s",
                 "--for",
                 "30s",
-                "--json",
-            ])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let w0 = std::time::Instant::now();
-        while rules_of(cg.path()).is_empty() && w0.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let flows: Vec<(Helper, Helper)> = links
+            ],
+        );
+        let l = lines
             .iter()
-            .map(|l| {
-                let srv = Helper::spawn(&["-", &l.receiver.name, "serve-many", "10.77.2.2"]);
-                let port = srv.get("PORT");
-                let cli = Helper::spawn(&[
-                    cg.path(),
-                    &l.sender.name,
-                    "connect-many",
-                    &format!("10.77.2.2:{port}"),
-                    "1000",
-                    &(8u64 << 20).to_string(),
-                ]);
-                (srv, cli)
-            })
-            .collect();
-        let lines: Vec<serde_json::Value> = BufReader::new(child.stdout.take().unwrap())
-            .lines()
-            .map_while(Result::ok)
-            .map(|l| serde_json::from_str(&l).unwrap())
-            .collect();
-        let code = child.wait().unwrap().code().unwrap_or(-1);
-        drop(flows);
-        let last = lines.iter().rfind(|l| l.get("n").is_some()).cloned();
-        let l = last
-            .as_ref()
+            .rfind(|l| l.get("n").is_some())
             .and_then(|l| l["harm_evidence"].as_f64())
             .unwrap_or(0.0);
         evidence.push(l);
