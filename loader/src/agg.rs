@@ -264,11 +264,15 @@ pub fn read_algo(algo: Algo) -> Result<Vec<Agg>> {
 /// its slots (slot 0 for the connections no path rule chose, 1 + i for
 /// rule i's; a binding made before path rules has slot 0 alone).
 pub fn read_pinned(pin: &Path) -> Result<Agg> {
-    let mut sum = Agg::default();
-    for a in read_pinned_slots(pin)? {
-        sum.add(&a);
+    Ok(sum(&read_pinned_slots(pin)?))
+}
+
+fn sum(slots: &[Agg]) -> Agg {
+    let mut s = Agg::default();
+    for a in slots {
+        s.add(a);
     }
-    Ok(sum)
+    s
 }
 
 /// Each slot of the aggregate pinned at `pin`.
@@ -293,17 +297,21 @@ fn slot_counts(a: &Agg) -> crate::cgroup::SlotCounts {
 /// connections none chose (slot 0), from its pinned aggregate.
 pub fn fill_rule_counts(bindings: &mut [crate::cgroup::Binding]) {
     for b in bindings.iter_mut().filter(|b| !b.rules.is_empty()) {
-        let Ok(slots) = read_pinned_slots(&crate::cgroup::agg_pin(b.cgroup_id)) else {
-            continue;
-        };
-        for (i, r) in b.rules.iter_mut().enumerate() {
-            if let Some(a) = slots.get(1 + i) {
-                r.counts = slot_counts(a);
-            }
+        if let Ok(slots) = read_pinned_slots(&crate::cgroup::agg_pin(b.cgroup_id)) {
+            fill_from(b, &slots);
         }
-        if let (Some(u), Some(a)) = (b.unmatched.as_mut(), slots.first()) {
-            *u = slot_counts(a);
+    }
+}
+
+/// [`fill_rule_counts`] for one binding whose slots are read.
+fn fill_from(b: &mut crate::cgroup::Binding, slots: &[Agg]) {
+    for (i, r) in b.rules.iter_mut().enumerate() {
+        if let Some(a) = slots.get(1 + i) {
+            r.counts = slot_counts(a);
         }
+    }
+    if let (Some(u), Some(a)) = (b.unmatched.as_mut(), slots.first()) {
+        *u = slot_counts(a);
     }
 }
 
@@ -325,11 +333,11 @@ pub fn collect() -> Result<All> {
         }
     }
     let mut cgroups = Vec::new();
-    let mut bindings = crate::cgroup::list()?;
-    fill_rule_counts(&mut bindings);
-    for b in bindings {
-        if let Ok(slot) = read_pinned(&crate::cgroup::agg_pin(b.cgroup_id)) {
-            cgroups.push((b, slot));
+    // Each binding's slots read once: its rules' counts and its total.
+    for mut b in crate::cgroup::list()? {
+        if let Ok(slots) = read_pinned_slots(&crate::cgroup::agg_pin(b.cgroup_id)) {
+            fill_from(&mut b, &slots);
+            cgroups.push((b, sum(&slots)));
         }
     }
     Ok(All { algos, cgroups })

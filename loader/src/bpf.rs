@@ -841,7 +841,7 @@ pub fn attach(opts: &AttachOpts, sweep: Sweep) -> Result<AttachOutcome> {
         }
         loaded
             .map("meta")?
-            .update(&0u32.to_ne_bytes(), meta_bytes(&meta), MapFlags::ANY)
+            .update(&0u32.to_ne_bytes(), pod_bytes(&meta), MapFlags::ANY)
             .context("failed to write meta")?;
         for name in MAPS {
             let pin = tmp.join(name);
@@ -939,7 +939,7 @@ pub fn attach_object_file(
     // The fixture's own fields, as its release would have recorded them.
     let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
     crate::layout::set_c_text(&mut meta.params_fields, &names.join(","));
-    find(&obj, "meta")?.update(&0u32.to_ne_bytes(), meta_bytes(&meta), MapFlags::ANY)?;
+    find(&obj, "meta")?.update(&0u32.to_ne_bytes(), pod_bytes(&meta), MapFlags::ANY)?;
     for name in MAPS {
         let pin = tmp.join(name);
         find(&obj, name)?.pin(&pin)?;
@@ -952,14 +952,12 @@ pub fn attach_object_file(
     Ok(())
 }
 
-pub(crate) fn meta_bytes(meta: &intf::ccl_meta) -> &[u8] {
-    // SAFETY: ccl_meta is plain old data; the slice borrows it.
-    unsafe {
-        std::slice::from_raw_parts(
-            meta as *const _ as *const u8,
-            std::mem::size_of::<intf::ccl_meta>(),
-        )
-    }
+/// A struct of bpf/ccload_intf.h (bindgen: plain old data) as the bytes a
+/// map entry takes; the slice borrows it.
+pub(crate) fn pod_bytes<T: Copy>(v: &T) -> &[u8] {
+    // SAFETY: T is one of ccload_intf.h's bindgen structs (Copy, no
+    // pointers); the slice covers exactly its bytes and borrows it.
+    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
 }
 
 /// Unregister and unpin `algo`, restoring the default CC it replaced.

@@ -213,6 +213,23 @@ pub fn set(path: &Path, algo: &str, profile: u32, sweep: bpf::Sweep) -> Result<B
     set_with_rules(path, algo, profile, &[], sweep)
 }
 
+/// Attach one of ours with its defaults because a binding names it (as the
+/// kernel loads a CC module on first use).
+pub fn attach_first_use(a: Algo, sweep: bpf::Sweep) -> Result<()> {
+    bpf::attach(
+        &bpf::AttachOpts {
+            algo: a,
+            sets: Vec::new(),
+            make_default: false,
+            allow: false,
+            verbose: false,
+        },
+        sweep,
+    )
+    .with_context(|| format!("attaching {a} for the binding"))?;
+    Ok(())
+}
+
 /// [`set`] with path rules: a connection matching one gets its CC and
 /// profile, the others `algo` and `profile` (path_rules.rs).  Every rule's
 /// CC must be registered (ours attached, or a kernel CC).
@@ -249,17 +266,7 @@ pub fn set_with_rules(
         );
     }
     if let Some(a) = auto {
-        bpf::attach(
-            &bpf::AttachOpts {
-                algo: a,
-                sets: Vec::new(),
-                make_default: false,
-                allow: false,
-                verbose: false,
-            },
-            sweep,
-        )
-        .with_context(|| format!("attaching {a} for the binding"))?;
+        attach_first_use(a, sweep)?;
     }
     if let Some(r) = rules.iter().find(|r| !bpf::is_registered(&r.cc)) {
         if let Some(a) = auto {
@@ -365,13 +372,6 @@ fn bind(
     })
 }
 
-/// Plain old data as its bytes.
-fn pod_bytes<T>(v: &T) -> &[u8] {
-    // SAFETY: only called with the bindgen structs of ccload_intf.h, plain
-    // old data without padding bytes that matter to the kernel.
-    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
-}
-
 fn attach(cg: &CgroupDir, algo: &str, profile: u32, rules: &[PathRule], dir: &Path) -> Result<()> {
     let (path, id) = (&cg.path, cg.id);
     let mut storage = MaybeUninit::uninit();
@@ -397,17 +397,17 @@ fn attach(cg: &CgroupDir, algo: &str, profile: u32, rules: &[PathRule], dir: &Pa
     for (i, r) in krules.iter().enumerate() {
         skel.maps
             .rules
-            .update(&(i as u32).to_ne_bytes(), pod_bytes(r), MapFlags::ANY)?;
+            .update(&(i as u32).to_ne_bytes(), bpf::pod_bytes(r), MapFlags::ANY)?;
     }
     for (k, i) in &keys {
         skel.maps
             .prefixes
-            .update(pod_bytes(k), &i.to_ne_bytes(), MapFlags::ANY)
+            .update(bpf::pod_bytes(k), &i.to_ne_bytes(), MapFlags::ANY)
             .context("path rule prefixes")?;
     }
     skel.maps
         .binding
-        .update(&0u32.to_ne_bytes(), pod_bytes(&b), MapFlags::ANY)?;
+        .update(&0u32.to_ne_bytes(), bpf::pod_bytes(&b), MapFlags::ANY)?;
     let mut link = skel
         .progs
         .ccl_cgroup_sockops

@@ -619,16 +619,7 @@ pub fn start(o: &Opts) -> Result<State> {
                 st.attached = false;
                 if !crate::bpf::is_registered(&o.algo) {
                     if let Ok(a) = o.algo.parse::<Algo>() {
-                        crate::bpf::attach(
-                            &crate::bpf::AttachOpts {
-                                algo: a,
-                                sets: Vec::new(),
-                                make_default: false,
-                                allow: false,
-                                verbose: false,
-                            },
-                            &crate::leftovers::sweep,
-                        )?;
+                        cgroup::attach_first_use(a, &crate::leftovers::sweep)?;
                         st.attached = true;
                         save(&st)?;
                     }

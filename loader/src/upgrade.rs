@@ -212,7 +212,7 @@ pub fn upgrade(
             .map("meta")?
             .update(
                 &0u32.to_ne_bytes(),
-                crate::bpf::meta_bytes(&meta),
+                crate::bpf::pod_bytes(&meta),
                 MapFlags::ANY,
             )
             .context("failed to write meta")?;
@@ -259,7 +259,7 @@ pub fn upgrade(
     open_map(algo, "meta")?
         .update(
             &0u32.to_ne_bytes(),
-            crate::bpf::meta_bytes(&meta),
+            crate::bpf::pod_bytes(&meta),
             MapFlags::ANY,
         )
         .context("failed to write meta")?;
