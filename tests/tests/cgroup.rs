@@ -423,6 +423,60 @@ fn long_flow(link: &Bottleneck, cg: &str) -> (Helper, Helper) {
     (srv, cli)
 }
 
+/// ccpd's profile 5 made harmful for the rollout tests: a buffer-estimate
+/// floor far above their links' 40-packet buffer, so the law keeps
+/// overflowing it.
+fn harmful_profile_5() {
+    ccload_ok(&[
+        "tune",
+        "--algo",
+        "ccpd",
+        "--profile",
+        "5",
+        "--set",
+        "b_min=1000",
+        "--set",
+        "bmax_on_loss=0",
+    ]);
+}
+
+/// The rollout tests' link: 20 Mbit/s, 40 packets, 20 ms.
+fn rollout_link() -> Bottleneck {
+    Bottleneck::new(LinkCfg {
+        rate_mbit: 20.0,
+        buffer_pkts: 40,
+        delay_ms: 10.0,
+        ..Default::default()
+    })
+}
+
+/// `ccload ARGS` (a rollout with --json): once `bound()` holds (10 s at
+/// most: the rollout has bound its cgroup, and a socket gets its CC at
+/// connect()), the flows `start()` makes run until the rollout ends;
+/// returns the exit code and the JSON lines.
+fn run_rollout<F>(
+    args: &[&str],
+    bound: impl Fn() -> bool,
+    start: impl FnOnce() -> F,
+) -> (i32, Vec<serde_json::Value>) {
+    let mut child = std::process::Command::new(ccload_bin())
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let w0 = std::time::Instant::now();
+    while !bound() && w0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _flows = start();
+    let lines: Vec<serde_json::Value> = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+        .map(|l| serde_json::from_str(&l).unwrap())
+        .collect();
+    (child.wait().unwrap().code().unwrap_or(-1), lines)
+}
+
 /// `ccload rollout` with a canary that has flows through one link and a
 /// control on cubic with flows through an identical second link (so the
 /// canary cannot hurt the control): returns (exit code, JSON lines) and
@@ -432,43 +486,27 @@ fn rollout(
     control: &TestCgroup,
     args: &[&str],
 ) -> (i32, Vec<serde_json::Value>, f64) {
-    let cfg = LinkCfg {
-        rate_mbit: 20.0,
-        buffer_pkts: 40,
-        delay_ms: 10.0,
-        ..Default::default()
-    };
-    let (lc, lk) = (Bottleneck::new(cfg.clone()), Bottleneck::new(cfg));
-    let mut cmd = std::process::Command::new(ccload_bin());
-    cmd.args([
+    let (lc, lk) = (rollout_link(), rollout_link());
+    let mut all = vec![
         "rollout",
         "--canary",
         canary.path(),
         "--control",
         control.path(),
         "--json",
-    ])
-    .args(args)
-    .stdout(Stdio::piped());
+    ];
+    all.extend_from_slice(args);
     let t0 = std::time::Instant::now();
-    let mut child = cmd.spawn().unwrap();
-    // The canary's sockets get the controller at connect(): start its flow
-    // once the rollout has bound it.
-    let w0 = std::time::Instant::now();
-    while cgroup_binding(canary.path()).is_none_or(|(a, _)| a != "ccpd")
-        && w0.elapsed() < Duration::from_secs(10)
-    {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _fc = long_flow(&lc, canary.path());
-    let _fk = long_flow(&lk, control.path());
-    let out = child.stdout.take().unwrap();
-    let lines: Vec<serde_json::Value> = BufReader::new(out)
-        .lines()
-        .map_while(Result::ok)
-        .map(|l| serde_json::from_str(&l).unwrap())
-        .collect();
-    let code = child.wait().unwrap().code().unwrap_or(-1);
+    let (code, lines) = run_rollout(
+        &all,
+        || cgroup_binding(canary.path()).is_some_and(|(a, _)| a == "ccpd"),
+        || {
+            (
+                long_flow(&lc, canary.path()),
+                long_flow(&lk, control.path()),
+            )
+        },
+    );
     (code, lines, t0.elapsed().as_secs_f64())
 }
 
@@ -484,17 +522,7 @@ fn rollout(
 fn a_harmful_canary_is_rolled_back_and_a_good_one_promoted() {
     let _s = privileged!();
     let _g = Attached::new("ccpd", &[]);
-    ccload_ok(&[
-        "tune",
-        "--algo",
-        "ccpd",
-        "--profile",
-        "5",
-        "--set",
-        "b_min=1000",
-        "--set",
-        "bmax_on_loss=0",
-    ]);
+    harmful_profile_5();
     let (can, ctl) = (TestCgroup::new("canary"), TestCgroup::new("control"));
     let _r = AbortRollouts;
     ccload_ok(&["cgroup", "set", ctl.path(), "--algo", "cubic"]);
@@ -1140,19 +1168,10 @@ fn a_share_rule_splits_one_cgroups_connections_into_arms() {
     );
 }
 
-/// Three identical links (20 Mbit/s, 40 packets, 20 ms) for the A/B
-/// rollouts: each carries one of the cgroup's connections at a time.
+/// Three identical links for the A/B rollouts: each carries one of the
+/// cgroup's connections at a time.
 fn ab_links() -> Vec<Bottleneck> {
-    (0..3)
-        .map(|_| {
-            Bottleneck::new(LinkCfg {
-                rate_mbit: 20.0,
-                buffer_pkts: 40,
-                delay_ms: 10.0,
-                ..Default::default()
-            })
-        })
-        .collect()
+    (0..3).map(|_| rollout_link()).collect()
 }
 
 /// `ccload rollout --ab CG --share 0.5 ARGS --json` with three clients in
@@ -1164,45 +1183,37 @@ fn ab_rollout(
     links: &[Bottleneck],
     args: &[&str],
 ) -> (i32, Vec<serde_json::Value>) {
-    let mut child = std::process::Command::new(ccload_bin())
-        .args(["rollout", "--ab", cg.path(), "--share", "0.5", "--json"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let w0 = std::time::Instant::now();
-    while rules_of(cg.path()).is_empty() && w0.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let bound = rules_of(cg.path());
-    assert!(
-        bound
-            .first()
-            .is_some_and(|r| r.0.starts_with("share 0.5 -> ")),
-        "the arms: {bound:?}"
-    );
-    let _flows: Vec<(Helper, Helper)> = links
-        .iter()
-        .map(|l| {
-            let srv = Helper::spawn(&["-", &l.receiver.name, "serve-many", "10.77.2.2"]);
-            let port = srv.get("PORT");
-            let cli = Helper::spawn(&[
-                cg.path(),
-                &l.sender.name,
-                "connect-many",
-                &format!("10.77.2.2:{port}"),
-                "1000",
-                &(8u64 << 20).to_string(),
-            ]);
-            (srv, cli)
-        })
-        .collect();
-    let lines: Vec<serde_json::Value> = BufReader::new(child.stdout.take().unwrap())
-        .lines()
-        .map_while(Result::ok)
-        .map(|l| serde_json::from_str(&l).unwrap())
-        .collect();
-    (child.wait().unwrap().code().unwrap_or(-1), lines)
+    let mut all = vec!["rollout", "--ab", cg.path(), "--share", "0.5", "--json"];
+    all.extend_from_slice(args);
+    run_rollout(
+        &all,
+        || !rules_of(cg.path()).is_empty(),
+        || {
+            let bound = rules_of(cg.path());
+            assert!(
+                bound
+                    .first()
+                    .is_some_and(|r| r.0.starts_with("share 0.5 -> ")),
+                "the arms: {bound:?}"
+            );
+            links
+                .iter()
+                .map(|l| {
+                    let srv = Helper::spawn(&["-", &l.receiver.name, "serve-many", "10.77.2.2"]);
+                    let port = srv.get("PORT");
+                    let cli = Helper::spawn(&[
+                        cg.path(),
+                        &l.sender.name,
+                        "connect-many",
+                        &format!("10.77.2.2:{port}"),
+                        "1000",
+                        &(8u64 << 20).to_string(),
+                    ]);
+                    (srv, cli)
+                })
+                .collect::<Vec<_>>()
+        },
+    )
 }
 
 /// An A/B rollout inside one cgroup (`rollout --ab CG --share 0.5`): the
@@ -1216,17 +1227,7 @@ fn ab_rollout(
 fn an_ab_rollout_rolls_back_a_harmful_arm_by_its_sequential_test() {
     let _s = privileged!();
     let _g = Attached::new("ccpd", &[]);
-    ccload_ok(&[
-        "tune",
-        "--algo",
-        "ccpd",
-        "--profile",
-        "5",
-        "--set",
-        "b_min=1000",
-        "--set",
-        "bmax_on_loss=0",
-    ]);
+    harmful_profile_5();
     let cg = TestCgroup::new("abroll");
     let _r = AbortRollouts;
     ccload_ok(&["cgroup", "set", cg.path(), "--algo", "cubic"]);
