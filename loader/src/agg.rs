@@ -320,7 +320,15 @@ fn fill_from(b: &mut crate::cgroup::Binding, slots: &[Agg]) {
 /// watch (one made by a ccload without aggregates is skipped).
 pub struct All {
     pub algos: Vec<(Algo, u32, Agg)>,
-    pub cgroups: Vec<(crate::cgroup::Binding, Agg)>,
+    pub cgroups: Vec<CgroupAgg>,
+}
+
+/// A binding or watch with its aggregate: the total, and each slot (0 for
+/// the connections no path rule chose, 1 + i for rule i's).
+pub struct CgroupAgg {
+    pub binding: crate::cgroup::Binding,
+    pub total: Agg,
+    pub slots: Vec<Agg>,
 }
 
 pub fn collect() -> Result<All> {
@@ -337,7 +345,11 @@ pub fn collect() -> Result<All> {
     for mut b in crate::cgroup::list()? {
         if let Ok(slots) = read_pinned_slots(&crate::cgroup::agg_pin(b.cgroup_id)) {
             fill_from(&mut b, &slots);
-            cgroups.push((b, sum(&slots)));
+            cgroups.push(CgroupAgg {
+                binding: b,
+                total: sum(&slots),
+                slots,
+            });
         }
     }
     Ok(All { algos, cgroups })

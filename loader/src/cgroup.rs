@@ -416,6 +416,7 @@ fn attach(cg: &CgroupDir, algo: &str, profile: u32, rules: &[PathRule], dir: &Pa
     skel.maps.binding.pin(dir.join("binding"))?;
     skel.maps.cg_stats.pin(dir.join("cg_stats"))?;
     skel.maps.agg.pin(dir.join("agg"))?;
+    skel.maps.agg_sk.pin(dir.join("agg_sk"))?;
     skel.maps.rules.pin(dir.join("rules"))?;
     skel.maps.prefixes.pin(dir.join("prefixes"))?;
     link.pin(dir.join("link"))?;
@@ -580,6 +581,22 @@ fn read_rules(dir: &Path, n: u32) -> Result<(Vec<RuleCount>, Option<SlotCounts>)
         })
         .collect();
     Ok((rules, Some(SlotCounts::default())))
+}
+
+/// The socket storage (struct ccl_agg_sk) of each binding and watch, by
+/// cgroup id: it holds the aggregate slot, i.e. the path rule, that chose
+/// each connection's CC.  Bindings made before it was pinned have none.
+pub fn sk_storage_maps() -> Vec<(u64, MapHandle)> {
+    let Ok(rd) = std::fs::read_dir(cg_root()) else {
+        return Vec::new();
+    };
+    rd.filter_map(|e| {
+        let e = e.ok()?;
+        let id = e.file_name().to_str()?.parse::<u64>().ok()?;
+        let m = MapHandle::from_pinned_path(e.path().join("agg_sk")).ok()?;
+        Some((id, m))
+    })
+    .collect()
 }
 
 /// Remove the binding with cgroup id `id` (its directory may be gone).

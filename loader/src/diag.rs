@@ -1,6 +1,9 @@
 //! TCP sockets of the current network namespace with their congestion control
 //! and `struct tcp_info`, over NETLINK_SOCK_DIAG (the interface `ss` uses),
-//! asking for INET_DIAG_CONG and INET_DIAG_INFO.
+//! asking for INET_DIAG_CONG and INET_DIAG_INFO, and optionally for the
+//! values the sockets hold in given BPF socket-storage maps
+//! (INET_DIAG_REQ_SK_BPF_STORAGES; needs CAP_NET_ADMIN and CAP_BPF).
+//! Hand-written: netlink-packet-sock-diag has no BPF storage attributes.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -11,6 +14,15 @@ const NETLINK_SOCK_DIAG: i32 = 4;
 const SOCK_DIAG_BY_FAMILY: u16 = 20;
 const INET_DIAG_INFO: u16 = 2;
 const INET_DIAG_CONG: u16 = 4;
+const INET_DIAG_SK_BPF_STORAGES: u16 = 20;
+/// Request attribute (enum inet_diag_req_attrs) and its nested map fds.
+const INET_DIAG_REQ_SK_BPF_STORAGES: u16 = 2;
+const SK_DIAG_BPF_STORAGE_REQ_MAP_FD: u16 = 1;
+/// Reply: SK_DIAG_BPF_STORAGE entries of a map id and a value.
+const SK_DIAG_BPF_STORAGE: u16 = 1;
+const SK_DIAG_BPF_STORAGE_MAP_ID: u16 = 2;
+const SK_DIAG_BPF_STORAGE_MAP_VALUE: u16 = 3;
+const NLA_F_NESTED: u16 = 0x8000;
 const TCP_STATES_ALL: u32 = 0xfff;
 const INET_DIAG_MSG_LEN: usize = 72;
 
@@ -28,6 +40,10 @@ pub struct TcpSock {
     /// kernel sends none for (TIME-WAIT, NEW_SYN_RECV).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub info: Option<TcpInfo>,
+    /// The socket's values in the storage maps the dump asked for:
+    /// (map id, value).
+    #[serde(skip)]
+    pub storages: Vec<(u32, Vec<u8>)>,
 }
 
 /// The `struct tcp_info` fields `ccload flows` shows, in base units.
@@ -141,6 +157,42 @@ fn request_ext(family: u8, ext: u8) -> Vec<u8> {
     req
 }
 
+/// Append the INET_DIAG_REQ_SK_BPF_STORAGES attribute: one nested
+/// SK_DIAG_BPF_STORAGE_REQ_MAP_FD per map (none: nothing appended).
+fn push_storages(req: &mut Vec<u8>, map_fds: &[i32]) {
+    if map_fds.is_empty() {
+        return;
+    }
+    let len = 4 + 8 * map_fds.len();
+    req.extend_from_slice(&(len as u16).to_ne_bytes());
+    req.extend_from_slice(&(INET_DIAG_REQ_SK_BPF_STORAGES | NLA_F_NESTED).to_ne_bytes());
+    for fd in map_fds {
+        req.extend_from_slice(&8u16.to_ne_bytes());
+        req.extend_from_slice(&SK_DIAG_BPF_STORAGE_REQ_MAP_FD.to_ne_bytes());
+        req.extend_from_slice(&fd.to_ne_bytes());
+    }
+}
+
+/// The (map id, value) pairs of an INET_DIAG_SK_BPF_STORAGES attribute.
+fn parse_storages(b: &[u8]) -> Vec<(u32, Vec<u8>)> {
+    netlink::attrs(b)
+        .filter(|(ty, _)| *ty == SK_DIAG_BPF_STORAGE)
+        .filter_map(|(_, e)| {
+            let (mut id, mut val) = (None, None);
+            for (ty, v) in netlink::attrs(e) {
+                match ty {
+                    SK_DIAG_BPF_STORAGE_MAP_ID if v.len() >= 4 => {
+                        id = Some(u32::from_ne_bytes(v[..4].try_into().unwrap()))
+                    }
+                    SK_DIAG_BPF_STORAGE_MAP_VALUE => val = Some(v.to_vec()),
+                    _ => {}
+                }
+            }
+            Some((id?, val?))
+        })
+        .collect()
+}
+
 fn addr(family: u8, raw: &[u8], port_be: &[u8]) -> SocketAddr {
     let port = u16::from_be_bytes([port_be[0], port_be[1]]);
     let ip = if family == libc::AF_INET as u8 {
@@ -167,9 +219,14 @@ pub(crate) fn parse_msg(body: &[u8]) -> Option<TcpSock> {
     let cookie = u32::from_ne_bytes(id[40..44].try_into().ok()?) as u64
         | (u32::from_ne_bytes(id[44..48].try_into().ok()?) as u64) << 32;
     let cong = String::from_utf8_lossy(cong_of(body)?).into();
-    let info = netlink::attrs(&body[INET_DIAG_MSG_LEN..])
-        .find(|(ty, _)| *ty == INET_DIAG_INFO)
-        .and_then(|(_, v)| parse_info(v));
+    let (mut info, mut storages) = (None, Vec::new());
+    for (ty, v) in netlink::attrs(&body[INET_DIAG_MSG_LEN..]) {
+        match ty {
+            INET_DIAG_INFO => info = parse_info(v),
+            INET_DIAG_SK_BPF_STORAGES => storages = parse_storages(v),
+            _ => {}
+        }
+    }
     Some(TcpSock {
         local,
         remote,
@@ -178,6 +235,7 @@ pub(crate) fn parse_msg(body: &[u8]) -> Option<TcpSock> {
         cookie,
         cong,
         info,
+        storages,
     })
 }
 
@@ -192,24 +250,28 @@ fn cong_of(body: &[u8]) -> Option<&[u8]> {
     )
 }
 
-fn dump(family: u8) -> io::Result<Vec<TcpSock>> {
+fn dump(family: u8, map_fds: &[i32]) -> io::Result<Vec<TcpSock>> {
     let fd = netlink::socket(NETLINK_SOCK_DIAG)?;
     let mut out = Vec::new();
     let ext = 1 << (INET_DIAG_CONG - 1) | 1 << (INET_DIAG_INFO - 1);
-    netlink::dump(
-        &fd,
-        SOCK_DIAG_BY_FAMILY,
-        1,
-        &request_ext(family, ext),
-        |_, body| out.extend(parse_msg(body)),
-    )?;
+    let mut req = request_ext(family, ext);
+    push_storages(&mut req, map_fds);
+    netlink::dump(&fd, SOCK_DIAG_BY_FAMILY, 1, &req, |_, body| {
+        out.extend(parse_msg(body))
+    })?;
     Ok(out)
 }
 
 /// All TCP sockets (v4 and v6) of this network namespace.
 pub fn tcp_sockets() -> io::Result<Vec<TcpSock>> {
-    let mut v = dump(libc::AF_INET as u8)?;
-    v.extend(dump(libc::AF_INET6 as u8)?);
+    tcp_sockets_with(&[])
+}
+
+/// [`tcp_sockets`], each with its values in the socket-storage maps
+/// `map_fds` (`TcpSock::storages`).
+pub fn tcp_sockets_with(map_fds: &[i32]) -> io::Result<Vec<TcpSock>> {
+    let mut v = dump(libc::AF_INET as u8, map_fds)?;
+    v.extend(dump(libc::AF_INET6 as u8, map_fds)?);
     Ok(v)
 }
 
@@ -217,7 +279,7 @@ pub fn tcp_sockets() -> io::Result<Vec<TcpSock>> {
 /// /run/netns (as `ip netns` and `ss -N` take it) or a path such as
 /// /proc/PID/ns/net.  The query runs on a thread that joins it; this
 /// process stays where it is.
-pub fn tcp_sockets_in(netns: &str) -> anyhow::Result<Vec<TcpSock>> {
+pub fn tcp_sockets_in(netns: &str, map_fds: &[i32]) -> anyhow::Result<Vec<TcpSock>> {
     use anyhow::Context;
     use std::os::fd::AsRawFd;
     let path = if netns.contains('/') {
@@ -227,12 +289,13 @@ pub fn tcp_sockets_in(netns: &str) -> anyhow::Result<Vec<TcpSock>> {
     };
     let f = std::fs::File::open(&path)
         .with_context(|| format!("network namespace {}", path.display()))?;
+    let fds = map_fds.to_vec();
     let t = std::thread::spawn(move || -> io::Result<Vec<TcpSock>> {
         // SAFETY: setns on a thread of our own, with an fd we hold open.
         if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
             return Err(io::Error::last_os_error());
         }
-        tcp_sockets()
+        tcp_sockets_with(&fds)
     });
     t.join()
         .map_err(|_| anyhow::anyhow!("netns query thread panicked"))?
@@ -295,6 +358,47 @@ mod tests {
         assert!(parse_info(&b[..50]).is_none());
         assert_eq!(state_name(1), "ESTAB");
         assert_eq!(state_name(10), "LISTEN");
+    }
+
+    #[test]
+    fn storage_request_and_reply_attributes() {
+        let mut req = request_ext(libc::AF_INET as u8, 0);
+        push_storages(&mut req, &[]);
+        assert_eq!(req.len(), 56, "no maps, no attribute");
+        push_storages(&mut req, &[5, 9]);
+        let a: Vec<(u16, &[u8])> = netlink::attrs(&req[56..]).collect();
+        assert_eq!(a.len(), 1);
+        assert_eq!(a[0].0, INET_DIAG_REQ_SK_BPF_STORAGES);
+        assert_eq!(
+            u16::from_ne_bytes([req[58], req[59]]) & NLA_F_NESTED,
+            NLA_F_NESTED
+        );
+        let fds: Vec<i32> = netlink::attrs(a[0].1)
+            .map(|(ty, v)| {
+                assert_eq!(ty, SK_DIAG_BPF_STORAGE_REQ_MAP_FD);
+                i32::from_ne_bytes(v.try_into().unwrap())
+            })
+            .collect();
+        assert_eq!(fds, [5, 9]);
+        // A reply's nest: two entries, one with a pad before its id.
+        let attr = |ty: u16, v: &[u8]| {
+            let mut b = ((4 + v.len()) as u16).to_ne_bytes().to_vec();
+            b.extend_from_slice(&ty.to_ne_bytes());
+            b.extend_from_slice(v);
+            b.resize(b.len().div_ceil(4) * 4, 0);
+            b
+        };
+        let mut e1 = attr(SK_DIAG_BPF_STORAGE_MAP_ID, &7u32.to_ne_bytes());
+        e1.extend(attr(SK_DIAG_BPF_STORAGE_MAP_VALUE, &[1, 2, 3, 4, 5, 6]));
+        let mut e2 = attr(1, &[]);
+        e2.extend(attr(SK_DIAG_BPF_STORAGE_MAP_ID, &8u32.to_ne_bytes()));
+        e2.extend(attr(SK_DIAG_BPF_STORAGE_MAP_VALUE, &[9; 8]));
+        let mut nest = attr(SK_DIAG_BPF_STORAGE | NLA_F_NESTED, &e1);
+        nest.extend(attr(SK_DIAG_BPF_STORAGE | NLA_F_NESTED, &e2));
+        assert_eq!(
+            parse_storages(&nest),
+            vec![(7, vec![1, 2, 3, 4, 5, 6]), (8, vec![9; 8])]
+        );
     }
 
     #[test]

@@ -999,6 +999,81 @@ fn path_rules_choose_the_cc_per_destination() {
             ("rtt < 5ms -> cubic".to_string(), 0)
         ]
     );
+    // `ccload stats` per rule, the default last: the same connections.
+    let st: serde_json::Value = serde_json::from_str(&ccload_ok(&["-j", "stats"])).unwrap();
+    let b = st["cgroups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["cgroup"] == cg.path())
+        .unwrap_or_else(|| panic!("{} not in {st}", cg.path()));
+    let per_rule: Vec<(String, String, u64)> = b["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["text"].as_str().unwrap().to_string(),
+                r["cc"].as_str().unwrap().to_string(),
+                r["counters"]["flows_started"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        per_rule,
+        [
+            ("dst 10.79.0.0/24 -> reno".into(), "reno".into(), 1),
+            ("rtt < 5ms -> cubic".into(), "cubic".into(), 0),
+            ("default".into(), "ccpd".into(), 1),
+        ]
+    );
+
+    // `ccload flows` names the rule that chose each open connection: the
+    // near one by its prefix (reno: listed though not ours), the far one
+    // by the default.
+    let open_flow = |to: &str, ip: &str| {
+        let srv = Helper::spawn(&["-", to, "listen", ip]);
+        let port = srv.get("PORT");
+        let cli = Helper::spawn(&[
+            cg.path(),
+            &sender,
+            "connect",
+            &format!("{ip}:{port}"),
+            &(64u64 << 30).to_string(),
+        ]);
+        cli.get("CC");
+        (srv, cli)
+    };
+    let (_fs, _fc) = open_flow(&receiver, far_ip);
+    let (_ns, _nc) = open_flow(&near.name, near_ip);
+    let flows: serde_json::Value =
+        serde_json::from_str(&ccload_ok(&["-j", "flows", "-N", &sender])).unwrap();
+    let chosen = |ip: &str| {
+        let f = flows
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["remote"].as_str().unwrap().starts_with(&format!("{ip}:")))
+            .unwrap_or_else(|| panic!("no flow to {ip} in {flows}"));
+        (
+            f["cong"].as_str().unwrap().to_string(),
+            f["chosen"]["rule"].clone(),
+            f["chosen"]["rule_text"].as_str().unwrap_or("").to_string(),
+        )
+    };
+    assert_eq!(
+        chosen(near_ip),
+        (
+            "reno".into(),
+            serde_json::json!(0),
+            "dst 10.79.0.0/24 -> reno".into()
+        )
+    );
+    assert_eq!(
+        chosen(far_ip),
+        ("ccpd".into(), serde_json::Value::Null, "default".into())
+    );
+    drop((_fs, _fc, _ns, _nc));
 
     // The binding's paths as a lab scenario: the lab accepts it, and its
     // cells hold both paths (the near one at the delay line's floor).

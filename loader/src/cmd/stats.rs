@@ -36,6 +36,54 @@ pub(crate) struct CgroupSlot {
     pub profile: u32,
     pub summary: Summary,
     pub counters: serde_json::Map<String, serde_json::Value>,
+    /// With path rules: each rule's connections, then the default's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<RuleSlot>,
+}
+
+/// The connections one path rule chose (`rule` null: none chose them).
+#[derive(Serialize)]
+pub(crate) struct RuleSlot {
+    pub rule: Option<usize>,
+    /// The rule as written, or "default".
+    pub text: String,
+    pub cc: String,
+    pub summary: Summary,
+    pub counters: serde_json::Map<String, serde_json::Value>,
+}
+
+/// The per-rule slots of a binding with rules: rule i from slot 1 + i,
+/// then the default from slot 0.
+fn rule_slots(c: &agg::CgroupAgg) -> Vec<RuleSlot> {
+    let b = &c.binding;
+    if b.rules.is_empty() {
+        return Vec::new();
+    }
+    let mut v: Vec<RuleSlot> = b
+        .rules
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| {
+            let a = c.slots.get(1 + i)?;
+            Some(RuleSlot {
+                rule: Some(i),
+                text: r.text.clone(),
+                cc: r.rule.cc.clone(),
+                summary: a.summary(),
+                counters: raw(a),
+            })
+        })
+        .collect();
+    if let Some(a) = c.slots.first() {
+        v.push(RuleSlot {
+            rule: None,
+            text: "default".into(),
+            cc: b.algo.clone(),
+            summary: a.summary(),
+            counters: raw(a),
+        });
+    }
+    v
 }
 
 fn raw(a: &Agg) -> serde_json::Map<String, serde_json::Value> {
@@ -62,13 +110,14 @@ pub(crate) fn collect() -> Result<Stats> {
         cgroups: all
             .cgroups
             .into_iter()
-            .map(|(b, slot)| CgroupSlot {
-                cgroup: b.cgroup,
-                cgroup_id: b.cgroup_id,
-                algo: b.algo,
-                profile: b.profile,
-                summary: slot.summary(),
-                counters: raw(&slot),
+            .map(|c| CgroupSlot {
+                rules: rule_slots(&c),
+                summary: c.total.summary(),
+                counters: raw(&c.total),
+                cgroup: c.binding.cgroup,
+                cgroup_id: c.binding.cgroup_id,
+                algo: c.binding.algo,
+                profile: c.binding.profile,
             })
             .collect(),
     })
@@ -170,6 +219,13 @@ pub(super) fn run(out: Out) -> Result<i32> {
             )?;
         }
         print_summary(&mut w, &c.summary)?;
+        for r in &c.rules {
+            match r.rule {
+                Some(i) => writeln!(w, " rule {}: {}", i + 1, r.text)?,
+                None => writeln!(w, " default (no rule matched): {}", r.cc)?,
+            }
+            print_summary(&mut w, &r.summary)?;
+        }
     }
     Ok(0)
 }

@@ -477,7 +477,8 @@ fn render_telemetry(o: &mut Exposition, m: &Metrics, d: &Desired, aggs: &agg::Al
     let cgroups: Vec<(Vec<(&str, String)>, &Agg)> = aggs
         .cgroups
         .iter()
-        .map(|(b, g)| {
+        .map(|c| {
+            let (b, g) = (&c.binding, &c.total);
             let path = b
                 .cgroup
                 .as_ref()
@@ -523,7 +524,7 @@ fn render_rules(o: &mut Exposition, aggs: &agg::All) {
         ),
     ];
     let mut rows: Vec<(String, String, String, &crate::cgroup::SlotCounts)> = Vec::new();
-    for (b, _) in &aggs.cgroups {
+    for b in aggs.cgroups.iter().map(|c| &c.binding) {
         let path = b
             .cgroup
             .as_ref()
@@ -733,7 +734,11 @@ mod tests {
         };
         let aggs = agg::All {
             algos: vec![(Algo::Ccpd, 0, with_srtt(3, 10_000))],
-            cgroups: vec![(b, with_srtt(2, 20_000))],
+            cgroups: vec![agg::CgroupAgg {
+                binding: b,
+                total: with_srtt(2, 20_000),
+                slots: Vec::new(),
+            }],
         };
         let stats = vec![(Algo::Ccpd, vec![1; intf::CCL_NR_STATS as usize])];
         let socks = BTreeMap::from([("ccpd".to_string(), 2)]);
