@@ -254,6 +254,47 @@ pub struct PodRule {
     pub path_rules: Vec<crate::path_rules::PathRule>,
 }
 
+/// A `[[rollouts]]` entry with `pods`: an A/B rollout (`opts`, its canary
+/// and control left empty) in each pod the selector chooses.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodRollout {
+    pub selector: Selector,
+    pub namespace: Option<String>,
+    pub opts: crate::rollout::Opts,
+}
+
+/// The A/B rollouts of the node's pods now: for each pod the first
+/// matching entry chooses and whose cgroup exists, the entry's rollout
+/// with the pod's cgroup as both arms' (in uid order).  A pod whose cgroup
+/// is not there yet gets its rollout once it is (the daemon syncs the
+/// rollouts after each reconcile).
+pub fn rollouts_for(
+    pods: &[PodInfo],
+    rollouts: &[PodRollout],
+    root: &Path,
+    driver: Driver,
+) -> Vec<crate::rollout::Opts> {
+    let mut v: Vec<&PodInfo> = pods.iter().collect();
+    v.sort_by(|a, b| a.uid.cmp(&b.uid));
+    v.into_iter()
+        .filter_map(|p| {
+            let qos = p.qos?;
+            let r = rollouts.iter().find(|r| {
+                r.namespace.as_ref().is_none_or(|n| *n == p.namespace)
+                    && r.selector.matches(&p.labels)
+            })?;
+            let cg = pod_cgroup(root, driver, &p.uid, qos);
+            if !cg.is_dir() {
+                return None;
+            }
+            let mut o = r.opts.clone();
+            o.canary = cg.clone();
+            o.control = cg;
+            Some(o)
+        })
+        .collect()
+}
+
 /// What the daemon knows of one pod of its node.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PodInfo {

@@ -1141,6 +1141,31 @@ impl MockApi {
     }
 }
 
+/// A kubelet-style cgroup tree of a test: on drop, everything detached
+/// and the tree removed.
+struct Tree(std::path::PathBuf);
+impl Drop for Tree {
+    fn drop(&mut self) {
+        let _ = ccload(&["detach", "--all"]);
+        // Deepest first: rmdir takes empty cgroups only.
+        let mut dirs = Vec::new();
+        let mut stack = vec![self.0.clone()];
+        while let Some(d) = stack.pop() {
+            if let Ok(rd) = std::fs::read_dir(&d) {
+                for e in rd.flatten() {
+                    if e.file_type().is_ok_and(|t| t.is_dir()) {
+                        stack.push(e.path());
+                    }
+                }
+            }
+            dirs.push(d);
+        }
+        for d in dirs.iter().rev() {
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+}
+
 /// Pods by label: `[[pods]]` entries select this node's pods
 /// through the Kubernetes API (a mock serving recorded pod objects) and
 /// the daemon binds each selected pod's cgroup (a kubelet-style tree, the
@@ -1171,28 +1196,6 @@ fn pods_chosen_by_label_get_their_cc() {
     let db = pod_cg("a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d", Qos::BestEffort);
     let staging = pod_cg("0f9e8d7c-6b5a-4938-2716-05f4e3d2c1b0", Qos::Guaranteed);
     let late = pod_cg("77777777-0000-4000-8000-000000000001", Qos::Guaranteed);
-    struct Tree(std::path::PathBuf);
-    impl Drop for Tree {
-        fn drop(&mut self) {
-            let _ = ccload(&["detach", "--all"]);
-            // Deepest first: rmdir takes empty cgroups only.
-            let mut dirs = Vec::new();
-            let mut stack = vec![self.0.clone()];
-            while let Some(d) = stack.pop() {
-                if let Ok(rd) = std::fs::read_dir(&d) {
-                    for e in rd.flatten() {
-                        if e.file_type().is_ok_and(|t| t.is_dir()) {
-                            stack.push(e.path());
-                        }
-                    }
-                }
-                dirs.push(d);
-            }
-            for d in dirs.iter().rev() {
-                let _ = std::fs::remove_dir(d);
-            }
-        }
-    }
     let _t = Tree(root.clone());
     for p in [&web, &db, &staging] {
         std::fs::create_dir_all(p).unwrap();
@@ -1270,4 +1273,137 @@ fn pods_chosen_by_label_get_their_cc() {
         "{reqs:?}"
     );
     assert!(d.stop().success());
+}
+
+/// A/B rollouts that follow pods: a `[[rollouts]]` entry with `pods`
+/// starts one rollout in each selected pod of this node (the pod bound
+/// with a share rule over the CC `[[pods]]` gave it), one in a pod that
+/// comes later once its cgroup is there, and rolls a pod's back when the
+/// pod is deleted (its binding then goes as the pod's does).
+#[test]
+fn ab_rollouts_follow_the_pods_they_select() {
+    let _s = privileged!();
+    let _ab = AbortRollouts;
+    let (dir, _c) = scratch("podab");
+    let fixtures: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/pods.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let pods = fixtures["items"].as_array().unwrap().clone();
+    let api = MockApi::start(pods.clone());
+    let root = ccload::system::cgroup2_mount()
+        .expect("cgroup2 mounted")
+        .join(format!("ccl-t{}-kab", std::process::id()));
+    let _t = Tree(root.clone());
+    use ccload::pods::{pod_cgroup, Driver, Qos};
+    let web = pod_cgroup(
+        &root,
+        Driver::Systemd,
+        "5e0f8a1c-3b2d-4c6e-9f10-2a7b8c9d0e11",
+        Qos::Burstable,
+    );
+    let db = pod_cgroup(
+        &root,
+        Driver::Systemd,
+        "a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d",
+        Qos::BestEffort,
+    );
+    let late = pod_cgroup(
+        &root,
+        Driver::Systemd,
+        "77777777-0000-4000-8000-000000000001",
+        Qos::Guaranteed,
+    );
+    for p in [&web, &db] {
+        std::fs::create_dir_all(p).unwrap();
+    }
+    let cfg = config(
+        &dir,
+        "podab.toml",
+        &format!(
+            "[algos.ccpd]\n\
+             [[pods]]\nselector = \"app=web\"\nnamespace = \"shop\"\nalgo = \"reno\"\n\
+             [[rollouts]]\nalgo = \"ccpd\"\npods = \"app=web\"\nnamespace = \"shop\"\nshare = 0.5\n\
+             interval = \"1s\"\nfor = \"10m\"\n\
+             [serve]\nmetrics = \"127.0.0.1:0\"\non_exit = \"remove\"\n\
+             node_name = \"node-a\"\ncgroup_root = \"{}\"\n",
+            root.display()
+        ),
+    );
+    let kc = api.kubeconfig(&dir);
+    let d = Daemon::start_env(&cfg, &[("KUBECONFIG", kc.to_str().unwrap())]);
+    let addr = d.addr();
+    // (CC for the rest, the binding's rules) of a cgroup.
+    let binding = |p: &std::path::Path| -> Option<(String, Vec<String>)> {
+        let l: serde_json::Value =
+            serde_json::from_str(&ccload_ok(&["-j", "cgroup", "list"])).unwrap();
+        l.as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["cgroup"] == p.to_str().unwrap())
+            .map(|b| {
+                (
+                    b["algo"].as_str().unwrap().to_string(),
+                    b["rules"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|r| r["text"].as_str().unwrap().to_string())
+                        .collect(),
+                )
+            })
+    };
+    let arms = Some(("reno".to_string(), vec!["share 0.5 -> ccpd".to_string()]));
+    let state = |p: &std::path::Path, s: &str| {
+        scrape(&addr).is_some_and(|m| {
+            m.lines().any(|l| {
+                l.starts_with("ccload_rollout_state{")
+                    && l.contains(&format!("canary=\"{}\"", p.display()))
+                    && l.contains(&format!("state=\"{s}\""))
+                    && l.ends_with(" 1")
+            })
+        })
+    };
+    assert!(
+        wait_until(Duration::from_secs(15), || binding(&web) == arms),
+        "web: {:?}: {:?}",
+        binding(&web),
+        d.log.lock().unwrap()
+    );
+    assert!(state(&web, "running"), "{:?}", scrape(&addr));
+    assert_eq!(binding(&db), None, "db is not app=web");
+    // A new pod of the selector: its arms once its cgroup is there.
+    let mut new = pods[2].clone();
+    new["metadata"]["uid"] = "77777777-0000-4000-8000-000000000001".into();
+    new["metadata"]["name"] = "web-7d4b9c6f5-q9zvw".into();
+    new["metadata"]["namespace"] = "shop".into();
+    assert!(
+        wait_until(Duration::from_secs(5), || api.watching()),
+        "no watch"
+    );
+    api.apply(new);
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::create_dir_all(&late).unwrap();
+    assert!(
+        wait_until(Duration::from_secs(5), || binding(&late) == arms),
+        "the new pod: {:?}",
+        binding(&late)
+    );
+    assert!(state(&late, "running"), "{:?}", scrape(&addr));
+    // Deleted: its rollout is aborted (rolled back), then it is unbound.
+    api.delete("5e0f8a1c-3b2d-4c6e-9f10-2a7b8c9d0e11");
+    assert!(
+        wait_until(Duration::from_secs(5), || state(&web, "aborted")),
+        "{:?}",
+        scrape(&addr)
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || binding(&web).is_none()),
+        "the deleted pod: {:?}",
+        binding(&web)
+    );
+    assert!(state(&late, "running"), "the other pod's rollout goes on");
+    assert!(d.stop().success());
+    assert_eq!(binding(&late), None, "on_exit = remove");
 }

@@ -92,8 +92,17 @@ pub struct PodsCfg {
 pub struct RolloutCfg {
     pub algo: Spanned<String>,
     pub profile: Option<Spanned<String>>,
-    pub canary: Spanned<PathBuf>,
-    pub control: Spanned<PathBuf>,
+    /// A canary and a control cgroup, or one of `ab` and `pods`.
+    pub canary: Option<Spanned<PathBuf>>,
+    pub control: Option<Spanned<PathBuf>>,
+    /// A/B inside this cgroup (`ccload rollout --ab`).
+    pub ab: Option<Spanned<PathBuf>>,
+    /// A/B inside each pod of this node the label selector chooses (and
+    /// `namespace` too, when given): one rollout per pod, following them.
+    pub pods: Option<Spanned<String>>,
+    pub namespace: Option<Spanned<String>>,
+    /// With `ab` or `pods`: the candidate's share of the connections.
+    pub share: Option<Spanned<f64>>,
     #[serde(default)]
     pub guards: Vec<Spanned<String>>,
     pub interval: Option<Spanned<String>>,
@@ -217,6 +226,9 @@ pub struct Desired {
     pub rollouts: Vec<crate::rollout::Opts>,
     /// `[[pods]]` entries, in file order (`serve` binds their pods' cgroups).
     pub pods: Vec<crate::pods::PodRule>,
+    /// `[[rollouts]]` with `pods`: an A/B rollout in each pod they choose
+    /// (`serve` runs them as the pods come and go).
+    pub pod_rollouts: Vec<crate::pods::PodRollout>,
     pub serve: ServeCfgResolved,
 }
 
@@ -471,6 +483,102 @@ mod tests {
             "[algos.hetcp]\n",
         ));
         assert!(e.contains("not in [algos]"), "{e}");
+    }
+
+    /// The A/B forms of `[[rollouts]]`: `ab` (one cgroup, both arms) and
+    /// `pods` (a selector, expanded per pod by `with_pods`); exactly one
+    /// form, `share` inside 0..1 and only on A/B, `namespace` only with
+    /// `pods`, a node name for `pods`.
+    #[test]
+    fn ab_rollouts_in_a_cgroup_or_in_pods() {
+        let Some(root) = crate::system::cgroup2_mount() else {
+            eprintln!("skipped: no cgroup2 mount to name in the config");
+            return;
+        };
+        let r = root.display();
+        let head = "[algos.ccpd]\n[[rollouts]]\nalgo = \"ccpd\"\n";
+        let d = parse(
+            Path::new("t.toml"),
+            &format!("{head}ab = \"{r}\"\nshare = 0.25\n"),
+        )
+        .unwrap();
+        let o = &d.rollouts[0];
+        assert_eq!((&o.canary, &o.control), (&root, &root));
+        assert_eq!(o.ab_share, Some(250_000));
+        let d = parse(Path::new("t.toml"), &format!("{head}ab = \"{r}\"\n")).unwrap();
+        assert_eq!(
+            d.rollouts[0].ab_share,
+            Some(100_000),
+            "the CLI's default share"
+        );
+        let pods = format!(
+            "{head}pods = \"app=web\"\nnamespace = \"shop\"\nshare = 0.5\n[serve]\nnode_name = \"n1\"\n"
+        );
+        let d = parse(Path::new("t.toml"), &pods).unwrap();
+        assert!(d.rollouts.is_empty());
+        assert_eq!(d.pod_rollouts.len(), 1);
+        assert_eq!(d.pod_rollouts[0].namespace.as_deref(), Some("shop"));
+        assert_eq!(d.pod_rollouts[0].opts.ab_share, Some(500_000));
+        // Expanded per pod whose cgroup exists: a pod of the selector
+        // and namespace at a cgroup that is there (the cgroupfs driver's
+        // tree under a scratch root), another namespace's, a missing one.
+        let tmp = std::env::temp_dir().join(format!("ccl-podab-{}", std::process::id()));
+        let mut dd = d.clone();
+        dd.serve.cgroup_root = tmp.clone();
+        dd.serve.cgroup_driver = Some(crate::pods::Driver::Cgroupfs);
+        let pod = |uid: &str, ns: &str| crate::pods::PodInfo {
+            uid: uid.into(),
+            namespace: ns.into(),
+            labels: [("app".to_string(), "web".to_string())].into(),
+            qos: Some(crate::pods::Qos::Guaranteed),
+        };
+        let list = [pod("u1", "shop"), pod("u2", "other"), pod("u3", "shop")];
+        let cg = crate::pods::pod_cgroup(
+            &tmp,
+            crate::pods::Driver::Cgroupfs,
+            "u1",
+            crate::pods::Qos::Guaranteed,
+        );
+        std::fs::create_dir_all(&cg).unwrap();
+        let e = with_pods(&dd, Some(&list));
+        let _ = std::fs::remove_dir_all(&tmp);
+        assert_eq!(e.rollouts.len(), 1, "{:?}", e.rollouts);
+        assert_eq!((&e.rollouts[0].canary, &e.rollouts[0].control), (&cg, &cg));
+        assert_eq!(e.rollouts[0].ab_share, Some(500_000));
+
+        for (text, want) in [
+            (
+                format!("{head}ab = \"{r}\"\ncanary = \"{r}\"\n"),
+                "exactly one",
+            ),
+            (head.to_string(), "exactly one"),
+            (format!("{head}ab = \"{r}\"\nshare = 1.0\n"), "inside 0..1"),
+            (format!("{head}ab = \"{r}\"\nshare = 0\n"), "inside 0..1"),
+            (
+                format!("{head}canary = \"{r}\"\ncontrol = \"{r}\"\nshare = 0.5\n"),
+                "A/B rollouts",
+            ),
+            (format!("{head}canary = \"{r}\"\n"), "needs a `control`"),
+            (
+                format!("{head}ab = \"{r}\"\nnamespace = \"x\"\n"),
+                "goes with `pods`",
+            ),
+            (
+                format!("{head}pods = \"app in web\"\n[serve]\nnode_name = \"n1\"\n"),
+                "t.toml:4:8:",
+            ),
+            (
+                format!("{head}ab = \"{r}/ccl-nonexistent-y\"\n"),
+                "t.toml:4:6:",
+            ),
+        ] {
+            let e = err(&text);
+            assert!(e.contains(want), "{text}: {e}");
+        }
+        if std::env::var_os("NODE_NAME").is_none() {
+            let e = err(&format!("{head}pods = \"app=web\"\n"));
+            assert!(e.contains("node's name"), "{e}");
+        }
     }
 
     #[test]

@@ -144,6 +144,7 @@ pub fn parse_all(srcs: &[Source]) -> Result<Desired> {
         cgroups: Vec::new(),
         rollouts: Vec::new(),
         pods: Vec::new(),
+        pod_rollouts: Vec::new(),
         serve: ServeCfgResolved {
             metrics: serve.metrics.clone(),
             remove_on_exit: serve.on_exit == OnExit::Remove,
@@ -491,32 +492,98 @@ impl<'a> Parser<'a> {
                     None => Ok(crate::units::parse_duration(def).expect("default duration")),
                 }
             };
-            cgroup::CgroupDir::open(r.control.get_ref())
-                .map_err(|e| at(self.file, self.text, r.control.span(), format!("{e:#}")))?;
-            let cg = cgroup::CgroupDir::open(r.canary.get_ref())
-                .map_err(|e| at(self.file, self.text, r.canary.span(), format!("{e:#}")))?;
-            if self.d.cgroups.iter().any(|r| r.matches(&cg.path)) {
-                return Err(at(
-                    self.file,
-                    self.text,
-                    r.canary.span(),
-                    "a rollout's canary cannot also be in [[cgroups]] (the rollout binds it)",
+            let interval = dur(&r.interval, "30s")?;
+            let duration = dur(&r.duration, "10m")?;
+            let here =
+                |span: std::ops::Range<usize>, msg: &str| at(self.file, self.text, span, msg);
+            // Exactly one form: canary and control, `ab`, or `pods`.
+            let forms = [
+                r.canary.is_some() || r.control.is_some(),
+                r.ab.is_some(),
+                r.pods.is_some(),
+            ];
+            if forms.iter().filter(|f| **f).count() != 1 {
+                return Err(here(
+                    r.algo.span(),
+                    "a rollout takes `canary` and `control`, or `ab` (one cgroup), or `pods` \
+                     (a label selector): exactly one of them",
                 ));
             }
-            self.d.rollouts.push(crate::rollout::Opts {
+            let ab_share = match (&r.share, forms[0]) {
+                (Some(s), true) => {
+                    return Err(here(
+                        s.span(),
+                        "`share` is for A/B rollouts (`ab` or `pods`)",
+                    ))
+                }
+                (Some(s), false) if !(*s.get_ref() > 0.0 && *s.get_ref() < 1.0) => {
+                    return Err(here(
+                        s.span(),
+                        "`share` must be inside 0..1 (both arms need connections)",
+                    ))
+                }
+                (Some(s), false) => Some((s.get_ref() * 1e6).round() as u32),
+                (None, true) => None,
+                (None, false) => Some(100_000),
+            };
+            if let (Some(n), None) = (&r.namespace, &r.pods) {
+                return Err(here(n.span(), "`namespace` goes with `pods`"));
+            }
+            let mut opts = crate::rollout::Opts {
                 algo: r.algo.get_ref().clone(),
                 profile,
-                canary: r.canary.get_ref().clone(),
-                control: r.control.get_ref().clone(),
+                canary: PathBuf::new(),
+                control: PathBuf::new(),
                 guards,
-                interval: dur(&r.interval, "30s")?,
-                duration: dur(&r.duration, "10m")?,
+                interval,
+                duration,
                 fail_after: r.fail_after.unwrap_or(2),
                 min_segments: r.min_segments.unwrap_or(200),
                 promote: r.promote,
                 by: "serve",
-                ab_share: None,
-            });
+                ab_share,
+            };
+            if let Some(sel) = &r.pods {
+                let selector: crate::pods::Selector = sel
+                    .get_ref()
+                    .parse()
+                    .map_err(|e| at(self.file, self.text, sel.span(), e))?;
+                if self.d.serve.node_name.is_none() {
+                    return Err(here(
+                        sel.span(),
+                        "a rollout in pods needs this node's name: [serve] node_name, or \
+                         $NODE_NAME (the DaemonSet sets it from spec.nodeName)",
+                    ));
+                }
+                self.d.pod_rollouts.push(crate::pods::PodRollout {
+                    selector,
+                    namespace: r.namespace.as_ref().map(|n| n.get_ref().clone()),
+                    opts,
+                });
+                continue;
+            }
+            let (canary, control) = match (&r.ab, &r.canary, &r.control) {
+                (Some(ab), _, _) => (ab, ab),
+                (None, Some(c), Some(k)) => (c, k),
+                (None, Some(c), None) => return Err(here(c.span(), "a canary needs a `control`")),
+                (None, None, Some(k)) => return Err(here(k.span(), "a control needs a `canary`")),
+                (None, None, None) => unreachable!("one form is given"),
+            };
+            if r.ab.is_none() {
+                cgroup::CgroupDir::open(control.get_ref())
+                    .map_err(|e| at(self.file, self.text, control.span(), format!("{e:#}")))?;
+            }
+            let cg = cgroup::CgroupDir::open(canary.get_ref())
+                .map_err(|e| at(self.file, self.text, canary.span(), format!("{e:#}")))?;
+            if self.d.cgroups.iter().any(|r| r.matches(&cg.path)) {
+                return Err(here(
+                    canary.span(),
+                    "a rollout's cgroup cannot also be in [[cgroups]] (the rollout binds it)",
+                ));
+            }
+            opts.canary = canary.get_ref().clone();
+            opts.control = control.get_ref().clone();
+            self.d.rollouts.push(opts);
         }
         Ok(())
     }

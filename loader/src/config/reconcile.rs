@@ -281,13 +281,14 @@ pub fn execute(changes: &[Change], verbose: bool) -> Result<()> {
 }
 
 /// `d` with the cgroups of the pods its `[[pods]]` entries select, after
-/// its own `[[cgroups]]`.  Without a pod list (before `serve`'s first one,
+/// its own `[[cgroups]]`, and the A/B rollouts of the pods its
+/// `[[rollouts]]` entries with `pods` choose.  Without a pod list (before `serve`'s first one,
 /// or `ccload apply`, which does not watch the API) the bindings already
 /// under the kubelet's tree stand in for them: neither a restart of the
 /// daemon nor an apply unbinds the pods `serve` bound.
 pub fn with_pods(d: &Desired, pods: Option<&[PodInfo]>) -> Desired {
     let mut e = d.clone();
-    if d.pods.is_empty() {
+    if d.pods.is_empty() && d.pod_rollouts.is_empty() {
         return e;
     }
     let root = &d.serve.cgroup_root;
@@ -300,6 +301,8 @@ pub fn with_pods(d: &Desired, pods: Option<&[PodInfo]>) -> Desired {
                 .unwrap_or(pods::Driver::Systemd);
             e.cgroups
                 .extend(pods::rules_for(list, &d.pods, root, driver));
+            e.rollouts
+                .extend(pods::rollouts_for(list, &d.pod_rollouts, root, driver));
         }
         None => {
             let trees = [root.join("kubepods.slice"), root.join("kubepods")];

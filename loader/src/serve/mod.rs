@@ -341,7 +341,20 @@ fn cgroups_now(d: &Desired) -> CgroupsNow {
 /// directories the entries can grow in now.
 fn reconcile_cgroups(st: &State, cgw: &mut cgwatch::CgroupWatch, verbose: bool) {
     let d = st.effective();
+    // The rollouts in pods follow the pods: one whose pod is gone is
+    // rolled back before the bindings change (then its pod is unbound as
+    // any other), one starts in a pod chosen now after them (so that its
+    // control arm is the CC `[[pods]]` gave the pod).
+    let sync_rollouts = || {
+        if !d.pod_rollouts.is_empty() {
+            st.rollouts.borrow_mut().sync(&d.rollouts);
+        }
+    };
+    if !d.pod_rollouts.is_empty() {
+        st.rollouts.borrow_mut().retire(&d.rollouts);
+    }
     if d.cgroups.is_empty() && d.pods.is_empty() {
+        sync_rollouts();
         return;
     }
     let res = (|| -> Result<u64> {
@@ -366,6 +379,7 @@ fn reconcile_cgroups(st: &State, cgw: &mut cgwatch::CgroupWatch, verbose: bool) 
     if let Err(e) = cgw.rewatch(&d.cgroups) {
         tracing::warn!("cgroup watch: {e}");
     }
+    sync_rollouts();
 }
 
 type Queue = Rc<RefCell<Vec<Vec<u8>>>>;
@@ -527,7 +541,7 @@ pub fn run(config_paths: &[PathBuf], verbose: bool, json_logs: bool) -> Result<(
     st.metrics.borrow_mut().applies = 1;
     st.metrics.borrow_mut().upgrades = upgrades;
     st.metrics.borrow_mut().upgrade_errors = upgrade_errors;
-    st.rollouts.borrow_mut().sync(&st.desired.borrow().rollouts);
+    st.rollouts.borrow_mut().sync(&st.effective().rollouts);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -659,9 +673,9 @@ fn reload_config(
         .and_then(|d| apply(d, listed.as_deref(), verbose));
     match applied {
         Ok(d) => {
-            st.rollouts.borrow_mut().sync(&d.rollouts);
             podw.sync(&d, st);
             *st.desired.borrow_mut() = d;
+            st.rollouts.borrow_mut().sync(&st.effective().rollouts);
             if let Err(e) = cgw.rewatch(&st.effective().cgroups) {
                 tracing::warn!("cgroup watch: {e}");
             }

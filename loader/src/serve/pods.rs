@@ -48,9 +48,10 @@ impl PodWatch {
         PodWatch::default()
     }
 
-    /// Watch the node `d` names when it has `[[pods]]`; stop otherwise.
+    /// Watch the node `d` names when it has `[[pods]]` or rollouts in
+    /// pods; stop otherwise.
     pub fn sync(&mut self, d: &Desired, st: &Rc<State>) {
-        let want = (!d.pods.is_empty())
+        let want = (!d.pods.is_empty() || !d.pod_rollouts.is_empty())
             .then(|| d.serve.node_name.clone())
             .flatten();
         if want == self.node && (want.is_none() || self.task.is_some()) {

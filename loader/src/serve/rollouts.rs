@@ -51,9 +51,9 @@ pub(super) struct Rollouts {
 }
 
 impl Rollouts {
-    /// Bring the running set to `want`: start new ones, abort removed or
-    /// changed ones.
-    pub fn sync(&mut self, want: &[Opts]) {
+    /// Abort (roll back) the running rollouts `want` no longer lists, or
+    /// lists changed.
+    pub fn retire(&mut self, want: &[Opts]) {
         let keep: Vec<PathBuf> = want.iter().map(|o| o.canary.clone()).collect();
         let gone: Vec<PathBuf> = self
             .running
@@ -66,6 +66,12 @@ impl Rollouts {
                 stop(r);
             }
         }
+    }
+
+    /// Bring the running set to `want`: abort removed or changed ones,
+    /// start new ones.
+    pub fn sync(&mut self, want: &[Opts]) {
+        self.retire(want);
         for o in want {
             if self.running.contains_key(&o.canary) {
                 continue;
