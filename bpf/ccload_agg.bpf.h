@@ -52,6 +52,7 @@ static __always_inline void ccl_agg_in_tp(struct ccl_agg_in *in, const struct tc
 	in->rate_interval_us = tp->rate_interval_us;
 	in->segs_out = tp->data_segs_out;
 	in->total_retrans = tp->total_retrans;
+	in->bytes_received = tp->bytes_received;
 }
 
 /* Controllers: from init(), count the flow in under its profile. */

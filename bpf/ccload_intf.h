@@ -425,13 +425,15 @@ struct ccl_event {
 	X(recovery_ns, "ns", "time flows spent in Recovery or Loss, summed over flows")  \
 	X(srtt_sum_us, "us", "sum of the sampled smoothed RTTs")                         \
 	X(cwnd_sum, "segments", "sum of the sampled windows")                            \
-	X(rate_sum_kbps, "kbit/s", "sum of the sampled delivery rates")
+	X(rate_sum_kbps, "kbit/s", "sum of the sampled delivery rates")                  \
+	X(fct_sum_us, "us", "sum of the short flows' completion times (fct)")
 
 /* Histograms, X(name, unit, help): one sample per flow per smoothed RTT. */
 #define CCL_AGG_HISTS(X)                                          \
 	X(srtt, "us", "smoothed RTT")                             \
 	X(cwnd, "segments", "congestion window")                  \
-	X(rate, "kbit/s", "delivery rate (the kernel's rate sample)")
+	X(rate, "kbit/s", "delivery rate (the kernel's rate sample)") \
+	X(fct, "us", "completion time of a short flow (at most 1 MiB each way): start to close")
 /* clang-format on */
 
 #define CCL_AGG_COUNTER_ENUM(field, unit, help) CCL_AGG_##field,
@@ -452,6 +454,13 @@ enum ccl_hist_consts {
 	CCL_HIST_BUCKETS = 256,		       /* covers 0 .. 2^34 */
 };
 
+/* A short flow, whose completion time goes into the fct histogram: one
+ * that ends having moved at most this many bytes each way (acked by its
+ * peer, received from it). */
+enum ccl_agg_consts {
+	CCL_AGG_SHORT_BYTES = 1 << 20,
+};
+
 /* One aggregate slot (per CPU). */
 struct ccl_agg {
 	u64 c[CCL_AGG_NR_COUNTERS];
@@ -470,6 +479,7 @@ struct ccl_agg_sk {
 	u32 started;  /* 1 = counted in flows_started */
 	u32 slot;     /* its slot in the agg map (the profile, for controllers) */
 	u32 pad;
+	u64 start_ns; /* when it started: its completion time at the end */
 };
 
 /* What a hook knows about a flow at one instant (inputs of agg_core.h). */
@@ -483,6 +493,7 @@ struct ccl_agg_in {
 	u32 rate_interval_us; /* its interval; 0 = no sample */
 	u32 segs_out;	      /* tp->data_segs_out */
 	u32 total_retrans;
+	u64 bytes_received; /* for the short-flow test (fct) */
 };
 
 /* Host-side descriptor of one counter or histogram (bpf/core/host_core.c). */

@@ -217,6 +217,7 @@ static __always_inline void cg_agg_in(struct ccl_agg_in *in, struct bpf_sock_ops
 	in->rate_interval_us = skops->rate_interval_us;
 	in->segs_out = skops->data_segs_out;
 	in->total_retrans = skops->total_retrans;
+	in->bytes_received = skops->bytes_received;
 }
 
 /* The socket's congestion state (enum tcp_ca_state); 0 if unreadable. */

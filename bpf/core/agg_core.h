@@ -131,6 +131,7 @@ CCL_CORE void ccl_agg_start(struct ccl_agg *a, struct ccl_agg_sk *s, const struc
 	s->segs_out = in->segs_out;
 	s->retrans = in->total_retrans;
 	s->hist_ns = in->now_ns;
+	s->start_ns = in->now_ns;
 	CCL_ADD(&a->c[CCL_AGG_flows_started], 1);
 }
 
@@ -184,11 +185,21 @@ CCL_CORE void ccl_agg_state(struct ccl_agg *a, struct ccl_agg_sk *s, u32 new_sta
 	s->ca_state = new_state;
 }
 
-/* The flow ends: last deltas, close an open Recovery period, count it out. */
+/* The flow ends: last deltas, close an open Recovery period, count it out;
+ * a short one (at most CCL_AGG_SHORT_BYTES each way in its life) adds its
+ * completion time, start to end, in us. */
 CCL_CORE void ccl_agg_end(struct ccl_agg *a, struct ccl_agg_sk *s, const struct ccl_agg_in *in)
 {
+	u64 fct_us;
+
 	if (!s->started)
 		return;
+	if (in->bytes_acked <= CCL_AGG_SHORT_BYTES && in->bytes_received <= CCL_AGG_SHORT_BYTES &&
+	    s->start_ns && in->now_ns >= s->start_ns) {
+		fct_us = (in->now_ns - s->start_ns) / 1000;
+		CCL_ADD(&a->c[CCL_AGG_fct_sum_us], fct_us);
+		ccl_hist_add(a->hist[CCL_HIST_fct], fct_us);
+	}
 	ccl_agg_flush(a, s, in);
 	ccl_agg_state(a, s, CCL_CA_OPEN, in->now_ns, 0);
 	CCL_ADD(&a->c[CCL_AGG_flows_ended], 1);

@@ -189,6 +189,9 @@ impl Agg {
             cwnd_p95: self.quantile("cwnd", 0.95),
             rate_mbps_mean: mbps(self.mean("rate_sum_kbps")),
             rate_mbps_p50: mbps(self.quantile("rate", 0.5)),
+            short_flows: self.hist("fct").iter().sum(),
+            fct_ms_p50: ms(self.quantile("fct", 0.5)),
+            fct_ms_p95: ms(self.quantile("fct", 0.95)),
         }
     }
 }
@@ -243,6 +246,11 @@ pub struct Summary {
     pub cwnd_p95: Option<f64>,
     pub rate_mbps_mean: Option<f64>,
     pub rate_mbps_p50: Option<f64>,
+    /// Short flows that ended (at most 1 MiB each way), and their
+    /// completion times, start to close.
+    pub short_flows: u64,
+    pub fct_ms_p50: Option<f64>,
+    pub fct_ms_p95: Option<f64>,
 }
 
 fn read_slot(map: &MapHandle, slot: u32) -> Result<Agg> {

@@ -217,3 +217,35 @@ fn descriptor_tables_match_the_enums() {
         assert!(!d.help.is_empty(), "{}", d.name);
     }
 }
+
+/// A short flow's completion time, start to end, goes into `fct` (and
+/// its sum); a flow past 1 MiB either way does not.
+#[test]
+fn short_flows_add_their_completion_time() {
+    let (mut a, _) = fresh();
+    let run = |a: &mut intf::ccl_agg, acked: u64, received: u64, ms: u64| {
+        let mut s = intf::ccl_agg_sk::default();
+        let mut i = input(1_000, 10_000);
+        // SAFETY: pure functions on local structs.
+        unsafe { intf::ccl_agg_start(a, &mut s, &i, intf::CCL_CA_OPEN) };
+        i.now_ns += ms * 1_000_000;
+        i.bytes_acked = acked;
+        i.bytes_received = received;
+        unsafe { intf::ccl_agg_end(a, &mut s, &i) };
+    };
+    run(&mut a, 100_000, 300, 5);
+    run(&mut a, 1 << 20, 1 << 20, 40);
+    run(&mut a, (1 << 20) + 1, 0, 7);
+    run(&mut a, 0, (1 << 20) + 1, 9);
+    let g = Agg {
+        c: a.c,
+        hist: a.hist,
+    };
+    assert_eq!(g.hist("fct").iter().sum::<u64>(), 2);
+    assert_eq!(c(&a, "fct_sum_us"), 45_000);
+    assert_eq!(c(&a, "flows_ended"), 4);
+    let sm = g.summary();
+    assert_eq!(sm.short_flows, 2);
+    let p50 = sm.fct_ms_p50.unwrap();
+    assert!((4.5..=5.7).contains(&p50), "{p50}");
+}

@@ -370,7 +370,8 @@ pub struct RolloutArgs {
     #[arg(long, default_value_t = 0.1, requires = "ab")]
     pub share: f64,
     /// METRIC OP NUMBER on canary/control ratios, repeatable: retrans_ratio,
-    /// srtt_p50_ratio, srtt_p95_ratio, goodput_ratio, rto_ratio (default:
+    /// srtt_p50_ratio, srtt_p95_ratio, goodput_ratio, rto_ratio,
+    /// fct_p50_ratio (short flows' completion time) (default:
     /// retrans_ratio <= 1.5, srtt_p95_ratio <= 1.2, goodput_ratio >= 0.9).
     #[arg(long = "guard")]
     pub guards: Vec<String>,

@@ -47,6 +47,10 @@ pub const METRICS: &[(&str, &str)] = &[
         "rto_ratio",
         "retransmission timeouts per segment sent (each side +1)",
     ),
+    (
+        "fct_p50_ratio",
+        "median completion time of short flows (at most 1 MiB each way)",
+    ),
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -134,6 +138,9 @@ pub struct Side {
     pub srtt_ms_p50: Option<f64>,
     pub srtt_ms_p95: Option<f64>,
     pub rate_mbps_p50: Option<f64>,
+    /// Short flows that ended, and their median completion time.
+    pub short_flows: u64,
+    pub fct_ms_p50: Option<f64>,
 }
 
 impl Side {
@@ -147,6 +154,8 @@ impl Side {
             srtt_ms_p50: s.srtt_ms_p50,
             srtt_ms_p95: s.srtt_ms_p95,
             rate_mbps_p50: s.rate_mbps_p50,
+            short_flows: s.short_flows,
+            fct_ms_p50: s.fct_ms_p50,
         }
     }
 }
@@ -166,6 +175,7 @@ pub fn ratio(metric: &str, c: &Side, k: &Side) -> Option<f64> {
         "srtt_p50_ratio" => q(c.srtt_ms_p50, k.srtt_ms_p50),
         "srtt_p95_ratio" => q(c.srtt_ms_p95, k.srtt_ms_p95),
         "goodput_ratio" => q(c.rate_mbps_p50, k.rate_mbps_p50),
+        "fct_p50_ratio" => q(c.fct_ms_p50, k.fct_ms_p50),
         _ => None,
     }
 }
@@ -772,6 +782,8 @@ mod tests {
             srtt_ms_p50: Some(p95 * 0.9),
             srtt_ms_p95: Some(p95),
             rate_mbps_p50: Some(rate),
+            short_flows: 0,
+            fct_ms_p50: None,
         }
     }
 
@@ -847,5 +859,18 @@ mod tests {
         );
         assert_eq!(v, "insufficient traffic");
         assert!(c.is_empty());
+        // Short flows' completion: judged where both arms have some.
+        let g: Vec<Guard> = vec!["fct_p50_ratio <= 1.2".parse().unwrap()];
+        let fct = |ms: Option<f64>| Side {
+            short_flows: u64::from(ms.is_some()),
+            fct_ms_p50: ms,
+            ..side(10_000, 10, 25.0, 10.0)
+        };
+        let (v, c) = judge(&g, &fct(Some(300.0)), &fct(Some(100.0)), 100);
+        assert_eq!((v.as_str(), c[0].value), ("fail", Some(3.0)));
+        let (v, c) = judge(&g, &fct(Some(110.0)), &fct(Some(100.0)), 100);
+        assert_eq!(v, "pass", "{c:?}");
+        let (v, c) = judge(&g, &fct(None), &fct(Some(100.0)), 100);
+        assert_eq!((v.as_str(), c[0].value), ("pass", None));
     }
 }

@@ -407,6 +407,24 @@ fn aggregates_match_each_sockets_own_counters() {
     // The controller is given the socket before the SYN: it counts it.
     assert_eq!(d("bytes_acked"), acked_a);
     assert!(d("loss_events") >= 1);
+    // Completion time of short flows: a 4-MB flow is not one, a 256-KB one
+    // is, from establishment to close: at least its path's 20-ms RTT and
+    // the 105 ms 256 KB take at 20 Mbit/s.
+    for e in [
+        stats_of(|e| e["cgroup"] == a.path(), "cgroups"),
+        stats_of(|e| e["cgroup"] == b.path(), "cgroups"),
+    ] {
+        assert_eq!(e["summary"]["short_flows"], 0, "{e}");
+    }
+    sender_flow(&link, a.path(), 256 * 1024);
+    let t0 = std::time::Instant::now();
+    while ended(a.path()) < 2 && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let e = stats_of(|e| e["cgroup"] == a.path(), "cgroups");
+    assert_eq!(e["summary"]["short_flows"], 1, "{e}");
+    let fct = e["summary"]["fct_ms_p50"].as_f64().unwrap();
+    assert!((100.0..10_000.0).contains(&fct), "fct {fct} ms");
 }
 
 /// A long flow from cgroup `cg` through `link` (killed when dropped).
@@ -1028,53 +1046,6 @@ fn path_rules_choose_the_cc_per_destination() {
         ]
     );
 
-    // `ccload flows` names the rule that chose each open connection: the
-    // near one by its prefix (reno: listed though not ours), the far one
-    // by the default.
-    let open_flow = |to: &str, ip: &str| {
-        let srv = Helper::spawn(&["-", to, "listen", ip]);
-        let port = srv.get("PORT");
-        let cli = Helper::spawn(&[
-            cg.path(),
-            &sender,
-            "connect",
-            &format!("{ip}:{port}"),
-            &(64u64 << 30).to_string(),
-        ]);
-        cli.get("CC");
-        (srv, cli)
-    };
-    let (_fs, _fc) = open_flow(&receiver, far_ip);
-    let (_ns, _nc) = open_flow(&near.name, near_ip);
-    let flows: serde_json::Value =
-        serde_json::from_str(&ccload_ok(&["-j", "flows", "-N", &sender])).unwrap();
-    let chosen = |ip: &str| {
-        let f = flows
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|f| f["remote"].as_str().unwrap().starts_with(&format!("{ip}:")))
-            .unwrap_or_else(|| panic!("no flow to {ip} in {flows}"));
-        (
-            f["cong"].as_str().unwrap().to_string(),
-            f["chosen"]["rule"].clone(),
-            f["chosen"]["rule_text"].as_str().unwrap_or("").to_string(),
-        )
-    };
-    assert_eq!(
-        chosen(near_ip),
-        (
-            "reno".into(),
-            serde_json::json!(0),
-            "dst 10.79.0.0/24 -> reno".into()
-        )
-    );
-    assert_eq!(
-        chosen(far_ip),
-        ("ccpd".into(), serde_json::Value::Null, "default".into())
-    );
-    drop((_fs, _fc, _ns, _nc));
-
     // The binding's paths as a lab scenario: the lab accepts it, and its
     // cells hold both paths (the near one at the delay line's floor).
     let text = ccload_ok(&["cgroup", "export", cg.path()]);
@@ -1122,6 +1093,53 @@ fn path_rules_choose_the_cc_per_destination() {
         before,
         "a refused rule changed the binding"
     );
+
+    // `ccload flows` names the rule that chose each open connection: the
+    // near one by its prefix (reno: listed though not ours), the far one
+    // by the default.  Last: the killed flows' counters move on a while.
+    let open_flow = |to: &str, ip: &str| {
+        let srv = Helper::spawn(&["-", to, "listen", ip]);
+        let port = srv.get("PORT");
+        let cli = Helper::spawn(&[
+            cg.path(),
+            &sender,
+            "connect",
+            &format!("{ip}:{port}"),
+            &(64u64 << 30).to_string(),
+        ]);
+        cli.get("CC");
+        (srv, cli)
+    };
+    let (_fs, _fc) = open_flow(&receiver, far_ip);
+    let (_ns, _nc) = open_flow(&near.name, near_ip);
+    let flows: serde_json::Value =
+        serde_json::from_str(&ccload_ok(&["-j", "flows", "-N", &sender])).unwrap();
+    let chosen = |ip: &str| {
+        let f = flows
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["remote"].as_str().unwrap().starts_with(&format!("{ip}:")))
+            .unwrap_or_else(|| panic!("no flow to {ip} in {flows}"));
+        (
+            f["cong"].as_str().unwrap().to_string(),
+            f["chosen"]["rule"].clone(),
+            f["chosen"]["rule_text"].as_str().unwrap_or("").to_string(),
+        )
+    };
+    assert_eq!(
+        chosen(near_ip),
+        (
+            "reno".into(),
+            serde_json::json!(0),
+            "dst 10.79.0.0/24 -> reno".into()
+        )
+    );
+    assert_eq!(
+        chosen(far_ip),
+        ("ccpd".into(), serde_json::Value::Null, "default".into())
+    );
+    drop((_fs, _fc, _ns, _nc));
 }
 
 /// `[[cgroups]] rules` through `ccload apply`: the binding gets them in

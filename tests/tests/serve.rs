@@ -662,7 +662,11 @@ fn the_daemon_runs_a_rollout_from_its_config_across_a_reload() {
         &format!("ccload_rollout_ratio{{{lbl},guard=\"retrans_ratio <= 2\"}}"),
     );
     let n = metric(&m, &format!("ccload_rollout_intervals{{{lbl}}}"));
-    eprintln!("rolled back after {n} intervals, retrans ratio {ratio}");
+    let ev = metric(&m, &format!("ccload_rollout_harm_evidence{{{lbl}}}"));
+    eprintln!("rolled back after {n} intervals, retrans ratio {ratio}, harm evidence {ev}");
+    // Served (metric() panics on a missing series); the test looks from
+    // its fifth interval on, so two intervals leave it at 1.
+    assert_eq!(ev, 1.0, "no evidence before the test's first look");
     assert!(ratio > 2.0, "{ratio}");
     assert!(d.logged("reload applied"));
     assert_eq!(

@@ -157,7 +157,17 @@ fn print_summary(w: &mut impl Write, s: &Summary) -> std::io::Result<()> {
         opt(s.rate_mbps_p50, 1),
         opt(s.rate_mbps_mean, 1),
         s.samples
-    )
+    )?;
+    if s.short_flows > 0 {
+        writeln!(
+            w,
+            "  short flows (<= 1 MiB each way) {}   completion ms p50 {} p95 {}",
+            s.short_flows,
+            opt(s.fct_ms_p50, 1),
+            opt(s.fct_ms_p95, 1)
+        )?;
+    }
+    Ok(())
 }
 
 pub(super) fn help_fields(out: Out) -> Result<i32> {

@@ -199,6 +199,14 @@ fn hist_metric(name: &str) -> (&'static str, f64, &'static str, &'static [f64]) 
                 1.25e4, 1.25e5, 1.25e6, 6.25e6, 1.25e7, 6.25e7, 1.25e8, 1.25e9, 1.25e10,
             ],
         ),
+        "fct" => (
+            "short_flow_completion_seconds",
+            1e-6,
+            "fct_sum_us",
+            &[
+                0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 60.0,
+            ],
+        ),
         other => panic!("histogram {other} has no metric (serve/metrics.rs)"),
     }
 }
@@ -752,6 +760,7 @@ mod tests {
                 intervals: 3,
                 failing: 1,
                 ratios: vec![("retrans_ratio <= 1.5".into(), 1.2)],
+                harm_evidence: Some(3.5),
             },
         );
         r.render(&mut o);

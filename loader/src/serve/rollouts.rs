@@ -35,6 +35,8 @@ pub(super) struct Status {
     pub failing: u32,
     /// (guard, last value)
     pub ratios: Vec<(String, f64)>,
+    /// The sequential test's evidence of harm (`Interval::harm_evidence`).
+    pub harm_evidence: Option<f64>,
 }
 
 struct Running {
@@ -149,6 +151,18 @@ impl Rollouts {
             }
         }
         o.family(
+            "ccload_rollout_harm_evidence",
+            GAUGE,
+            "The sequential test's evidence of retransmission harm beyond the guard's bound \
+             (an mSPRT likelihood ratio; harm at 20); an A/B rollout rolls back there.",
+        );
+        for (c, s) in st.iter() {
+            if let Some(v) = s.harm_evidence {
+                let (canary, algo) = lbl(c, s);
+                o.sample(&[("canary", canary.as_str()), ("algo", algo.as_str())], v);
+            }
+        }
+        o.family(
             "ccload_rollout_ratio",
             GAUGE,
             "Canary/control ratio of each guard's metric in the last judged interval.",
@@ -217,6 +231,9 @@ fn run_one(o: Opts, status: Arc<Mutex<BTreeMap<PathBuf, Status>>>, stop: Arc<Ato
                 s.failing = i.failing_in_a_row;
                 if !ratios.is_empty() {
                     s.ratios = ratios.clone();
+                }
+                if i.harm_evidence.is_some() {
+                    s.harm_evidence = i.harm_evidence;
                 }
             });
         },
