@@ -1145,6 +1145,23 @@ impl MockApi {
     }
 }
 
+/// The recorded pod objects (tests/fixtures/pods.json), a mock API
+/// serving them, and where a test's kubelet tree goes (a cgroup named
+/// after `tag`; the test makes it and removes it with a [`Tree`]).
+fn recorded_pods(tag: &str) -> (Vec<serde_json::Value>, MockApi, std::path::PathBuf) {
+    let fixtures: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/pods.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let pods = fixtures["items"].as_array().unwrap().clone();
+    let api = MockApi::start(pods.clone());
+    let root = ccload::system::cgroup2_mount()
+        .expect("cgroup2 mounted")
+        .join(format!("ccl-t{}-{tag}", std::process::id()));
+    (pods, api, root)
+}
+
 /// A kubelet-style cgroup tree of a test: on drop, everything detached
 /// and the tree removed.
 struct Tree(std::path::PathBuf);
@@ -1181,17 +1198,7 @@ impl Drop for Tree {
 fn pods_chosen_by_label_get_their_cc() {
     let _s = privileged!();
     let (dir, _c) = scratch("pods");
-    let fixtures: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/pods.json"))
-            .unwrap(),
-    )
-    .unwrap();
-    let pods = fixtures["items"].as_array().unwrap().clone();
-    let api = MockApi::start(pods.clone());
-    // The kubelet's tree under a test cgroup.
-    let root = ccload::system::cgroup2_mount()
-        .expect("cgroup2 mounted")
-        .join(format!("ccl-t{}-kube", std::process::id()));
+    let (pods, api, root) = recorded_pods("kube");
     let pod_cg = |uid: &str, qos: ccload::pods::Qos| {
         ccload::pods::pod_cgroup(&root, ccload::pods::Driver::Systemd, uid, qos)
     };
@@ -1289,16 +1296,7 @@ fn ab_rollouts_follow_the_pods_they_select() {
     let _s = privileged!();
     let _ab = AbortRollouts;
     let (dir, _c) = scratch("podab");
-    let fixtures: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/pods.json"))
-            .unwrap(),
-    )
-    .unwrap();
-    let pods = fixtures["items"].as_array().unwrap().clone();
-    let api = MockApi::start(pods.clone());
-    let root = ccload::system::cgroup2_mount()
-        .expect("cgroup2 mounted")
-        .join(format!("ccl-t{}-kab", std::process::id()));
+    let (pods, api, root) = recorded_pods("kab");
     let _t = Tree(root.clone());
     use ccload::pods::{pod_cgroup, Driver, Qos};
     let web = pod_cgroup(
