@@ -274,15 +274,8 @@ pub fn rollouts_for(
     root: &Path,
     driver: Driver,
 ) -> Vec<crate::rollout::Opts> {
-    let mut v: Vec<&PodInfo> = pods.iter().collect();
-    v.sort_by(|a, b| a.uid.cmp(&b.uid));
-    v.into_iter()
-        .filter_map(|p| {
-            let qos = p.qos?;
-            let r = rollouts.iter().find(|r| {
-                r.namespace.as_ref().is_none_or(|n| *n == p.namespace)
-                    && r.selector.matches(&p.labels)
-            })?;
+    selected(pods, rollouts, |r| (&r.namespace, &r.selector))
+        .filter_map(|(p, qos, r)| {
             let cg = pod_cgroup(root, driver, &p.uid, qos);
             if !cg.is_dir() {
                 return None;
@@ -293,6 +286,25 @@ pub fn rollouts_for(
             Some(o)
         })
         .collect()
+}
+
+/// Each pod (in uid order) whose QoS class is known, with the first of
+/// `entries` whose namespace (`of(e).0`, None: any) and selector choose it.
+fn selected<'a, T>(
+    pods: &'a [PodInfo],
+    entries: &'a [T],
+    of: impl Fn(&T) -> (&Option<String>, &Selector) + 'a,
+) -> impl Iterator<Item = (&'a PodInfo, Qos, &'a T)> + 'a {
+    let mut v: Vec<&PodInfo> = pods.iter().collect();
+    v.sort_by(|a, b| a.uid.cmp(&b.uid));
+    v.into_iter().filter_map(move |p| {
+        let qos = p.qos?;
+        let e = entries.iter().find(|e| {
+            let (ns, sel) = of(e);
+            ns.as_ref().is_none_or(|n| *n == p.namespace) && sel.matches(&p.labels)
+        })?;
+        Some((p, qos, e))
+    })
 }
 
 /// What the daemon knows of one pod of its node.
@@ -313,21 +325,12 @@ pub fn rules_for(
     root: &Path,
     driver: Driver,
 ) -> Vec<CgroupRule> {
-    let mut v: Vec<&PodInfo> = pods.iter().collect();
-    v.sort_by(|a, b| a.uid.cmp(&b.uid));
-    v.into_iter()
-        .filter_map(|p| {
-            let qos = p.qos?;
-            let r = rules.iter().find(|r| {
-                r.namespace.as_ref().is_none_or(|n| *n == p.namespace)
-                    && r.selector.matches(&p.labels)
-            })?;
-            Some(CgroupRule {
-                pattern: pod_cgroup(root, driver, &p.uid, qos),
-                cc: r.cc.clone(),
-                profile: r.profile,
-                path_rules: r.path_rules.clone(),
-            })
+    selected(pods, rules, |r| (&r.namespace, &r.selector))
+        .map(|(p, qos, r)| CgroupRule {
+            pattern: pod_cgroup(root, driver, &p.uid, qos),
+            cc: r.cc.clone(),
+            profile: r.profile,
+            path_rules: r.path_rules.clone(),
         })
         .collect()
 }
