@@ -476,10 +476,15 @@ pub fn list() -> Result<Vec<Binding>> {
     read_bindings(true)
 }
 
-/// The bindings without their paths (finding a path walks the cgroup tree):
-/// cgroup id -> (algorithm, profile).
+/// [`list`] without the paths (`cgroup` None): finding a path walks the
+/// cgroup tree.
+pub fn list_without_paths() -> Result<Vec<Binding>> {
+    read_bindings(false)
+}
+
+/// The bindings without their paths: cgroup id -> (algorithm, profile).
 pub fn bound_ids() -> Result<std::collections::BTreeMap<u64, (String, u32)>> {
-    Ok(read_bindings(false)?
+    Ok(list_without_paths()?
         .into_iter()
         .map(|b| (b.cgroup_id, (b.algo, b.profile)))
         .collect())

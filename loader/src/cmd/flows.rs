@@ -70,7 +70,7 @@ pub(super) fn run(netns: Option<&str>, all_cc: bool, out: Out) -> Result<i32> {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     let bindings = if root {
-        cgroup::list().unwrap_or_default()
+        cgroup::list_without_paths().unwrap_or_default()
     } else {
         Vec::new()
     };
