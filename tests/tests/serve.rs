@@ -1147,8 +1147,24 @@ impl MockApi {
 
 /// The recorded pod objects (tests/fixtures/pods.json), a mock API
 /// serving them, and where a test's kubelet tree goes (a cgroup named
-/// after `tag`; the test makes it and removes it with a [`Tree`]).
-fn recorded_pods(tag: &str) -> (Vec<serde_json::Value>, MockApi, std::path::PathBuf) {
+/// after a tag; the test makes the pods' cgroups and removes the tree with
+/// a [`Tree`]): the fixture's web, db and staging pods' cgroups (systemd
+/// driver) and that of `late`, a pod the test adds.
+struct RecordedPods {
+    pods: Vec<serde_json::Value>,
+    api: MockApi,
+    root: std::path::PathBuf,
+    web: std::path::PathBuf,
+    db: std::path::PathBuf,
+    staging: std::path::PathBuf,
+    late: std::path::PathBuf,
+}
+
+const WEB_UID: &str = "5e0f8a1c-3b2d-4c6e-9f10-2a7b8c9d0e11";
+const LATE_UID: &str = "77777777-0000-4000-8000-000000000001";
+
+fn recorded_pods(tag: &str) -> RecordedPods {
+    use ccload::pods::{pod_cgroup, Driver, Qos};
     let fixtures: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/pods.json"))
             .unwrap(),
@@ -1159,7 +1175,28 @@ fn recorded_pods(tag: &str) -> (Vec<serde_json::Value>, MockApi, std::path::Path
     let root = ccload::system::cgroup2_mount()
         .expect("cgroup2 mounted")
         .join(format!("ccl-t{}-{tag}", std::process::id()));
-    (pods, api, root)
+    let cg = |uid: &str, qos| pod_cgroup(&root, Driver::Systemd, uid, qos);
+    RecordedPods {
+        web: cg(WEB_UID, Qos::Burstable),
+        db: cg("a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d", Qos::BestEffort),
+        staging: cg("0f9e8d7c-6b5a-4938-2716-05f4e3d2c1b0", Qos::Guaranteed),
+        late: cg(LATE_UID, Qos::Guaranteed),
+        pods,
+        api,
+        root,
+    }
+}
+
+impl RecordedPods {
+    /// The late pod: an app=web pod of namespace shop (the staging pod's
+    /// object, Guaranteed, under another uid, name and namespace).
+    fn late_pod(&self) -> serde_json::Value {
+        let mut new = self.pods[2].clone();
+        new["metadata"]["uid"] = LATE_UID.into();
+        new["metadata"]["name"] = "web-7d4b9c6f5-q9zvw".into();
+        new["metadata"]["namespace"] = "shop".into();
+        new
+    }
 }
 
 /// A kubelet-style cgroup tree of a test: on drop, everything detached
@@ -1198,15 +1235,9 @@ impl Drop for Tree {
 fn pods_chosen_by_label_get_their_cc() {
     let _s = privileged!();
     let (dir, _c) = scratch("pods");
-    let (pods, api, root) = recorded_pods("kube");
-    let pod_cg = |uid: &str, qos: ccload::pods::Qos| {
-        ccload::pods::pod_cgroup(&root, ccload::pods::Driver::Systemd, uid, qos)
-    };
-    use ccload::pods::Qos;
-    let web = pod_cg("5e0f8a1c-3b2d-4c6e-9f10-2a7b8c9d0e11", Qos::Burstable);
-    let db = pod_cg("a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d", Qos::BestEffort);
-    let staging = pod_cg("0f9e8d7c-6b5a-4938-2716-05f4e3d2c1b0", Qos::Guaranteed);
-    let late = pod_cg("77777777-0000-4000-8000-000000000001", Qos::Guaranteed);
+    let k = recorded_pods("kube");
+    let (pods, api, root) = (&k.pods, &k.api, &k.root);
+    let (web, db, staging, late) = (&k.web, &k.db, &k.staging, &k.late);
     let _t = Tree(root.clone());
     for p in [&web, &db, &staging] {
         std::fs::create_dir_all(p).unwrap();
@@ -1231,48 +1262,44 @@ fn pods_chosen_by_label_get_their_cc() {
         wait_until(Duration::from_secs(secs), || bound(p).as_deref() == want)
     };
     assert!(
-        within(15, &web, Some("ccpd")) && within(2, &db, Some("reno")),
+        within(15, web, Some("ccpd")) && within(2, db, Some("reno")),
         "web {:?}, db {:?}: {:?}",
-        bound(&web),
-        bound(&db),
+        bound(web),
+        bound(db),
         d.log.lock().unwrap()
     );
-    assert_eq!(bound(&staging), None, "another namespace's app=web");
+    assert_eq!(bound(staging), None, "another namespace's app=web");
     let link = Bottleneck::new(LinkCfg {
         rate_mbit: 20.0,
         buffer_pkts: 60,
         delay_ms: 2.0,
         ..Default::default()
     });
-    assert_eq!(cc_of_a_connection(&link, &web), "ccpd");
+    assert_eq!(cc_of_a_connection(&link, web), "ccpd");
     assert!(
         wait_until(Duration::from_secs(5), || api.watching()),
         "no watch"
     );
     // A new pod: its cgroup comes after the API says it is scheduled.
-    let mut new = pods[2].clone();
-    new["metadata"]["uid"] = "77777777-0000-4000-8000-000000000001".into();
-    new["metadata"]["name"] = "web-7d4b9c6f5-q9zvw".into();
-    new["metadata"]["namespace"] = "shop".into();
-    api.apply(new);
+    api.apply(k.late_pod());
     std::thread::sleep(Duration::from_millis(300));
-    std::fs::create_dir_all(&late).unwrap();
+    std::fs::create_dir_all(late).unwrap();
     let t = std::time::Instant::now();
     assert!(
-        within(3, &late, Some("ccpd")),
+        within(3, late, Some("ccpd")),
         "the new pod: {:?}",
-        bound(&late)
+        bound(late)
     );
     assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
-    assert_eq!(cc_of_a_connection(&link, &late), "ccpd");
+    assert_eq!(cc_of_a_connection(&link, late), "ccpd");
     // Relabelled: db-0 becomes app=web in shop, the first entry's.
     let mut relabel = pods[1].clone();
     relabel["metadata"]["labels"]["app"] = "web".into();
     api.apply(relabel);
-    assert!(within(3, &db, Some("ccpd")), "relabelled: {:?}", bound(&db));
+    assert!(within(3, db, Some("ccpd")), "relabelled: {:?}", bound(db));
     // Deleted (its cgroup still there, as until the kubelet removes it).
-    api.delete("5e0f8a1c-3b2d-4c6e-9f10-2a7b8c9d0e11");
-    assert!(within(3, &web, None), "deleted: {:?}", bound(&web));
+    api.delete(WEB_UID);
+    assert!(within(3, web, None), "deleted: {:?}", bound(web));
     let m = scrape(&addr).unwrap();
     assert_eq!(metric(&m, "ccload_pods_selected"), 2.0, "{m}");
     let reqs = api.state.lock().unwrap().requests.clone();
@@ -1296,28 +1323,11 @@ fn ab_rollouts_follow_the_pods_they_select() {
     let _s = privileged!();
     let _ab = AbortRollouts;
     let (dir, _c) = scratch("podab");
-    let (pods, api, root) = recorded_pods("kab");
+    let k = recorded_pods("kab");
+    let (api, root) = (&k.api, &k.root);
+    let (web, db, late) = (&k.web, &k.db, &k.late);
     let _t = Tree(root.clone());
-    use ccload::pods::{pod_cgroup, Driver, Qos};
-    let web = pod_cgroup(
-        &root,
-        Driver::Systemd,
-        "5e0f8a1c-3b2d-4c6e-9f10-2a7b8c9d0e11",
-        Qos::Burstable,
-    );
-    let db = pod_cgroup(
-        &root,
-        Driver::Systemd,
-        "a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d",
-        Qos::BestEffort,
-    );
-    let late = pod_cgroup(
-        &root,
-        Driver::Systemd,
-        "77777777-0000-4000-8000-000000000001",
-        Qos::Guaranteed,
-    );
-    for p in [&web, &db] {
+    for p in [web, db] {
         std::fs::create_dir_all(p).unwrap();
     }
     let cfg = config(
@@ -1368,44 +1378,40 @@ fn ab_rollouts_follow_the_pods_they_select() {
         })
     };
     assert!(
-        wait_until(Duration::from_secs(15), || binding(&web) == arms),
+        wait_until(Duration::from_secs(15), || binding(web) == arms),
         "web: {:?}: {:?}",
-        binding(&web),
+        binding(web),
         d.log.lock().unwrap()
     );
-    assert!(state(&web, "running"), "{:?}", scrape(&addr));
-    assert_eq!(binding(&db), None, "db is not app=web");
+    assert!(state(web, "running"), "{:?}", scrape(&addr));
+    assert_eq!(binding(db), None, "db is not app=web");
     // A new pod of the selector: its arms once its cgroup is there.
-    let mut new = pods[2].clone();
-    new["metadata"]["uid"] = "77777777-0000-4000-8000-000000000001".into();
-    new["metadata"]["name"] = "web-7d4b9c6f5-q9zvw".into();
-    new["metadata"]["namespace"] = "shop".into();
     assert!(
         wait_until(Duration::from_secs(5), || api.watching()),
         "no watch"
     );
-    api.apply(new);
+    api.apply(k.late_pod());
     std::thread::sleep(Duration::from_millis(300));
-    std::fs::create_dir_all(&late).unwrap();
+    std::fs::create_dir_all(late).unwrap();
     assert!(
-        wait_until(Duration::from_secs(5), || binding(&late) == arms),
+        wait_until(Duration::from_secs(5), || binding(late) == arms),
         "the new pod: {:?}",
-        binding(&late)
+        binding(late)
     );
-    assert!(state(&late, "running"), "{:?}", scrape(&addr));
+    assert!(state(late, "running"), "{:?}", scrape(&addr));
     // Deleted: its rollout is aborted (rolled back), then it is unbound.
-    api.delete("5e0f8a1c-3b2d-4c6e-9f10-2a7b8c9d0e11");
+    api.delete(WEB_UID);
     assert!(
-        wait_until(Duration::from_secs(5), || state(&web, "aborted")),
+        wait_until(Duration::from_secs(5), || state(web, "aborted")),
         "{:?}",
         scrape(&addr)
     );
     assert!(
-        wait_until(Duration::from_secs(10), || binding(&web).is_none()),
+        wait_until(Duration::from_secs(10), || binding(web).is_none()),
         "the deleted pod: {:?}",
-        binding(&web)
+        binding(web)
     );
-    assert!(state(&late, "running"), "the other pod's rollout goes on");
+    assert!(state(late, "running"), "the other pod's rollout goes on");
     assert!(d.stop().success());
-    assert_eq!(binding(&late), None, "on_exit = remove");
+    assert_eq!(binding(late), None, "on_exit = remove");
 }
