@@ -145,13 +145,19 @@ static __always_inline void cg_choose(struct bpf_sock_ops *skops, struct ccl_cg_
 				      u32 rtt_us, struct cg_choice *c)
 {
 	int pfx = cg_prefix_rule(skops);
-	u32 n = b->nr_rules, i;
+	u32 n = b->nr_rules;
+	/* The count in a register or a 64-bit spill, the map's key a copy on
+	 * the stack: 6.1's and 6.12's verifiers keep no value of a 32-bit
+	 * spill, so a count that lived in the key's slot read as unbounded
+	 * and the loop was refused ("infinite loop detected"). */
+	u64 i;
 
 	c->algo = b->algo;
 	c->profile = b->profile;
 	c->slot = 0;
 	for (i = 0; i < CCL_CG_MAX_RULES && i < n; i++) {
-		struct ccl_path_rule *r = bpf_map_lookup_elem(&rules, &i);
+		u32 key = i;
+		struct ccl_path_rule *r = bpf_map_lookup_elem(&rules, &key);
 		int hit;
 
 		if (!r)
