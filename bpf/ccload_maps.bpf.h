@@ -362,7 +362,7 @@ static __always_inline bool ccl_fault_skip(struct sock *sk)
  * name##_sk_rs, with its own body (the controller's, on the state it can
  * pass there), for a second struct_ops map `<map>_sk_rs` naming it; ccload
  * creates one of the two maps and loads one of the two programs, by the
- * running kernel's cong_control (loader/src/bpf.rs, choose_cong_control). */
+ * running kernel's cong_control (loader/src/bpf/load.rs, choose_cong_control). */
 #define CCL_CONG_CONTROL_SK_RS(name)                                                      \
 	CCL_HOOK_BODY(name##_sk_rs, void, struct sock *sk, const struct rate_sample *rs); \
 	SEC("struct_ops")                                                                 \
