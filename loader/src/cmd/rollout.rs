@@ -237,46 +237,7 @@ pub(super) fn run(a: RolloutArgs, out: Out) -> Result<i32> {
              `ccload rollout status` lists them"
         );
     }
-    let algo = a.algo.clone().unwrap_or_default();
-    let guards: Vec<Guard> = if a.guards.is_empty() {
-        rollout::default_guards()
-    } else {
-        a.guards
-            .iter()
-            .map(|g| g.parse().map_err(anyhow::Error::msg))
-            .collect::<Result<_>>()?
-    };
-    let o = rollout::Opts {
-        profile: crate::profiles::resolve(&algo, &a.profile)?,
-        algo,
-        canary: a
-            .ab
-            .clone()
-            .or_else(|| a.canary.clone())
-            .unwrap_or_default(),
-        control: a
-            .ab
-            .clone()
-            .or_else(|| a.control.clone())
-            .unwrap_or_default(),
-        guards,
-        interval: a.interval,
-        duration: a.duration,
-        fail_after: a.fail_after,
-        min_segments: a.min_segments,
-        promote: a.promote,
-        by: "rollout",
-        ab_share: match a.ab {
-            Some(_) if !(a.share > 0.0 && a.share < 1.0) => {
-                bail!(
-                    "--share {} must be inside 0..1 (both arms need connections)",
-                    a.share
-                )
-            }
-            Some(_) => Some((a.share * 1e6).round() as u32),
-            None => None,
-        },
-    };
+    let o = opts(&a)?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [libc::SIGINT, libc::SIGTERM] {
         // Polled between intervals' sleeps: an operator's abort rolls back.
@@ -329,7 +290,69 @@ pub(super) fn run(a: RolloutArgs, out: Out) -> Result<i32> {
         },
         &|| stop.load(Ordering::SeqCst),
     )?;
-    let (code, what) = match end {
+    let (code, what) = end_message(&end, &o, &st, by_harm, &last_fail);
+    if out.json {
+        out.emit(&serde_json::json!({ "end": format!("{end:?}"), "message": what }))?;
+    } else {
+        println!("rollout {what}");
+    }
+    Ok(code)
+}
+
+/// The rollout's options from the command line (guards parsed, the A/B
+/// share checked).
+fn opts(a: &RolloutArgs) -> Result<rollout::Opts> {
+    let algo = a.algo.clone().unwrap_or_default();
+    let guards: Vec<Guard> = if a.guards.is_empty() {
+        rollout::default_guards()
+    } else {
+        a.guards
+            .iter()
+            .map(|g| g.parse().map_err(anyhow::Error::msg))
+            .collect::<Result<_>>()?
+    };
+    Ok(rollout::Opts {
+        profile: crate::profiles::resolve(&algo, &a.profile)?,
+        algo,
+        canary: a
+            .ab
+            .clone()
+            .or_else(|| a.canary.clone())
+            .unwrap_or_default(),
+        control: a
+            .ab
+            .clone()
+            .or_else(|| a.control.clone())
+            .unwrap_or_default(),
+        guards,
+        interval: a.interval,
+        duration: a.duration,
+        fail_after: a.fail_after,
+        min_segments: a.min_segments,
+        promote: a.promote,
+        by: "rollout",
+        ab_share: match a.ab {
+            Some(_) if !(a.share > 0.0 && a.share < 1.0) => {
+                bail!(
+                    "--share {} must be inside 0..1 (both arms need connections)",
+                    a.share
+                )
+            }
+            Some(_) => Some((a.share * 1e6).round() as u32),
+            None => None,
+        },
+    })
+}
+
+/// The exit code and the closing line of a rollout that ended with `end`.
+fn end_message(
+    end: &End,
+    o: &rollout::Opts,
+    st: &rollout::State,
+    by_harm: bool,
+    last_fail: &[String],
+) -> (i32, String) {
+    match end {
         End::Done if o.promote => (
             0,
             format!("done: promoted, {} now bound too", st.control.display()),
@@ -366,13 +389,7 @@ pub(super) fn run(a: RolloutArgs, out: Out) -> Result<i32> {
                 st.control.display()
             ),
         ),
-    };
-    if out.json {
-        out.emit(&serde_json::json!({ "end": format!("{end:?}"), "message": what }))?;
-    } else {
-        println!("rollout {what}");
     }
-    Ok(code)
 }
 
 /// Set `flag` when `sig` arrives (the default action would kill the
