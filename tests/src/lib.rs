@@ -277,7 +277,8 @@ pub fn i(v: &serde_json::Value, k: &str) -> i64 {
 pub fn ccpd_kp_used(rec: &serde_json::Value, kps: &[i64]) -> Option<i64> {
     let (e, d, delta) = (i(rec, "e_q10"), i(rec, "d_q10"), i(rec, "delta_q10"));
     // |E| >= 1/4 segment: below that Kp * E rounds to the same value for
-    // the gains compared (2 and 8 differ by >= 384 in Q10 from 256 up).
+    // the gains compared (any two of 0.5, 2, 4 and 8 differ by >= 128 in
+    // Q10 from 256 up).
     if rec["phase"] != "CA" || i(rec, "c_sps") == 0 || e.abs() < 256 {
         return None;
     }

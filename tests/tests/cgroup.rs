@@ -140,7 +140,7 @@ fn cgroups_get_their_own_controller_and_profile_on_both_ends() {
     }
     w.stop();
     // The profile reached only A's sockets: A's sender records say profile
-    // 3 and the kernel's law used Kp = 8; C's say profile 0 and Kp = 2.
+    // 3 and the kernel's law used Kp = 8; C's say profile 0 and the default Kp.
     let sender = |v: &[serde_json::Value], port_of_server: bool| -> Vec<serde_json::Value> {
         v.iter()
             .filter(|r| r["remote"].as_str().unwrap().starts_with("10.77.2.2:") == port_of_server)
@@ -163,9 +163,13 @@ fn cgroups_get_their_own_controller_and_profile_on_both_ends() {
         c_recs.iter().all(|r| i(r, "profile") == 0),
         "C's records carry profile 0"
     );
+    let default_kp = ccload::algos::Algo::Ccpd
+        .defaults()
+        .get("kp")
+        .expect("ccpd has kp") as i64;
     let kps = |v: &[serde_json::Value]| -> Vec<i64> {
         v.iter()
-            .filter_map(|r| ccpd_kp_used(r, &[2048, 8192]))
+            .filter_map(|r| ccpd_kp_used(r, &[default_kp, 8192]))
             .collect()
     };
     let (ka, kc) = (kps(&a_recs), kps(&c_recs));
@@ -181,7 +185,7 @@ fn cgroups_get_their_own_controller_and_profile_on_both_ends() {
         "A's law: {ka:?}"
     );
     assert!(
-        kc.len() >= 3 && kc.iter().all(|&k| k == 2048),
+        kc.len() >= 3 && kc.iter().all(|&k| k == default_kp),
         "C's law: {kc:?}"
     );
     // The binding's counters saw the connections.
