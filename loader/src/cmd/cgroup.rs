@@ -134,29 +134,20 @@ fn list(out: Out) -> Result<i32> {
         println!("no cgroup bindings");
     } else {
         for b in &l {
+            let name = b
+                .cgroup
+                .as_ref()
+                .map_or_else(|| "?".into(), |p| p.display().to_string());
             if b.algo.is_empty() {
                 println!(
-                    "{} (id {})  watch (aggregates only; sockets keep their CC)",
-                    b.cgroup
-                        .as_ref()
-                        .map(|p| p.display().to_string())
-                        .unwrap_or_else(|| "?".into()),
+                    "{name} (id {})  watch (aggregates only; sockets keep their CC)",
                     b.cgroup_id
                 );
                 continue;
             }
             println!(
-                "{} (id {})  algo={} profile={}  connections: active={} passive={} errors={}",
-                b.cgroup
-                    .as_ref()
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_else(|| "?".into()),
-                b.cgroup_id,
-                b.algo,
-                b.profile,
-                b.active,
-                b.passive,
-                b.errors
+                "{name} (id {})  algo={} profile={}  connections: active={} passive={} errors={}",
+                b.cgroup_id, b.algo, b.profile, b.active, b.passive, b.errors
             );
             for (i, r) in b.rules.iter().enumerate() {
                 println!(
