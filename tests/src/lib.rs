@@ -271,6 +271,14 @@ pub fn i(v: &serde_json::Value, k: &str) -> i64 {
     v[k].as_i64().unwrap_or_else(|| panic!("no {k} in {v}"))
 }
 
+/// ccpd's default Kp as stored (Q10), from the tunables table.
+pub fn ccpd_default_kp() -> i64 {
+    ccload::algos::Algo::Ccpd
+        .defaults()
+        .get("kp")
+        .expect("ccpd has kp") as i64
+}
+
 /// Kp the ccpd kernel law used in a controlled round of a telemetry record,
 /// for Kp in `kps` (Q10).  With Kd = 0 (D = 0), delta + d = Kp * E >> 10
 /// exactly, so every controlled record tells which Kp the kernel used.

@@ -163,10 +163,7 @@ fn cgroups_get_their_own_controller_and_profile_on_both_ends() {
         c_recs.iter().all(|r| i(r, "profile") == 0),
         "C's records carry profile 0"
     );
-    let default_kp = ccload::algos::Algo::Ccpd
-        .defaults()
-        .get("kp")
-        .expect("ccpd has kp") as i64;
+    let default_kp = ccpd_default_kp();
     let kps = |v: &[serde_json::Value]| -> Vec<i64> {
         v.iter()
             .filter_map(|r| ccpd_kp_used(r, &[default_kp, 8192]))

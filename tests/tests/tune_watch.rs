@@ -18,18 +18,10 @@ fn mono_us() -> i64 {
     ts.tv_sec * 1_000_000 + ts.tv_nsec / 1_000
 }
 
-/// ccpd's default Kp, as stored (Q10).
-fn default_kp() -> i64 {
-    ccload::algos::Algo::Ccpd
-        .defaults()
-        .get("kp")
-        .expect("ccpd has kp") as i64
-}
-
 /// The Kp of the kernel's L1 law in a controlled record (Kd = 0 here):
 /// the default or the 8 the test tunes to.
 fn kp_used(rec: &serde_json::Value) -> Option<i64> {
-    ccpd_kp_used(rec, &[default_kp(), 8192])
+    ccpd_kp_used(rec, &[ccpd_default_kp(), 8192])
 }
 
 #[test]
@@ -51,7 +43,7 @@ fn tune_during_a_transfer_changes_the_law_within_rounds() {
         while before < 5 && Instant::now() < deadline {
             if let Ok(r) = w.rx.recv_timeout(Duration::from_millis(500)) {
                 match kp_used(&r) {
-                    Some(k) if k == default_kp() => before += 1,
+                    Some(k) if k == ccpd_default_kp() => before += 1,
                     Some(other) => panic!("kp {other} before the tune"),
                     None => {}
                 }
@@ -79,7 +71,7 @@ fn tune_during_a_transfer_changes_the_law_within_rounds() {
                 match kp_used(&r) {
                     Some(kp) if t >= t1 => assert_eq!(kp, 8192, "old Kp at t={t} after the tune"),
                     Some(kp) if t < t0 => {
-                        assert_eq!(kp, default_kp(), "new Kp at t={t} before the tune")
+                        assert_eq!(kp, ccpd_default_kp(), "new Kp at t={t} before the tune")
                     }
                     // Stamped while `tune` ran: either gain is right.
                     Some(_) => {}
