@@ -1197,6 +1197,44 @@ impl RecordedPods {
         new["metadata"]["namespace"] = "shop".into();
         new
     }
+
+    /// The test's kubelet tree with the cgroups of `present` made; the
+    /// guard removes the tree.
+    fn tree(&self, present: &[&std::path::Path]) -> Tree {
+        let t = Tree(self.root.clone());
+        for p in present {
+            std::fs::create_dir_all(p).unwrap();
+        }
+        t
+    }
+
+    /// A config's `[serve]` for the pods: node-a, the test's kubelet tree,
+    /// metrics on loopback, bindings removed on exit.
+    fn serve_section(&self) -> String {
+        format!(
+            "[serve]\nmetrics = \"127.0.0.1:0\"\non_exit = \"remove\"\n\
+             node_name = \"node-a\"\ncgroup_root = \"{}\"\n",
+            self.root.display()
+        )
+    }
+
+    /// The late pod, as the kubelet brings it: scheduled in the API once
+    /// the daemon watches it, its cgroup made 300 ms after.
+    fn schedule_late_pod(&self) {
+        assert!(
+            wait_until(Duration::from_secs(5), || self.api.watching()),
+            "no watch"
+        );
+        self.api.apply(self.late_pod());
+        std::thread::sleep(Duration::from_millis(300));
+        std::fs::create_dir_all(&self.late).unwrap();
+    }
+
+    /// The daemon on `cfg`, asking the mock API for the pods.
+    fn daemon(&self, dir: &std::path::Path, cfg: &std::path::Path) -> Daemon {
+        let kc = self.api.kubeconfig(dir);
+        Daemon::start_env(cfg, &[("KUBECONFIG", kc.to_str().unwrap())])
+    }
 }
 
 /// A kubelet-style cgroup tree of a test: on drop, everything detached
@@ -1236,26 +1274,20 @@ fn pods_chosen_by_label_get_their_cc() {
     let _s = privileged!();
     let (dir, _c) = scratch("pods");
     let k = recorded_pods("kube");
-    let (pods, api, root) = (&k.pods, &k.api, &k.root);
+    let (pods, api) = (&k.pods, &k.api);
     let (web, db, staging, late) = (&k.web, &k.db, &k.staging, &k.late);
-    let _t = Tree(root.clone());
-    for p in [&web, &db, &staging] {
-        std::fs::create_dir_all(p).unwrap();
-    }
+    let _t = k.tree(&[web, db, staging]);
     let cfg = config(
         &dir,
         "pods.toml",
         &format!(
             "[algos.ccpd]\n\
              [[pods]]\nselector = \"app=web\"\nnamespace = \"shop\"\nalgo = \"ccpd\"\n\
-             [[pods]]\nselector = \"app in (db, cache)\"\nalgo = \"reno\"\n\
-             [serve]\nmetrics = \"127.0.0.1:0\"\non_exit = \"remove\"\n\
-             node_name = \"node-a\"\ncgroup_root = \"{}\"\n",
-            root.display()
+             [[pods]]\nselector = \"app in (db, cache)\"\nalgo = \"reno\"\n{}",
+            k.serve_section()
         ),
     );
-    let kc = api.kubeconfig(&dir);
-    let d = Daemon::start_env(&cfg, &[("KUBECONFIG", kc.to_str().unwrap())]);
+    let d = k.daemon(&dir, &cfg);
     let addr = d.addr();
     let bound = |p: &std::path::Path| cgroup_binding(p.to_str().unwrap()).map(|b| b.0);
     let within = |secs: u64, p: &std::path::Path, want: Option<&str>| {
@@ -1276,14 +1308,8 @@ fn pods_chosen_by_label_get_their_cc() {
         ..Default::default()
     });
     assert_eq!(cc_of_a_connection(&link, web), "ccpd");
-    assert!(
-        wait_until(Duration::from_secs(5), || api.watching()),
-        "no watch"
-    );
     // A new pod: its cgroup comes after the API says it is scheduled.
-    api.apply(k.late_pod());
-    std::thread::sleep(Duration::from_millis(300));
-    std::fs::create_dir_all(late).unwrap();
+    k.schedule_late_pod();
     let t = std::time::Instant::now();
     assert!(
         within(3, late, Some("ccpd")),
@@ -1324,12 +1350,9 @@ fn ab_rollouts_follow_the_pods_they_select() {
     let _ab = AbortRollouts;
     let (dir, _c) = scratch("podab");
     let k = recorded_pods("kab");
-    let (api, root) = (&k.api, &k.root);
+    let api = &k.api;
     let (web, db, late) = (&k.web, &k.db, &k.late);
-    let _t = Tree(root.clone());
-    for p in [web, db] {
-        std::fs::create_dir_all(p).unwrap();
-    }
+    let _t = k.tree(&[web, db]);
     let cfg = config(
         &dir,
         "podab.toml",
@@ -1337,14 +1360,11 @@ fn ab_rollouts_follow_the_pods_they_select() {
             "[algos.ccpd]\n\
              [[pods]]\nselector = \"app=web\"\nnamespace = \"shop\"\nalgo = \"reno\"\n\
              [[rollouts]]\nalgo = \"ccpd\"\npods = \"app=web\"\nnamespace = \"shop\"\nshare = 0.5\n\
-             interval = \"1s\"\nfor = \"10m\"\n\
-             [serve]\nmetrics = \"127.0.0.1:0\"\non_exit = \"remove\"\n\
-             node_name = \"node-a\"\ncgroup_root = \"{}\"\n",
-            root.display()
+             interval = \"1s\"\nfor = \"10m\"\n{}",
+            k.serve_section()
         ),
     );
-    let kc = api.kubeconfig(&dir);
-    let d = Daemon::start_env(&cfg, &[("KUBECONFIG", kc.to_str().unwrap())]);
+    let d = k.daemon(&dir, &cfg);
     let addr = d.addr();
     // (CC for the rest, the binding's rules) of a cgroup.
     let binding = |p: &std::path::Path| -> Option<(String, Vec<String>)> {
@@ -1386,13 +1406,7 @@ fn ab_rollouts_follow_the_pods_they_select() {
     assert!(state(web, "running"), "{:?}", scrape(&addr));
     assert_eq!(binding(db), None, "db is not app=web");
     // A new pod of the selector: its arms once its cgroup is there.
-    assert!(
-        wait_until(Duration::from_secs(5), || api.watching()),
-        "no watch"
-    );
-    api.apply(k.late_pod());
-    std::thread::sleep(Duration::from_millis(300));
-    std::fs::create_dir_all(late).unwrap();
+    k.schedule_late_pod();
     assert!(
         wait_until(Duration::from_secs(5), || binding(late) == arms),
         "the new pod: {:?}",
