@@ -246,6 +246,19 @@ impl Watch {
         ccload_testbed::wait_watch_holding(&mut self.child, algo, Duration::from_secs(5))
     }
 
+    /// Wait (up to 10 s) until this watch holds `algo`'s ring and has set
+    /// its `--every N` rounds in the kernel: a flow that starts earlier is
+    /// traced at the old setting.
+    pub fn wait_every(&mut self, algo: &str, n: u64) -> bool {
+        self.wait_holding(algo)
+            && wait_until(Duration::from_secs(10), || {
+                status_json()["attached"].as_array().is_some_and(|a| {
+                    a.iter()
+                        .any(|x| x["algo"] == algo && x["tunables"]["trace_every"] == n)
+                })
+            })
+    }
+
     pub fn stop(mut self) -> String {
         use std::io::Read;
         // SAFETY: signalling our own child.

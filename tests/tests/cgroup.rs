@@ -119,8 +119,8 @@ fn cgroups_get_their_own_controller_and_profile_on_both_ends() {
         ..Default::default()
     });
     // Both directions: A active -> B passive, B active -> A passive.
-    let w = Watch::start(&["--algo", "ccpd"]);
-    std::thread::sleep(Duration::from_millis(300));
+    let mut w = Watch::start(&["--algo", "ccpd"]);
+    assert!(w.wait_holding("ccpd"), "watch did not start");
     let (ca, sb, n) = connection(&link, a.path(), b.path(), 6 * MB);
     assert_eq!((ca.as_str(), sb.as_str(), n), ("ccpd", "cubic", 6 * MB));
     let mut recs_a = Vec::new();

@@ -17,8 +17,8 @@ fn hetcp_transfer_and_gtsw_converges_to_the_link_rate() {
         ..Default::default()
     };
     let link = Bottleneck::new(cfg);
-    let w = Watch::start(&["--algo", "hetcp"]);
-    std::thread::sleep(Duration::from_millis(300));
+    let mut w = Watch::start(&["--algo", "hetcp"]);
+    assert!(w.wait_holding("hetcp"), "watch did not start");
     let t = link
         .transfer("hetcp", 30 * MB)
         .expect("transfer with hetcp");

@@ -27,8 +27,8 @@ fn every_controller_survives_an_rto_during_recovery() {
     for algo in ccload::algos::Algo::ALL {
         let name = algo.name();
         let _g = Attached::new(name, &[]);
-        let w = Watch::start(&["--algo", name]);
-        std::thread::sleep(Duration::from_millis(300));
+        let mut w = Watch::start(&["--algo", name]);
+        assert!(w.wait_holding(name), "watch did not start");
         let before = link.sender_tcpext("TCPSackRecoveryFail");
         let rtos0 = stat_of(name, "rtos");
         let bytes = 16 * MB; // ~7 s at 20 Mbit/s without the episodes

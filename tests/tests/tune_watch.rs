@@ -103,8 +103,8 @@ fn watch_json_is_well_formed_and_plausible_and_every_restores() {
     // Max queueing delay of this link: 40 packets of 1500 B at 50 Mbit/s.
     let qmax_us = 40.0 * 1500.0 * 8.0 / 50.0;
     let link = Bottleneck::new(cfg);
-    let w = Watch::start(&["--algo", "ccpd", "--every", "2"]);
-    std::thread::sleep(Duration::from_millis(300));
+    let mut w = Watch::start(&["--algo", "ccpd", "--every", "2"]);
+    assert!(w.wait_every("ccpd", 2), "watch did not set --every 2");
     let t = link.transfer("ccpd", 20 * MB).expect("transfer");
     assert_eq!(t.bytes, 20 * MB);
     let mut n = 0;
