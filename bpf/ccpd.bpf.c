@@ -181,9 +181,9 @@ static __always_inline void ccpd_emit(struct sock *sk, struct ccpd *ca,
 	t->fb_sps = ccpd_fb(ca);
 	t->c_sps = o->c_sps;
 	/* with share the pair fields hold the drain's bookkeeping */
-	if (!(ca->sh & CCPD_SH_ON) && ca->best_dsum_us != CCL_U32_MAX) {
-		t->pair_c_sps = ca->best_c_sps;
-		t->pair_dsum_us = ca->best_dsum_us;
+	if (!(ca->sh & CCPD_SH_ON) && ca->cp_best_dsum_us != CCL_U32_MAX) {
+		t->pair_c_sps = ca->cp_best_c_sps;
+		t->pair_dsum_us = ca->cp_best_dsum_us;
 	}
 	t->rtt_min_us = ca->rtt_min_us != CCL_U32_MAX ? ca->rtt_min_us : 0;
 	t->noise_us = ca->noise_us;

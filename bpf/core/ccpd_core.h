@@ -253,7 +253,24 @@ enum ccpd_share_bits {
 /* Laws in force, as telemetry reports them (`mode`). */
 enum ccpd_law_in_force { CCPD_LAW_L0 = 0, CCPD_LAW_L1 = 1, CCPD_LAW_DRAIN = 2, CCPD_LAW_COMP = 3 };
 
-/* Per-flow state: exactly the 104 bytes of icsk_ca_priv. */
+/*
+ * Per-flow state: exactly the 104 bytes of icsk_ca_priv.
+ *
+ * The unions share bytes between members that are never live together.
+ * Each member's name says who owns it (ccpd_on_ack's modes, the phases):
+ *   law_*     the law's derivative memory: CA, valid while e_valid
+ *   ss_*      slow start (phase SS)
+ *   rto_*     the RTO's slow start (SS_RTO)
+ *   drain_*   share, a drain (CCPD_SH_DRAINING) or its slot
+ *   sh_*      share (CCPD_SH_ON)
+ *   cp_*      the CapProbe filter, share off
+ *   rw_*      CA, the delivery-rate window under 1 ms of m
+ *   recov_*   Recovery (no pair out: pair_* are the pairs')
+ * Each handover writes the incoming member first (ccpd_ss_end,
+ * ccpd_drain's start and end, ccpd_on_ssthresh, ccpd_share_sync); the
+ * closed-loop model checks on every ACK that the mode owns what it reads
+ * (check_mode in bpf/core-tests/src/ccpd_loop_tests.rs).
+ */
 struct ccpd {
 	u32 pair_t1_ns;		/* low 32 bits of the ns time of the ACK covering the
 				 * first pair unit (a pair lasts at most 3 rounds) */
@@ -270,11 +287,11 @@ struct ccpd {
 	union {
 		struct {
 			union {
-				s32 e_prev_q10; /* last error (derivative memory), segments x 1024 */
-				u32 drain_s_us; /* share, draining (e_valid = 0): the smoothed
-						 * RTT when the drain began, us */
+				s32 law_e_prev_q10; /* last error (derivative memory), segments x 1024 */
+				u32 drain_s_us; /* draining (e_valid = 0): the smoothed
+						     * RTT when the drain began, us */
 			};
-			s32 d_q10; /* derivative term in force, segments x 1024 */
+			s32 law_dterm_q10; /* derivative term in force, segments x 1024 */
 		};
 		struct {
 			/* slow start, paced: the run of RTT samples that showed a queue */
@@ -286,8 +303,8 @@ struct ccpd {
 	};
 	u32 cwnd_hold; /* window held in recovery, segments */
 	union {
-		u32 ss_target; /* SS_RTO: slow-start target after RTO, segments */
-		u32 w_saved;   /* share, draining: the window before the drain */
+		u32 rto_ss_target; /* slow-start target after RTO, segments */
+		u32 drain_w_saved; /* draining: the window before the drain */
 	};
 	union {
 		u32 pair_seq;	  /* snd_nxt when the pair was armed */
@@ -297,40 +314,40 @@ struct ccpd {
 	u32 round_min_us; /* smallest RTT sample of the current round, us */
 	union {
 		struct {
-			u32 best_dsum_us; /* CapProbe filter: min RTT sum this epoch, us */
-			u32 best_c_sps;	  /* ... and its capacity sample, segments/s */
+			u32 cp_best_dsum_us; /* min RTT sum this epoch, us */
+			u32 cp_best_c_sps;   /* ... and its capacity sample, segments/s */
 		};
 		struct {
-			u32 drain_min_us; /* share: smallest RTT sample of the drain */
-			u32 drain_end_us; /* share: (u32) time the drain ends */
+			u32 drain_min_us; /* smallest RTT sample of the drain */
+			u32 drain_end_us; /* (u32) time the drain ends */
 		};
 	};
 	union {
-		u32 last_ack_us; /* slow start: (u32) time of the last ACK (ACK-train check) */
-		u32 rw_start_us; /* CA: (u32) start of the delivery-rate window, 0 = none */
+		u32 ss_last_ack_us; /* (u32) time of the last ACK (ACK-train check) */
+		u32 rw_start_us;    /* (u32) start of the delivery-rate window, 0 = none */
 	};
 	u32 recov_exit_us; /* (u32) time Recovery/Loss was last left; 0 = never */
 	u8 pair_round;	   /* low 8 bits of round_cnt at the last pair attempt */
 	u8 sh;		   /* enum ccpd_share_bits */
 	union {
-		u16 round_gap; /* slow start: ACK gaps over CCPD_TRAIN_GAP_US this round, 32-us units */
-		u16 rw_start_dlv; /* CA: low 16 bits of delivered at rw_start_us */
+		u16 ss_round_gap; /* ACK gaps over CCPD_TRAIN_GAP_US this round, 32-us units */
+		u16 rw_start_dlv; /* low 16 bits of delivered at rw_start_us */
 		u16 fall_round;	  /* CA, m >= 1 ms (no rate window): low 16 bits of
 				   * 1 + the round that last read a fall (ccpd_rate_fall;
 				   * 1 +: a state of zeros has read none) */
 	};
 	u8 fb_epoch_round; /* low 8 bits of round_cnt at the fb epoch start */
 	union {
-		u8 cap_epoch_round; /* ... at the CapProbe epoch start (<= 64 rounds) */
-		u8 drain_slot;	    /* share: low 8 bits of the last drain's slot */
+		u8 cp_epoch_round; /* ... at the CapProbe epoch start (<= 64 rounds) */
+		u8 drain_slot;	   /* low 8 bits of the last drain's slot */
 	};
 	u8 pair_state; /* enum ccpd_pair_state */
 	u8 phase;      /* CCL_PHASE_SS / _CA / _SS_RTO */
-	u8 e_valid;    /* e_prev_q10 is from the previous round */
+	u8 e_valid;    /* law_e_prev_q10 is from the previous round */
 	union {
-		u8 cap_age; /* CapProbe epochs since cap_sps was last refreshed */
-		u8 alone;   /* share: the last drain found the queue empty with the
-			     * path's ccpd flows carrying >= 3/4 C (ccpd_rate_fall) */
+		u8 cp_age;   /* CapProbe epochs since cap_sps was last refreshed */
+		u8 sh_alone; /* the last drain found the queue empty with the
+			      * path's ccpd flows carrying >= 3/4 C (ccpd_rate_fall) */
 	};
 	u8 last_loss;	  /* enum ccpd_loss_class of the last loss event */
 	u8 round_samples; /* RTT samples of this round */
@@ -376,6 +393,7 @@ struct ccpd_out {
 	u32 drain_sps;	/* share: a drain began, at this rate (segments/s) */
 	u32 drain_slot; /* ... in this drain_ms slot of the host's clock */
 	u32 law;	/* enum ccpd_law_in_force */
+	u32 mode;	/* enum ccpd_mode this ACK ran in */
 	struct ccpd_law l;
 };
 
@@ -383,7 +401,7 @@ CCL_CORE void ccpd_on_init(struct ccpd *ca, u32 delivered, u32 now_us)
 {
 	__builtin_memset(ca, 0, sizeof(*ca));
 	ca->rtt_min_us = CCL_U32_MAX;
-	ca->best_dsum_us = CCL_U32_MAX;
+	ca->cp_best_dsum_us = CCL_U32_MAX;
 	ca->round_min_us = CCL_U32_MAX;
 	ca->phase = CCL_PHASE_SS;
 	ccl_round_reset(&ca->round, delivered);
@@ -829,9 +847,9 @@ CCL_CORE u32 ccpd_pair_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 			} else if (c <= cmax) {
 				ev = CCPD_EV_PAIR_OK;
 				/* CapProbe: keep the sample whose RTT sum is minimal. */
-				if (dsum < ca->best_dsum_us) {
-					ca->best_dsum_us = dsum;
-					ca->best_c_sps = ccl_sat32(c);
+				if (dsum < ca->cp_best_dsum_us) {
+					ca->cp_best_dsum_us = dsum;
+					ca->cp_best_c_sps = ccl_sat32(c);
 				}
 			}
 		}
@@ -923,16 +941,16 @@ CCL_CORE void ccpd_epochs(struct ccpd *ca, const struct ccl_ccpd_params *p)
 		ccpd_fb_epoch(ca, (u8)ca->round.cnt);
 	if (ca->sh & CCPD_SH_ON)
 		return;
-	if ((u8)(ca->round.cnt - ca->cap_epoch_round) >= p->cap_epoch) {
-		if (ca->best_dsum_us != CCL_U32_MAX) {
-			ca->cap_sps = ca->best_c_sps;
-			ca->cap_age = 0;
-		} else if (ca->cap_sps && ++ca->cap_age >= CCPD_CAP_EXPIRY_EPOCHS) {
+	if ((u8)(ca->round.cnt - ca->cp_epoch_round) >= p->cap_epoch) {
+		if (ca->cp_best_dsum_us != CCL_U32_MAX) {
+			ca->cap_sps = ca->cp_best_c_sps;
+			ca->cp_age = 0;
+		} else if (ca->cap_sps && ++ca->cp_age >= CCPD_CAP_EXPIRY_EPOCHS) {
 			ca->cap_sps = 0; /* stale: the path may have changed */
-			ca->cap_age = 0;
+			ca->cp_age = 0;
 		}
-		ca->best_dsum_us = CCL_U32_MAX;
-		ca->cap_epoch_round = (u8)ca->round.cnt;
+		ca->cp_best_dsum_us = CCL_U32_MAX;
+		ca->cp_epoch_round = (u8)ca->round.cnt;
 	}
 }
 
@@ -941,8 +959,8 @@ CCL_CORE void ccpd_epochs(struct ccpd *ca, const struct ccl_ccpd_params *p)
 #define CCPD_SS_EXIT_MIN_CWND 16
 #define CCPD_SS_EXIT_SAMPLES 8
 #define CCPD_TRAIN_GAP_US 2000 /* ACKs closer than this continue a train */
-#define CCPD_GAP_SHIFT 5       /* round_gap counts 32-us units */
-#define CCPD_GAP_FULL 0xffff   /* round_gap saturated: no train this round */
+#define CCPD_GAP_SHIFT 5       /* ss_round_gap counts 32-us units */
+#define CCPD_GAP_FULL 0xffff   /* ss_round_gap saturated: no train this round */
 #define CCPD_SSQ_MIN_US 1000   /* paced exit: a queue of clamp(m / 32, these) */
 #define CCPD_SSQ_MAX_US 4000
 #define CCPD_SSQ_SAMPLES 4 /* ... in this many samples in a row, over m / 16 */
@@ -1084,10 +1102,10 @@ CCL_CORE void ccpd_ss_end(struct ccpd *ca, u32 w)
 {
 	ca->phase = CCL_PHASE_CA;
 	ca->rw_start_us = 0;				/* it held the ACK-train check's state */
-	ca->fall_round = (u16)(ca->round.cnt + 0x8000); /* (round_gap's): none read */
+	ca->fall_round = (u16)(ca->round.cnt + 0x8000); /* (ss_round_gap's): none read */
 	ca->e_valid = 0;
-	ca->e_prev_q10 = 0;
-	ca->d_q10 = 0;
+	ca->law_e_prev_q10 = 0;
+	ca->law_dterm_q10 = 0;
 	ca->w_q10 = (u32)ccl_min64((u64)w << 10, CCL_U32_MAX);
 }
 
@@ -1150,14 +1168,14 @@ CCL_CORE void ccpd_on_rtt(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 
 	if ((ca->sh & CCPD_SH_DRAINING) && rtt_us > 0 && (u32)rtt_us < ca->drain_min_us)
 		ca->drain_min_us = (u32)rtt_us;
 	if (ca->phase == CCL_PHASE_SS) {
-		gap = now_us - ca->last_ack_us;
+		gap = now_us - ca->ss_last_ack_us;
 		if (gap > CCPD_TRAIN_GAP_US) {
 			/* rounded up, saturating: a gap never counts as train time */
 			gap = (gap >> CCPD_GAP_SHIFT) + 1;
-			gap += ca->round_gap;
-			ca->round_gap = gap < CCPD_GAP_FULL ? gap : CCPD_GAP_FULL;
+			gap += ca->ss_round_gap;
+			ca->ss_round_gap = gap < CCPD_GAP_FULL ? gap : CCPD_GAP_FULL;
 		}
-		ca->last_ack_us = now_us;
+		ca->ss_last_ack_us = now_us;
 	}
 	n = ca->round_samples;
 	if (rtt_us > 0) {
@@ -1173,11 +1191,11 @@ CCL_CORE void ccpd_on_rtt(struct ccpd *ca, const struct ccl_ccpd_params *p, u32 
 		return;
 	m = ca->rtt_min_us != CCL_U32_MAX ? ca->rtt_min_us : 0;
 	elapsed = now_us - ca->round_start_us;
-	gap = (u32)ca->round_gap << CCPD_GAP_SHIFT;
+	gap = (u32)ca->ss_round_gap << CCPD_GAP_SHIFT;
 	/* paced at 2x, a round's ACKs come spread over srtt / 2 whatever the
 	 * window: the train must then last m (half of it, as HyStart counts,
 	 * ends a paced slow start far below the pipe) */
-	train = m && ca->round_gap != CCPD_GAP_FULL && elapsed > gap &&
+	train = m && ca->ss_round_gap != CCPD_GAP_FULL && elapsed > gap &&
 		elapsed - gap >= (p->pace ? m : m / 2);
 	queue = round_min != CCL_U32_MAX && ccpd_ss_queue_seen(m, round_min, snd_cwnd);
 	if (queue && p->ss_exit == 2) {
@@ -1309,7 +1327,7 @@ CCL_CORE_GLOBAL int ccpd_rate_fall(struct ccpd *ca, const struct ccl_ccpd_params
 	fb = ccpd_fb(ca);
 	m = ca->rtt_min_us;
 	held = a->ca_state == CCL_CA_RECOVERY && !ccpd_law_in_recovery(ca);
-	alone = !(ca->sh & CCPD_SH_ON) || (ca->alone && !(ca->sh & CCPD_SH_COMP));
+	alone = !(ca->sh & CCPD_SH_ON) || (ca->sh_alone && !(ca->sh & CCPD_SH_COMP));
 	if ((ca->phase != CCL_PHASE_CA && !(ca->phase == CCL_PHASE_SS_RTO && held)) ||
 	    a->ca_state == CCL_CA_LOSS || !fb || !dt_us || m == CCL_U32_MAX ||
 	    ccpd_rate_windowed(ca) || (ca->sh & CCPD_SH_DRAINING) || (!alone && !held))
@@ -1339,8 +1357,8 @@ CCL_CORE_GLOBAL int ccpd_rate_fall(struct ccpd *ca, const struct ccl_ccpd_params
 		ca->cwnd_hold = ccpd_hold_floor(p, h);
 		ca->w_q10 = ca->cwnd_hold << 10;
 		/* after an RTO: the window slow start returns to is as stale */
-		if (ca->phase == CCL_PHASE_SS_RTO && ca->ss_target > ca->cwnd_hold)
-			ca->ss_target = ca->cwnd_hold;
+		if (ca->phase == CCL_PHASE_SS_RTO && ca->rto_ss_target > ca->cwnd_hold)
+			ca->rto_ss_target = ca->cwnd_hold;
 	}
 	return 1;
 }
@@ -1355,13 +1373,13 @@ CCL_CORE void ccpd_share_sync(struct ccpd *ca, const struct ccl_ccpd_params *p)
 	if (!!(ca->sh & CCPD_SH_ON) == !!p->share)
 		return;
 	if (ca->sh & CCPD_SH_DRAINING)
-		ca->w_q10 = (u32)ccl_min64((u64)ca->w_saved << 10, CCL_U32_MAX);
+		ca->w_q10 = (u32)ccl_min64((u64)ca->drain_w_saved << 10, CCL_U32_MAX);
 	ca->sh = p->share ? CCPD_SH_ON : 0;
 	ca->cap_sps = 0;
-	ca->cap_age = 0;
-	ca->best_dsum_us = CCL_U32_MAX;
-	ca->best_c_sps = 0;
-	ca->cap_epoch_round = (u8)ca->round.cnt;
+	ca->cp_age = 0;
+	ca->cp_best_dsum_us = CCL_U32_MAX;
+	ca->cp_best_c_sps = 0;
+	ca->cp_epoch_round = (u8)ca->round.cnt;
 }
 
 /*
@@ -1455,7 +1473,7 @@ CCL_CORE_GLOBAL u32 ccpd_drain(struct ccpd *ca, const struct ccl_ccpd_params *p,
 			return 0;
 		ca->drain_slot = (u8)slot;
 		ca->sh |= CCPD_SH_DRAINING;
-		ca->w_saved = w;
+		ca->drain_w_saved = w;
 		ca->drain_min_us = CCL_U32_MAX;
 		/* the drain's samples are raw: so is what they are held to */
 		ca->drain_s_us = s > a->srtt_us ? s : a->srtt_us;
@@ -1490,7 +1508,8 @@ CCL_CORE_GLOBAL u32 ccpd_drain(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		leave = ccpd_comp_exit_us(ca);
 		/* (the drain took s down: over rtt_max the flow's own rate
 		 * errs low, towards competing) */
-		mine = ca->rtt_max_us ? (u64)ca->w_saved * CCL_USEC_PER_SEC / ca->rtt_max_us : 0;
+		mine = ca->rtt_max_us ? (u64)ca->drain_w_saved * CCL_USEC_PER_SEC / ca->rtt_max_us :
+					0;
 		path = ccl_max64(a->path_sps, mine);
 		/* the queue grew through the drain: the link slowed (below) */
 		grew = ca->drain_min_us > ca->drain_s_us;
@@ -1503,15 +1522,15 @@ CCL_CORE_GLOBAL u32 ccpd_drain(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		/* the evidence ccpd_rate_fall needs that no other sender is
 		 * there, and its absence */
 		if (empty)
-			ca->alone = 1;
+			ca->sh_alone = 1;
 		else if (kept)
-			ca->alone = 0;
+			ca->sh_alone = 0;
 	}
 	/* Competing, the window before the drain comes back (AIMD would take
 	 * many rounds to regrow it); otherwise the law regrows it from the pipe
 	 * share, gamma Kp B a round into the emptied queue. */
 	if (ca->sh & CCPD_SH_COMP)
-		ca->w_q10 = (u32)ccl_min64((u64)ccl_max64(ca->w_saved, w) << 10, CCL_U32_MAX);
+		ca->w_q10 = (u32)ccl_min64((u64)ccl_max64(ca->drain_w_saved, w) << 10, CCL_U32_MAX);
 	ca->e_valid = 0;
 	return 0;
 }
@@ -1610,60 +1629,123 @@ CCL_CORE bool ccpd_path_sync(struct ccpd *ca, struct ccpd_path_est *pe)
 	return true;
 }
 
-/* cong_control: every ACK. */
-CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
-			  const struct ccpd_ack *a, struct ccpd_out *o)
+/* ---------------------------------------------------------------------------
+ * cong_control, every ACK: one mode per ACK, chosen in ccpd_mode_of.
+ *
+ *   mode      runs when                              window
+ *   HOLD      Recovery after a congestive loss       held (ccpd_on_ssthresh's hold)
+ *   SS_RTO    the kernel's Loss, or phase SS_RTO      slow start to the last law window
+ *   SS        phase SS                               slow start (ss_exit's tests)
+ *   RENO      phase CA, no C or m yet                Reno's AI, by the caller
+ *   DRAIN     share, L1, a drain under way           the drain's window (ccpd_drain)
+ *   COMP      share, L1, competing (CCPD_SH_COMP)     AIMD
+ *   LAW       phase CA otherwise                     L0 per ACK or L1 per round
+ *
+ * HOLD and SS_RTO skip the estimators; every other mode runs them first,
+ * and a round's end there may end slow start (ccpd_ss_confirm), so the
+ * rest is chosen after them.  The phases and what moves between them are
+ * the diagram at the top of bpf/ccpd.bpf.c; the drains and the competing
+ * spells start and end in ccpd_drain.
+ * ------------------------------------------------------------------------- */
+
+enum ccpd_mode {
+	CCPD_MODE_RUN = 0, /* before the estimators: one of the modes below HOLD */
+	CCPD_MODE_HOLD = 1,
+	CCPD_MODE_SS_RTO = 2,
+	CCPD_MODE_SS = 3,
+	CCPD_MODE_RENO = 4,
+	CCPD_MODE_DRAIN = 5,
+	CCPD_MODE_COMP = 6,
+	CCPD_MODE_LAW = 7,
+};
+
+/*
+ * The mode of this ACK: the one place that reads the phase, the kernel's
+ * CA state and the share bits together.  Before the estimators
+ * (!estimated): HOLD, SS_RTO or RUN.  After them: SS, RENO, DRAIN, COMP or
+ * LAW; ccpd_drain, which starts and ends the drains, answers DRAIN and
+ * leaves the drain's window in *drain_cw.
+ */
+CCL_CORE u32 ccpd_mode_of(struct ccpd *ca, const struct ccl_ccpd_params *p,
+			  const struct ccpd_ack *a, struct ccpd_out *o, bool estimated,
+			  u32 *drain_cw)
 {
-	struct ccpd_law *l = &o->l;
-	u32 dt_round = 0, cw, qn, prev_min = CCL_U32_MAX, mark = ca->round.end_mark;
+	bool l1_share = p->share && p->mode != 0;
 
-	__builtin_memset(o, 0, sizeof(*o));
-	o->snd_cwnd = a->snd_cwnd;
-	o->law = p->mode ? CCPD_LAW_L1 : CCPD_LAW_L0;
-	ccpd_share_sync(ca, p);
-
-	/* Round tracker, by delivered count (ccl_core.h). */
-	if (a->has_prior &&
-	    ccl_round_on_delivery(&ca->round, a->prior_delivered, a->tp_delivered)) {
-		dt_round = a->now_us - ca->round_start_us;
-		ca->round_start_us = a->now_us;
-		o->round_start = 1;
-		o->ev |= CCPD_EV_ROUND;
-		if (ccpd_rate_fall(ca, p, a, a->tp_delivered - mark, dt_round))
-			o->ev |= CCPD_EV_FALL;
+	if (!estimated) {
+		if (a->ca_state == CCL_CA_RECOVERY && !ccpd_law_in_recovery(ca))
+			return CCPD_MODE_HOLD;
+		if (a->ca_state == CCL_CA_LOSS || ca->phase == CCL_PHASE_SS_RTO)
+			return CCPD_MODE_SS_RTO;
+		return CCPD_MODE_RUN;
 	}
+	if (ca->phase == CCL_PHASE_SS)
+		return CCPD_MODE_SS;
+	if (!o->c_sps || o->l.rtt_min_us == 0)
+		return CCPD_MODE_RENO;
+	if (l1_share && a->ca_state != CCL_CA_RECOVERY &&
+	    (*drain_cw = ccpd_drain(ca, p, a, o->c_sps, o)))
+		return CCPD_MODE_DRAIN;
+	if (l1_share && (ca->sh & CCPD_SH_COMP))
+		return CCPD_MODE_COMP;
+	return CCPD_MODE_LAW;
+}
 
-	/* Fast recovery: hold the window, unless the loss was random
-	 * (ccpd_law_in_recovery). */
-	if (a->ca_state == CCL_CA_RECOVERY) {
-		if (a->losses > 0) {
-			o->losses = a->losses;
-			ca->recov_losses += (u32)a->losses; /* see ccpd_on_recovery_ack */
-		}
-		if (!ccpd_law_in_recovery(ca)) {
-			/* each held round's smallest RTT for ccpd_rate_fall */
-			if (o->round_start && ca->phase != CCL_PHASE_SS)
-				ca->round_min_us = CCL_U32_MAX;
-			o->snd_cwnd = ca->cwnd_hold > p->cwnd_min ? ca->cwnd_hold : p->cwnd_min;
-			o->c_sps = ccpd_capacity(ca);
-			return;
-		}
-	}
+/* The round tracker, by delivered count (ccl_core.h): the length of the
+ * round that ended on this ACK, us (0: none ended). */
+CCL_CORE u32 ccpd_ack_round(struct ccpd *ca, const struct ccl_ccpd_params *p,
+			    const struct ccpd_ack *a, struct ccpd_out *o)
+{
+	u32 dt_round, mark = ca->round.end_mark;
 
-	/* After an RTO, slow start back to the last CCPD window. */
-	if (a->ca_state == CCL_CA_LOSS || ca->phase == CCL_PHASE_SS_RTO) {
-		u32 target = ca->ss_target > p->cwnd_min ? ca->ss_target : p->cwnd_min;
+	if (!a->has_prior ||
+	    !ccl_round_on_delivery(&ca->round, a->prior_delivered, a->tp_delivered))
+		return 0;
+	dt_round = a->now_us - ca->round_start_us;
+	ca->round_start_us = a->now_us;
+	o->round_start = 1;
+	o->ev |= CCPD_EV_ROUND;
+	if (ccpd_rate_fall(ca, p, a, a->tp_delivered - mark, dt_round))
+		o->ev |= CCPD_EV_FALL;
+	return dt_round;
+}
 
-		cw = (u32)ccl_min64((u64)a->snd_cwnd + a->acked, target);
-		cw = cw < a->cwnd_clamp ? cw : a->cwnd_clamp;
-		o->snd_cwnd = cw > p->cwnd_min ? cw : p->cwnd_min;
-		if (o->snd_cwnd >= target && a->ca_state == CCL_CA_OPEN)
-			ccpd_ss_end(ca, o->snd_cwnd);
-		o->c_sps = ccpd_capacity(ca);
-		return;
-	}
+/* HOLD: fast recovery after a congestive loss holds the window. */
+CCL_CORE void ccpd_ack_hold(struct ccpd *ca, const struct ccl_ccpd_params *p, struct ccpd_out *o)
+{
+	/* each held round's smallest RTT for ccpd_rate_fall */
+	if (o->round_start && ca->phase != CCL_PHASE_SS)
+		ca->round_min_us = CCL_U32_MAX;
+	o->snd_cwnd = ca->cwnd_hold > p->cwnd_min ? ca->cwnd_hold : p->cwnd_min;
+	o->c_sps = ccpd_capacity(ca);
+}
 
-	/* Estimators (Open, Disorder, CWR); the RTT estimator ran in ccpd_on_rtt. */
+/* SS_RTO: after an RTO, slow start back to the last CCPD window. */
+CCL_CORE void ccpd_ack_ss_rto(struct ccpd *ca, const struct ccl_ccpd_params *p,
+			      const struct ccpd_ack *a, struct ccpd_out *o)
+{
+	u32 target = ca->rto_ss_target > p->cwnd_min ? ca->rto_ss_target : p->cwnd_min;
+	u32 cw = (u32)ccl_min64((u64)a->snd_cwnd + a->acked, target);
+
+	cw = cw < a->cwnd_clamp ? cw : a->cwnd_clamp;
+	o->snd_cwnd = cw > p->cwnd_min ? cw : p->cwnd_min;
+	if (o->snd_cwnd >= target && a->ca_state == CCL_CA_OPEN)
+		ccpd_ss_end(ca, o->snd_cwnd);
+	o->c_sps = ccpd_capacity(ca);
+}
+
+/*
+ * The estimators (Open, Disorder, CWR, a random Recovery; the RTT
+ * estimator ran in ccpd_on_rtt): at a round's end the slow-start exit's
+ * rounds or the noise floor, then the delivery rate, the packet pairs, the
+ * filters' epochs and C.  Returns the ended round's smallest RTT sample
+ * (CCL_U32_MAX: no round ended).
+ */
+CCL_CORE u32 ccpd_ack_estimators(struct ccpd *ca, const struct ccl_ccpd_params *p,
+				 const struct ccpd_ack *a, struct ccpd_out *o)
+{
+	u32 prev_min = CCL_U32_MAX;
+
 	if (o->round_start) {
 		if ((ca->sh & CCPD_SH_ON) && ca->phase == CCL_PHASE_CA)
 			ca->sh |= CCPD_SH_PATH;
@@ -1677,7 +1759,7 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		ca->round_min_us = CCL_U32_MAX;
 		ca->round_samples = 0;
 		if (ca->phase == CCL_PHASE_SS)
-			ca->round_gap = 0;
+			ca->ss_round_gap = 0;
 	}
 	ccpd_delivery_rate(ca, a);
 	if (a->ca_state != CCL_CA_RECOVERY) /* recov_losses shares pair_seq */
@@ -1695,6 +1777,16 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 	 */
 	if (a->ca_state == CCL_CA_RECOVERY && a->cwnd_limited && !ccpd_loss_queue_seen(ca, p))
 		o->c_sps = (u32)ccl_max64(o->c_sps, (u64)ccpd_fb(ca) * CCPD_CAP_OVER_FB_Q10 >> 10);
+	return prev_min;
+}
+
+/* What the window laws read this ACK: m, the queue's RTT s and the
+ * estimates P, B and x (o->l). */
+CCL_CORE void ccpd_law_inputs(const struct ccpd *ca, const struct ccl_ccpd_params *p,
+			      const struct ccpd_ack *a, struct ccpd_out *o, u32 prev_min)
+{
+	struct ccpd_law *l = &o->l;
+	u32 qn = p->q_noise_us;
 
 	l->rtt_min_us = ccpd_law_m(ca);
 	/*
@@ -1705,7 +1797,6 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 	 * (docs/ccpd.md, "How ccload reads it").  The round minimum is known
 	 * at a round start only, when the law runs.
 	 */
-	qn = p->q_noise_us;
 	if (p->q_little) {
 		u32 ex =
 			ccpd_little_excess(ccpd_rtts(ca), l->rtt_min_us, a->in_flight, ccpd_fb(ca));
@@ -1718,133 +1809,156 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 	l->kp_q10 = p->kp_q10;
 	l->cwnd_min = p->cwnd_min;
 	ccpd_estimate(o->c_sps, l->rtt_min_us, ca->rtt_max_us, l->rtts_us, p->b_min, &l->est);
+}
 
-	if (ca->phase == CCL_PHASE_SS) {
-		/* Slow start, estimators running; ends at the first loss or,
-		 * with ss_exit, in ccpd_on_rtt. */
-		if (a->cwnd_limited && a->ca_state != CCL_CA_RECOVERY && ca->ss_css) {
-			/* a delay exit being confirmed: a quarter of slow start's
-			 * growth (HyStart++'s CSS) on the kernel's window, the
-			 * fraction of a segment kept in w_q10 */
-			u64 wq = ((u64)a->snd_cwnd << 10) + (ca->w_q10 & 0x3ff) +
-				 ((u64)a->acked << 8);
+/* SS: slow start, estimators running; ends at the first loss or, with
+ * ss_exit, in ccpd_on_rtt. */
+CCL_CORE void ccpd_ack_ss(struct ccpd *ca, const struct ccl_ccpd_params *p,
+			  const struct ccpd_ack *a, struct ccpd_out *o)
+{
+	u32 cw;
 
-			wq = ccl_min64(wq, ccl_min64((u64)a->cwnd_clamp << 10, CCL_U32_MAX));
-			o->snd_cwnd = (u32)(wq >> 10);
-			ca->w_q10 = (u32)wq;
-		} else {
-			if (a->cwnd_limited && a->ca_state != CCL_CA_RECOVERY) {
-				cw = (u32)ccl_min64((u64)a->snd_cwnd + a->acked, a->cwnd_clamp);
-				o->snd_cwnd = cw;
-			} else if (a->cwnd_limited && !ccpd_loss_queue_seen(ca, p)) {
-				/* a random Recovery: at most one doubling of the
-				 * window held at its entry */
-				cw = (u32)ccl_min64(
-					(u64)a->snd_cwnd + a->acked,
-					ccl_min64(2 * (u64)ca->cwnd_hold, a->cwnd_clamp));
-				o->snd_cwnd = cw;
-			}
-			ca->w_q10 = (u32)ccl_min64((u64)o->snd_cwnd << 10, CCL_U32_MAX);
-		}
-	} else if (!o->c_sps || l->rtt_min_us == 0) {
-		/* CA before any capacity estimate: Reno AI (by the caller). */
-		o->reno_ai = a->cwnd_limited;
-		ca->w_q10 = (u32)ccl_min64((u64)o->snd_cwnd << 10, CCL_U32_MAX);
-	} else if (p->share && p->mode != 0 && a->ca_state != CCL_CA_RECOVERY &&
-		   (cw = ccpd_drain(ca, p, a, o->c_sps, o))) {
-		o->law = CCPD_LAW_DRAIN;
-		o->controlled = 1;
-		l->cwnd_max = ccpd_cwnd_max(&l->est, p->cwnd_min, a->cwnd_clamp);
-		o->snd_cwnd = cw;
-	} else if (p->share && p->mode != 0 && (ca->sh & CCPD_SH_COMP)) {
-		/*
-		 * Competing: the queue stays when every ccpd flow drains, so a
-		 * loss-based flow keeps it, and a delay law would hand it the link.
-		 * AIMD: w grows by max(1, s / 10 ms) segments a round, and once a
-		 * congestive loss came in this competing spell (CCPD_SH_CLOSS) one
-		 * segment a round while it carries half the link or more
-		 * (ccpd_has_half) and the smoothed RTT shows a queue
-		 * (ccpd_loss_queue_seen); a congestive loss holds 0.7 W, cubic's
-		 * beta (ccpd_cong_hold).  Additive, so that competing ccpd flows
-		 * still converge.  A flow enters competing at a few segments, at
-		 * the drain that finds the competitor's queue, where one segment
-		 * a round takes seconds to a share and s / 10 ms a round (H-TCP's
-		 * scaling) a few rounds; s / 10 ms throughout would take more
-		 * than half the link from a cubic.  Until the first loss, C is no
-		 * guide: a flow at share x reads pairs split by (1 - x) / x of the
-		 * competitor's packets, so C reads near its own share.  With no
-		 * queue the competitor left, or no one fills the pipe: a drain
-		 * ends competing only once the path's flows carry 3/4 C, and a
-		 * flow left alone at a fraction of the link grew at s / 10 ms a
-		 * round until then (a cellular link's dip left one at 195 of
-		 * 600 segments for 5 s); with comp_fill a round with no queue
-		 * grows it by half, up to the pipe C m (docs/ccpd.md, "Sharing
-		 * a bottleneck", "Competing on an empty link").
-		 */
-		o->law = CCPD_LAW_COMP;
-		o->controlled = 1;
-		l->cwnd_max = ccpd_cwnd_max(&l->est, p->cwnd_min, a->cwnd_clamp);
-		if (o->round_start && a->cwnd_limited) {
-			u64 w = ca->w_q10, inc = ((u64)l->rtts_us << 10) / CCPD_COMP_GROW_US;
+	if (a->cwnd_limited && a->ca_state != CCL_CA_RECOVERY && ca->ss_css) {
+		/* a delay exit being confirmed: a quarter of slow start's
+		 * growth (HyStart++'s CSS) on the kernel's window, the
+		 * fraction of a segment kept in w_q10 */
+		u64 wq = ((u64)a->snd_cwnd << 10) + (ca->w_q10 & 0x3ff) + ((u64)a->acked << 8);
 
-			if ((ca->sh & CCPD_SH_CLOSS) &&
-			    ccpd_has_half(ca->w_q10, o->c_sps, l->rtts_us) &&
-			    ccpd_loss_queue_seen(ca, p))
-				inc = CCL_Q10;
-			/* comp_fill: no queue (s within a drain's exit bound of
-			 * m): no one keeps one now and the pipe has room, so
-			 * half the window a round, up to the pipe C m */
-			if (p->comp_fill && w < l->est.p_q10 &&
-			    l->rtts_us <= l->rtt_min_us + ccpd_comp_exit_us(ca)) {
-				u64 room = l->est.p_q10 - w;
-
-				inc = ccl_max64(inc, ccl_min64(w / 2, room));
-			}
-			w += inc > CCL_Q10 ? inc : CCL_Q10;
-			ca->w_q10 = ccpd_clamp_w_q10((s64)ccl_min64(w, CCL_U32_MAX), p->cwnd_min,
-						     l->cwnd_max);
-		}
-		o->snd_cwnd = ca->w_q10 >> 10;
-		if (o->snd_cwnd < p->cwnd_min)
-			o->snd_cwnd = p->cwnd_min;
-	} else {
-		o->controlled = 1;
-		l->cwnd_max = ccpd_cwnd_max(&l->est, p->cwnd_min, a->cwnd_clamp);
-		l->w_q10 = ca->w_q10;
-		l->e_valid = ca->e_valid;
-		l->e_prev_q10 = ca->e_prev_q10;
-		l->dterm_in_q10 = ca->d_q10;
-		if (o->round_start)
-			o->g_q10 = ccpd_gain_q10(p->kd_ms, dt_round, p->g_max_q10);
-		l->g_q10 = o->g_q10;
-
-		if (p->mode == 0) {
-			/* Literal Eq. 3, every ACK. */
-			ccpd_law_l0(l, o->round_start);
-			if (o->round_start) {
-				ca->e_prev_q10 = l->e_q10;
-				ca->e_valid = 1;
-			}
-			ca->d_q10 = l->dterm_q10;
-			ca->w_q10 = l->w_out_q10;
-		} else if (o->round_start) {
-			/* L1, once per round. */
-			l->share_gamma_q10 = p->share ? ccpd_gamma_of(p) : 0;
-			l->gamma_q10 =
-				ccpd_share_gamma_q10(ccpd_gamma_of(p), p->share, o->c_sps, l);
-			ccpd_law_l1(l);
-			ca->e_prev_q10 = l->e_q10;
-			ca->e_valid = 1;
-			ca->d_q10 = l->dterm_q10;
-			ca->w_q10 = l->w_out_q10;
-		}
-		o->snd_cwnd = ca->w_q10 >> 10;
-		if (o->snd_cwnd < p->cwnd_min)
-			o->snd_cwnd = p->cwnd_min;
+		wq = ccl_min64(wq, ccl_min64((u64)a->cwnd_clamp << 10, CCL_U32_MAX));
+		o->snd_cwnd = (u32)(wq >> 10);
+		ca->w_q10 = (u32)wq;
+		return;
 	}
+	if (a->cwnd_limited && a->ca_state != CCL_CA_RECOVERY) {
+		cw = (u32)ccl_min64((u64)a->snd_cwnd + a->acked, a->cwnd_clamp);
+		o->snd_cwnd = cw;
+	} else if (a->cwnd_limited && !ccpd_loss_queue_seen(ca, p)) {
+		/* a random Recovery: at most one doubling of the window held
+		 * at its entry */
+		cw = (u32)ccl_min64((u64)a->snd_cwnd + a->acked,
+				    ccl_min64(2 * (u64)ca->cwnd_hold, a->cwnd_clamp));
+		o->snd_cwnd = cw;
+	}
+	ca->w_q10 = (u32)ccl_min64((u64)o->snd_cwnd << 10, CCL_U32_MAX);
+}
 
-	/* Arm a packet pair when the window frees >= 2 units now; the
-	 * kernel sends the freed quota back to back right after this hook. */
+/* RENO: congestion avoidance before any capacity estimate: Reno's AI, run
+ * by the caller. */
+CCL_CORE void ccpd_ack_reno(struct ccpd *ca, const struct ccpd_ack *a, struct ccpd_out *o)
+{
+	o->reno_ai = a->cwnd_limited;
+	ca->w_q10 = (u32)ccl_min64((u64)o->snd_cwnd << 10, CCL_U32_MAX);
+}
+
+/* DRAIN: the window ccpd_drain chose. */
+CCL_CORE void ccpd_ack_drain(const struct ccl_ccpd_params *p, const struct ccpd_ack *a,
+			     struct ccpd_out *o, u32 cw)
+{
+	o->law = CCPD_LAW_DRAIN;
+	o->controlled = 1;
+	o->l.cwnd_max = ccpd_cwnd_max(&o->l.est, p->cwnd_min, a->cwnd_clamp);
+	o->snd_cwnd = cw;
+}
+
+/*
+ * COMP: competing.  The queue stays when every ccpd flow drains, so a
+ * loss-based flow keeps it, and a delay law would hand it the link.
+ * AIMD: w grows by max(1, s / 10 ms) segments a round, and once a
+ * congestive loss came in this competing spell (CCPD_SH_CLOSS) one
+ * segment a round while it carries half the link or more
+ * (ccpd_has_half) and the smoothed RTT shows a queue
+ * (ccpd_loss_queue_seen); a congestive loss holds 0.7 W, cubic's
+ * beta (ccpd_cong_hold).  Additive, so that competing ccpd flows
+ * still converge.  A flow enters competing at a few segments, at
+ * the drain that finds the competitor's queue, where one segment
+ * a round takes seconds to a share and s / 10 ms a round (H-TCP's
+ * scaling) a few rounds; s / 10 ms throughout would take more
+ * than half the link from a cubic.  Until the first loss, C is no
+ * guide: a flow at share x reads pairs split by (1 - x) / x of the
+ * competitor's packets, so C reads near its own share.  With no
+ * queue the competitor left, or no one fills the pipe: a drain
+ * ends competing only once the path's flows carry 3/4 C, and a
+ * flow left alone at a fraction of the link grew at s / 10 ms a
+ * round until then (a cellular link's dip left one at 195 of
+ * 600 segments for 5 s); with comp_fill a round with no queue
+ * grows it by half, up to the pipe C m (docs/ccpd.md, "Sharing
+ * a bottleneck", "Competing on an empty link").
+ */
+CCL_CORE void ccpd_ack_comp(struct ccpd *ca, const struct ccl_ccpd_params *p,
+			    const struct ccpd_ack *a, struct ccpd_out *o)
+{
+	struct ccpd_law *l = &o->l;
+
+	o->law = CCPD_LAW_COMP;
+	o->controlled = 1;
+	l->cwnd_max = ccpd_cwnd_max(&l->est, p->cwnd_min, a->cwnd_clamp);
+	if (o->round_start && a->cwnd_limited) {
+		u64 w = ca->w_q10, inc = ((u64)l->rtts_us << 10) / CCPD_COMP_GROW_US;
+
+		if ((ca->sh & CCPD_SH_CLOSS) && ccpd_has_half(ca->w_q10, o->c_sps, l->rtts_us) &&
+		    ccpd_loss_queue_seen(ca, p))
+			inc = CCL_Q10;
+		/* comp_fill: no queue (s within a drain's exit bound of m):
+		 * no one keeps one now and the pipe has room, so half the
+		 * window a round, up to the pipe C m */
+		if (p->comp_fill && w < l->est.p_q10 &&
+		    l->rtts_us <= l->rtt_min_us + ccpd_comp_exit_us(ca)) {
+			u64 room = l->est.p_q10 - w;
+
+			inc = ccl_max64(inc, ccl_min64(w / 2, room));
+		}
+		w += inc > CCL_Q10 ? inc : CCL_Q10;
+		ca->w_q10 =
+			ccpd_clamp_w_q10((s64)ccl_min64(w, CCL_U32_MAX), p->cwnd_min, l->cwnd_max);
+	}
+	o->snd_cwnd = ca->w_q10 >> 10;
+	if (o->snd_cwnd < p->cwnd_min)
+		o->snd_cwnd = p->cwnd_min;
+}
+
+/* LAW: the PD law, L0 (Eq. 3 literally, every ACK) or L1 (once a round). */
+CCL_CORE void ccpd_ack_law(struct ccpd *ca, const struct ccl_ccpd_params *p,
+			   const struct ccpd_ack *a, struct ccpd_out *o, u32 dt_round)
+{
+	struct ccpd_law *l = &o->l;
+
+	o->controlled = 1;
+	l->cwnd_max = ccpd_cwnd_max(&l->est, p->cwnd_min, a->cwnd_clamp);
+	l->w_q10 = ca->w_q10;
+	l->e_valid = ca->e_valid;
+	l->e_prev_q10 = ca->law_e_prev_q10;
+	l->dterm_in_q10 = ca->law_dterm_q10;
+	if (o->round_start)
+		o->g_q10 = ccpd_gain_q10(p->kd_ms, dt_round, p->g_max_q10);
+	l->g_q10 = o->g_q10;
+
+	if (p->mode == 0) {
+		ccpd_law_l0(l, o->round_start);
+		if (o->round_start) {
+			ca->law_e_prev_q10 = l->e_q10;
+			ca->e_valid = 1;
+		}
+		ca->law_dterm_q10 = l->dterm_q10;
+		ca->w_q10 = l->w_out_q10;
+	} else if (o->round_start) {
+		l->share_gamma_q10 = p->share ? ccpd_gamma_of(p) : 0;
+		l->gamma_q10 = ccpd_share_gamma_q10(ccpd_gamma_of(p), p->share, o->c_sps, l);
+		ccpd_law_l1(l);
+		ca->law_e_prev_q10 = l->e_q10;
+		ca->e_valid = 1;
+		ca->law_dterm_q10 = l->dterm_q10;
+		ca->w_q10 = l->w_out_q10;
+	}
+	o->snd_cwnd = ca->w_q10 >> 10;
+	if (o->snd_cwnd < p->cwnd_min)
+		o->snd_cwnd = p->cwnd_min;
+}
+
+/* Arm a packet pair when the window frees >= 2 units now; the kernel sends
+ * the freed quota back to back right after this hook. */
+CCL_CORE void ccpd_arm_pair(struct ccpd *ca, const struct ccl_ccpd_params *p,
+			    const struct ccpd_ack *a, struct ccpd_out *o)
+{
 	if (ca->pair_state == CCPD_PAIR_IDLE && a->ca_state != CCL_CA_RECOVERY &&
 	    (u8)(ca->round.cnt - ca->pair_round) >= p->probe_every && !a->app_limited &&
 	    o->snd_cwnd > a->in_flight && o->snd_cwnd - a->in_flight >= 2 * p->probe_segs) {
@@ -1853,6 +1967,47 @@ CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		ca->pair_state = CCPD_PAIR_ARMED;
 		o->ev |= CCPD_EV_PAIR_ARMED;
 	}
+}
+
+/* cong_control: every ACK, in the mode ccpd_mode_of chooses. */
+CCL_CORE void ccpd_on_ack(struct ccpd *ca, const struct ccl_ccpd_params *p,
+			  const struct ccpd_ack *a, struct ccpd_out *o)
+{
+	u32 dt_round, prev_min, drain_cw = 0;
+
+	__builtin_memset(o, 0, sizeof(*o));
+	o->snd_cwnd = a->snd_cwnd;
+	o->law = p->mode ? CCPD_LAW_L1 : CCPD_LAW_L0;
+	ccpd_share_sync(ca, p);
+	dt_round = ccpd_ack_round(ca, p, a, o);
+	if (a->ca_state == CCL_CA_RECOVERY && a->losses > 0) {
+		o->losses = a->losses;
+		ca->recov_losses += (u32)a->losses; /* see ccpd_on_recovery_ack */
+	}
+
+	o->mode = ccpd_mode_of(ca, p, a, o, false, &drain_cw);
+	if (o->mode == CCPD_MODE_HOLD) {
+		ccpd_ack_hold(ca, p, o);
+		return;
+	}
+	if (o->mode == CCPD_MODE_SS_RTO) {
+		ccpd_ack_ss_rto(ca, p, a, o);
+		return;
+	}
+	prev_min = ccpd_ack_estimators(ca, p, a, o);
+	ccpd_law_inputs(ca, p, a, o, prev_min);
+	o->mode = ccpd_mode_of(ca, p, a, o, true, &drain_cw);
+	if (o->mode == CCPD_MODE_SS)
+		ccpd_ack_ss(ca, p, a, o);
+	else if (o->mode == CCPD_MODE_RENO)
+		ccpd_ack_reno(ca, a, o);
+	else if (o->mode == CCPD_MODE_DRAIN)
+		ccpd_ack_drain(p, a, o, drain_cw);
+	else if (o->mode == CCPD_MODE_COMP)
+		ccpd_ack_comp(ca, p, a, o);
+	else
+		ccpd_ack_law(ca, p, a, o, dt_round);
+	ccpd_arm_pair(ca, p, a, o);
 }
 
 /*
@@ -1889,9 +2044,9 @@ CCL_CORE u32 ccpd_on_ssthresh(struct ccpd *ca, const struct ccl_ccpd_params *p, 
 	ca->noise_us /= 2;
 	if (ca->sh & CCPD_SH_DRAINING) {
 		/* a loss in a drain: judge the window the flow had before it */
-		hold = snd_cwnd = snd_cwnd > ca->w_saved ? snd_cwnd : ca->w_saved;
+		hold = snd_cwnd = snd_cwnd > ca->drain_w_saved ? snd_cwnd : ca->drain_w_saved;
 		ca->sh &= ~CCPD_SH_DRAINING;
-		ca->e_valid = 0; /* e_prev_q10 held drain_s_us */
+		ca->e_valid = 0; /* law_e_prev_q10 held drain_s_us */
 		ca->sh |= CCPD_SH_DLOSS;
 	}
 	if (m == CCL_U32_MAX || !c) {
@@ -1950,10 +2105,10 @@ CCL_CORE u32 ccpd_on_set_state(struct ccpd *ca, const struct ccl_ccpd_params *p,
 	}
 	if (new_state == CCL_CA_LOSS && old_state != CCL_CA_LOSS) {
 		/* RTO: slow start from 1 back to the last CCPD window. */
-		ca->ss_target = w > p->cwnd_min ? w : p->cwnd_min;
+		ca->rto_ss_target = w > p->cwnd_min ? w : p->cwnd_min;
 		ca->phase = CCL_PHASE_SS_RTO;
 		ca->e_valid = 0;
-		return ca->ss_target;
+		return ca->rto_ss_target;
 	}
 	if ((old_state == CCL_CA_RECOVERY || old_state == CCL_CA_LOSS) &&
 	    (new_state == CCL_CA_OPEN || new_state == CCL_CA_DISORDER)) {

@@ -92,6 +92,77 @@ pub(crate) struct Report {
     pub c_max_from_stall: u32,
     /// the largest capacity estimate from 1 s after the rate step on
     pub c_max_after_step: u32,
+    /// ACKs per `enum ccpd_mode` (ccpd_on_ack's `o->mode`)
+    pub modes: [u64; 8],
+}
+
+/// What each of ccpd_on_ack's modes (`enum ccpd_mode`, the table above
+/// `ccpd_mode_of`) must have read and left, checked on every ACK of every
+/// closed-loop run: the mode follows from the phase, the kernel's CA state
+/// and the share bits, and the state's unions hold the member the mode
+/// owns (`struct ccpd`: which member of each union is live when).
+fn check_mode(
+    p: &intf::ccl_ccpd_params,
+    before: &intf::ccpd,
+    ca: &intf::ccpd,
+    a: &intf::ccpd_ack,
+    o: &intf::ccpd_out,
+) {
+    let at = || format!("mode {} at {} us, state {}", o.mode, a.now_us, a.ca_state);
+    let draining = ca.sh as u32 & intf::CCPD_SH_DRAINING != 0;
+    let phase = |c: &intf::ccpd, ph: u32| c.phase as u32 == ph;
+    match o.mode {
+        intf::CCPD_MODE_HOLD => {
+            assert_eq!(a.ca_state, intf::CCL_CA_RECOVERY, "{}", at());
+            assert_eq!(o.snd_cwnd, ca.cwnd_hold.max(p.cwnd_min), "{}", at());
+        }
+        intf::CCPD_MODE_SS_RTO => assert!(
+            a.ca_state == intf::CCL_CA_LOSS || phase(before, intf::CCL_PHASE_SS_RTO),
+            "{}",
+            at()
+        ),
+        intf::CCPD_MODE_SS => assert!(phase(ca, intf::CCL_PHASE_SS), "{}", at()),
+        intf::CCPD_MODE_RENO => {
+            assert!(phase(ca, intf::CCL_PHASE_CA), "{}", at());
+            assert!(o.c_sps == 0 || o.l.rtt_min_us == 0, "{}", at());
+            assert_eq!(o.reno_ai, a.cwnd_limited, "{}", at());
+        }
+        intf::CCPD_MODE_DRAIN => {
+            assert!(p.share != 0 && p.mode != 0 && draining, "{}", at());
+            assert_eq!(o.law, intf::CCPD_LAW_DRAIN, "{}", at());
+        }
+        intf::CCPD_MODE_COMP => {
+            assert!(ca.sh as u32 & intf::CCPD_SH_COMP != 0, "{}", at());
+            assert_eq!(o.law, intf::CCPD_LAW_COMP, "{}", at());
+        }
+        intf::CCPD_MODE_LAW => {
+            assert!(phase(ca, intf::CCL_PHASE_CA) && !draining, "{}", at());
+            assert!(o.controlled != 0 && o.law <= intf::CCPD_LAW_L1, "{}", at());
+        }
+        m => panic!("ccpd_on_ack left mode {m} ({})", at()),
+    }
+    // The unions: slow start's sample run and a drain's start RTT sit in
+    // the law's derivative memory, which is valid only in the law's modes;
+    // Recovery's loss count sits in the pair's sequence, so no pair is out;
+    // the RTO's slow-start target sits in the drain's saved window.
+    if phase(ca, intf::CCL_PHASE_SS) || draining {
+        assert_eq!(ca.e_valid, 0, "derivative memory valid, {}", at());
+    }
+    if a.ca_state == intf::CCL_CA_RECOVERY {
+        assert_eq!(
+            ca.pair_state as u32,
+            intf::CCPD_PAIR_IDLE,
+            "a pair in Recovery, {}",
+            at()
+        );
+    }
+    if draining {
+        assert!(
+            phase(ca, intf::CCL_PHASE_CA),
+            "a drain outside CA, {}",
+            at()
+        );
+    }
 }
 
 #[derive(PartialEq, Eq, PartialOrd, Ord)]
@@ -519,10 +590,13 @@ pub(crate) fn run(link: Link, p: &intf::ccl_ccpd_params, secs: f64, seed: u64) -
         };
         if link.pair_over > 0.0 {
             ca.cap_sps = (link.rate_pps * link.pair_over) as u32;
-            ca.__bindgen_anon_8.cap_age = 0;
+            ca.__bindgen_anon_8.cp_age = 0;
         }
         let mut o = intf::ccpd_out::default();
+        let before = ca;
         unsafe { intf::ccpd_on_ack(&mut ca, p, &in_ack, &mut o) };
+        check_mode(p, &before, &ca, &in_ack, &o);
+        r.modes[o.mode as usize] += 1;
         if o.drain_sps != 0 {
             path_sps = o.drain_sps;
         }
@@ -898,8 +972,8 @@ fn ccpd_capacity_is_capped_by_the_delivery_rate_and_expires() {
         assert_eq!(ca.cap_sps, want, "epoch {epoch}");
     }
     // an epoch boundary skipped in Recovery is taken at the next round
-    ca.__bindgen_anon_4.__bindgen_anon_1.best_dsum_us = 1000;
-    ca.__bindgen_anon_4.__bindgen_anon_1.best_c_sps = 8_000;
+    ca.__bindgen_anon_4.__bindgen_anon_1.cp_best_dsum_us = 1000;
+    ca.__bindgen_anon_4.__bindgen_anon_1.cp_best_c_sps = 8_000;
     ca.round.cnt += 3 * p.cap_epoch;
     unsafe { intf::ccpd_epochs(&mut ca, &p) };
     assert_eq!(ca.cap_sps, 8_000);
@@ -952,7 +1026,7 @@ fn ccpd_rto_in_recovery_never_gives_a_zero_window() {
         o.snd_cwnd, 2,
         "slow start from 1 + 1 acked, floored at cwnd_min"
     );
-    // a state whose ss_target was never set still gets cwnd_min
+    // a state whose rto_ss_target was never set still gets cwnd_min
     let mut fresh = intf::ccpd::default();
     unsafe { intf::ccpd_on_init(&mut fresh, 0, 0) };
     fresh.phase = intf::CCL_PHASE_SS_RTO as u8;
@@ -2432,7 +2506,7 @@ fn ccpd_rate_fall_reads_two_slow_rounds_over_a_queue() {
         ca.fb_cur = 2_000;
         ca.fb_prev = 2_000;
         ca.cap_sps = 2_000;
-        ca.__bindgen_anon_8.alone = alone;
+        ca.__bindgen_anon_8.sh_alone = alone;
         ca.w_q10 = 360 << 10;
         ca.round.cnt = 50;
         unsafe { intf::ccpd_ss_end(&mut ca, 360) };
@@ -2558,13 +2632,13 @@ fn ccpd_rate_fall_reads_two_slow_rounds_over_a_queue() {
     // Recovery): the hold and the window slow start returns to come down
     let mut ca = flow(1);
     ca.phase = intf::CCL_PHASE_SS_RTO as u8;
-    ca.__bindgen_anon_2.ss_target = 2_110;
+    ca.__bindgen_anon_2.rto_ss_target = 2_110;
     ca.last_loss = intf::CCPD_LOSS_CONGESTIVE as u8;
     ca.cwnd_hold = 1_374;
     round(&mut ca, rec, m + 190_000, dlv, dt);
     assert_eq!(round(&mut ca, rec, m + 190_000, dlv, dt), 1, "SS_RTO, held");
     assert!(ca.cwnd_hold < 100, "hold {}", ca.cwnd_hold);
-    assert_eq!(unsafe { ca.__bindgen_anon_2.ss_target }, ca.cwnd_hold);
+    assert_eq!(unsafe { ca.__bindgen_anon_2.rto_ss_target }, ca.cwnd_hold);
     // not held (Open in that slow start): its own rule
     let mut ca = flow(1);
     ca.phase = intf::CCL_PHASE_SS_RTO as u8;
@@ -2574,4 +2648,83 @@ fn ccpd_rate_fall_reads_two_slow_rounds_over_a_queue() {
         0,
         "SS_RTO, Open"
     );
+}
+
+/// Each of ccpd_on_ack's modes, reached the way a flow reaches it: slow
+/// start from init, Reno's AI in CA before any C, the law once C and m
+/// are known (also through a random Recovery), the held window of a
+/// congestive Recovery, the RTO's slow start, a drain when the host's
+/// clock enters a new drain slot, and competing; check_mode checks each
+/// ACK's output and unions.
+#[test]
+fn ccpd_on_ack_modes_follow_phase_ca_state_and_share() {
+    let p = ccpd_params(&[]);
+    let ack = |ca: &mut intf::ccpd, state: u32, now_ms: u32| {
+        let a = intf::ccpd_ack {
+            now_us: now_ms * 1000,
+            ca_state: state,
+            snd_cwnd: 20,
+            cwnd_clamp: u32::MAX,
+            in_flight: 20,
+            mss: 1448,
+            acked: 1,
+            rtt_us: -1,
+            cwnd_limited: 1,
+            ..Default::default()
+        };
+        let before = *ca;
+        let mut o = intf::ccpd_out::default();
+        unsafe { intf::ccpd_on_ack(ca, &p, &a, &mut o) };
+        check_mode(&p, &before, ca, &a, &o);
+        o
+    };
+    let (open, rec) = (intf::CCL_CA_OPEN, intf::CCL_CA_RECOVERY);
+    let mut ca = shared_flow(&p);
+    assert_eq!(ack(&mut ca, open, 1).mode, intf::CCPD_MODE_SS);
+
+    unsafe { intf::ccpd_ss_end(&mut ca, 20) };
+    let o = ack(&mut ca, open, 2);
+    assert_eq!((o.mode, o.reno_ai), (intf::CCPD_MODE_RENO, 1), "no C yet");
+
+    ca.rtt_min_us = 40_000;
+    ca.rtt_max_us = 60_000;
+    ca.rtts_q3 = 45_000 << 3;
+    ca.cap_sps = 1_000;
+    ca.fb_cur = 1_000;
+    let o = ack(&mut ca, open, 3);
+    assert_eq!((o.mode, o.controlled), (intf::CCPD_MODE_LAW, 1));
+    ca.last_loss = intf::CCPD_LOSS_RANDOM as u8;
+    assert_eq!(
+        ack(&mut ca, rec, 4).mode,
+        intf::CCPD_MODE_LAW,
+        "a random Recovery"
+    );
+    ca.last_loss = intf::CCPD_LOSS_CONGESTIVE as u8;
+    ca.cwnd_hold = 17;
+    let o = ack(&mut ca, rec, 5);
+    assert_eq!((o.mode, o.snd_cwnd), (intf::CCPD_MODE_HOLD, 17));
+
+    // the host's clock in the next drain slot: a drain, in Open only
+    let slot_ms = p.drain_ms;
+    let o = ack(&mut ca, rec, slot_ms + 6);
+    assert_eq!(o.mode, intf::CCPD_MODE_HOLD, "no drain in Recovery");
+    let o = ack(&mut ca, open, slot_ms + 7);
+    assert_eq!(
+        (o.mode, o.law),
+        (intf::CCPD_MODE_DRAIN, intf::CCPD_LAW_DRAIN)
+    );
+    assert_ne!(ca.sh as u32 & intf::CCPD_SH_DRAINING, 0);
+
+    let mut comp = competing_flow(&p);
+    let o = ack(&mut comp, open, 8);
+    assert_eq!((o.mode, o.law), (intf::CCPD_MODE_COMP, intf::CCPD_LAW_COMP));
+
+    // an RTO in the drain: ssthresh ends the drain, Loss starts SS_RTO
+    let t = (slot_ms + 9) * 1000;
+    unsafe { intf::ccpd_on_ssthresh(&mut ca, &p, 20, u32::MAX, t) };
+    let target = unsafe { intf::ccpd_on_set_state(&mut ca, &p, open, intf::CCL_CA_LOSS, 1, t) };
+    assert_eq!(ca.phase as u32, intf::CCL_PHASE_SS_RTO);
+    let o = ack(&mut ca, intf::CCL_CA_LOSS, slot_ms + 10);
+    assert_eq!(o.mode, intf::CCPD_MODE_SS_RTO);
+    assert_eq!(o.snd_cwnd, target.min(21), "20 + 1 acked, up to {target}");
 }

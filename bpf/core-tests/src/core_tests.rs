@@ -540,7 +540,7 @@ fn ccpd_ack_train_sums_the_intervals_under_2_ms() {
         let mut ca = intf::ccpd::default();
         unsafe { intf::ccpd_on_init(&mut ca, 0, t0) };
         ca.rtt_min_us = M;
-        ca.__bindgen_anon_5.last_ack_us = t0;
+        ca.__bindgen_anon_5.ss_last_ack_us = t0;
         ca
     };
     // ACKs every 1 ms from `from` for `n` ms; returns the time of the exit
@@ -579,7 +579,7 @@ fn ccpd_ack_train_sums_the_intervals_under_2_ms() {
     // a gap over the counter's 2.1 s: no train for the round
     let mut ca = start(t0);
     assert_eq!(acks(&mut ca, t0 + 3_000_000, 100), None, "saturated");
-    assert_eq!(unsafe { ca.__bindgen_anon_6.round_gap }, 0xffff);
+    assert_eq!(unsafe { ca.__bindgen_anon_6.ss_round_gap }, 0xffff);
 }
 
 /// Paced, slow start also ends on the queue of the moment, counted from the
