@@ -48,62 +48,24 @@ pub fn run_case(
         senders.iter().all(|s| s.is_lab()) || iperf3::available(),
         "sender = \"iperf3\": no iperf3 on PATH (scripts/setup.sh installs it)"
     );
-    // iperf3 flows: their processes, until they are stopped
-    let mut iperfs: Vec<Option<Iperf3>> = (0..flows.len()).map(|_| None).collect();
     let algo = cc_name.parse::<ccload::algos::Algo>().ok();
     let repairs0 = algo.and_then(repair_counts);
     let t0 = Instant::now();
-    let stop_all = Arc::new(AtomicBool::new(false));
-    let mut socks: Vec<Option<Arc<TcpStream>>> = vec![None; flows.len()];
-    let mut threads = Vec::new();
+    let mut st = Started::new(flows.len());
     let mut probe = link.qdisc_probe();
     let mut samples = Vec::new();
     let mut queue = Vec::new();
     let mut next_tick = 0.0;
     let end = sc.duration_s;
-    let mut started = vec![false; flows.len()];
-    // arrivals connecting on their own threads, until their streams show
-    let mut pending: Vec<(usize, Arc<OnceLock<Arc<TcpStream>>>)> = Vec::new();
     loop {
         let t = t0.elapsed().as_secs_f64();
         if t >= end || STOP.load(Ordering::Relaxed) {
             break;
         }
-        // Flows due together connect first and then send together: a
-        // connect takes a round trip, and flows that each started sending
-        // after the previous one's handshake were an RTT apart in slow
-        // start, the first with twice the second's window throughout.
-        let due: Vec<usize> = (0..flows.len())
-            .filter(|&i| !started[i] && t >= flows[i].start)
-            .collect();
-        for &i in &due {
-            started[i] = true;
-            if flows[i].arrival {
-                let (th, s) = start_arrival(&link, i, &flows[i], t0, stop_all.clone())?;
-                threads.push(th);
-                pending.push((i, s));
-            } else if senders[i] == Sender::Iperf3 {
-                iperfs[i] = Some(start_iperf3(&link, i, &flows[i])?);
-            } else {
-                socks[i] = Some(connect_flow(&link, i, &flows[i], t0)?);
-            }
-        }
-        for &i in due
-            .iter()
-            .filter(|&&i| !flows[i].arrival && senders[i].is_lab())
-        {
-            let s = socks[i].clone().expect("connected above");
-            threads.push(start_sender(s, &flows[i], t0, stop_all.clone()));
-        }
-        poll_iperf3(&mut iperfs, &mut socks, &flows, t)?;
-        pending.retain(|(i, s)| match s.get() {
-            Some(s) => {
-                socks[*i] = Some(s.clone());
-                false
-            }
-            None => true,
-        });
-        sample_flows(&socks, &flows, &senders, t, &mut samples);
+        st.start_due(&link, &flows, &senders, t0, t)?;
+        poll_iperf3(&mut st.iperfs, &mut st.socks, &flows, t)?;
+        st.take_arrivals();
+        sample_flows(&st.socks, &flows, &senders, t, &mut samples);
         if let Ok(Some(q)) = probe.by_handle(PFIFO) {
             queue.push(QueueSample {
                 t,
@@ -126,16 +88,10 @@ pub fn run_case(
         std::thread::sleep(next.saturating_sub(t0.elapsed()));
     }
     let t_end = t0.elapsed().as_secs_f64();
-    stop_all.store(true, Ordering::Relaxed);
-    for p in iperfs.into_iter().flatten() {
-        p.stop();
-    }
+    st.stop_senders();
     let qfinal = link.queue();
     let random_drops = link.random_drops();
-    drop(socks);
-    for th in threads {
-        let _ = th.join();
-    }
+    st.join();
     // A veth link has no delay line: nothing of its timing to judge.
     let rep_delay = link.stop_delay();
     drop(link);
@@ -170,6 +126,98 @@ pub fn run_case(
         samples,
         queue,
     })
+}
+
+/// The run's flows as they start: the lab senders' sockets and threads,
+/// the iperf3 processes until they are stopped, and the arrivals that
+/// connect on their own threads until their streams show.
+struct Started {
+    started: Vec<bool>,
+    socks: Vec<Option<Arc<TcpStream>>>,
+    iperfs: Vec<Option<Iperf3>>,
+    threads: Vec<FlowThread>,
+    pending: Vec<(usize, Arc<OnceLock<Arc<TcpStream>>>)>,
+    stop_all: Arc<AtomicBool>,
+}
+
+impl Started {
+    fn new(n: usize) -> Started {
+        Started {
+            started: vec![false; n],
+            socks: vec![None; n],
+            iperfs: (0..n).map(|_| None).collect(),
+            threads: Vec::new(),
+            pending: Vec::new(),
+            stop_all: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Start the flows due at `t`.  Flows due together connect first and
+    /// then send together: a connect takes a round trip, and flows that
+    /// each started sending after the previous one's handshake were an RTT
+    /// apart in slow start, the first with twice the second's window
+    /// throughout.
+    fn start_due(
+        &mut self,
+        link: &Bottleneck,
+        flows: &[Flow],
+        senders: &[Sender],
+        t0: Instant,
+        t: f64,
+    ) -> anyhow::Result<()> {
+        let due: Vec<usize> = (0..flows.len())
+            .filter(|&i| !self.started[i] && t >= flows[i].start)
+            .collect();
+        for &i in &due {
+            self.started[i] = true;
+            if flows[i].arrival {
+                let (th, s) = start_arrival(link, i, &flows[i], t0, self.stop_all.clone())?;
+                self.threads.push(th);
+                self.pending.push((i, s));
+            } else if senders[i] == Sender::Iperf3 {
+                self.iperfs[i] = Some(start_iperf3(link, i, &flows[i])?);
+            } else {
+                self.socks[i] = Some(connect_flow(link, i, &flows[i], t0)?);
+            }
+        }
+        for &i in due
+            .iter()
+            .filter(|&&i| !flows[i].arrival && senders[i].is_lab())
+        {
+            let s = self.socks[i].clone().expect("connected above");
+            self.threads
+                .push(start_sender(s, &flows[i], t0, self.stop_all.clone()));
+        }
+        Ok(())
+    }
+
+    /// The arrivals whose streams showed since the last call.
+    fn take_arrivals(&mut self) {
+        let socks = &mut self.socks;
+        self.pending.retain(|(i, s)| match s.get() {
+            Some(s) => {
+                socks[*i] = Some(s.clone());
+                false
+            }
+            None => true,
+        });
+    }
+
+    /// Tell the senders' threads to stop, and stop iperf3's processes.
+    fn stop_senders(&mut self) {
+        self.stop_all.store(true, Ordering::Relaxed);
+        for p in self.iperfs.iter_mut().filter_map(Option::take) {
+            p.stop();
+        }
+    }
+
+    /// Close the sockets and wait for the threads.
+    fn join(self) {
+        drop(self.socks);
+        for th in self.threads {
+            let _ = th.join();
+        }
+    }
 }
 
 /// The run's summary with what the link measured: the delay line's

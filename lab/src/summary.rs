@@ -495,20 +495,7 @@ pub(crate) fn summarise(
     }
     let steady: Vec<usize> = (0..flows.len()).filter(|&i| !flows[i].arrival).collect();
     let (jain_bins, jain_09_s, late_fair_s) = sharing(flows, &by_flow, &steady, w0, t_end);
-    let fct = crate::arrivals::fct_bins(
-        &flows
-            .iter()
-            .filter(|f| f.arrival && f.start < t_end)
-            .map(|f| {
-                let bytes = f.bytes.unwrap_or(0);
-                let done = *f.done_at.lock().unwrap();
-                let rtt = f.path_rtt_ms.unwrap_or(case.rtt_ms);
-                let ideal = crate::arrivals::ideal_fct_s(bytes, case.link.rate_mbit * payload, rtt);
-                let took = done.unwrap_or(t_end) - f.start;
-                (bytes, took / ideal, done.is_some())
-            })
-            .collect::<Vec<_>>(),
-    );
+    let fct = arrivals_fct(case, flows, payload, t_end);
     let mut q: Vec<f64> = queue
         .iter()
         .filter(|s| s.t >= w0)
@@ -580,20 +567,55 @@ pub(crate) fn summarise(
         fct,
         ..Default::default()
     };
-    if case.link.rate_mbit > 0.0 && case.trace.is_none() {
-        // backlog bytes / rate: the delay a packet joining the queue saw
-        let mut d: Vec<f64> = queue
-            .iter()
-            .filter(|s| s.t >= w0)
-            .map(|s| s.backlog as f64 * 8.0 / (case.link.rate_mbit * 1e3))
-            .collect();
-        if !d.is_empty() {
-            r.qdelay_p50_ms = Some(quantile(&mut d.clone(), 0.5));
-            r.qdelay_p95_ms = Some(quantile(&mut d, 0.95));
-        }
-    }
+    (r.qdelay_p50_ms, r.qdelay_p95_ms) = queue_delay(case, queue, w0);
     fill_from_samples(&mut r, samples, w0);
     r
+}
+
+/// The arrivals' flow completion times against their ideal, binned by
+/// size (the short-flow mixes).
+fn arrivals_fct(
+    case: &Case,
+    flows: &[Flow],
+    payload: f64,
+    t_end: f64,
+) -> Vec<crate::arrivals::FctBin> {
+    crate::arrivals::fct_bins(
+        &flows
+            .iter()
+            .filter(|f| f.arrival && f.start < t_end)
+            .map(|f| {
+                let bytes = f.bytes.unwrap_or(0);
+                let done = *f.done_at.lock().unwrap();
+                let rtt = f.path_rtt_ms.unwrap_or(case.rtt_ms);
+                let ideal = crate::arrivals::ideal_fct_s(bytes, case.link.rate_mbit * payload, rtt);
+                let took = done.unwrap_or(t_end) - f.start;
+                (bytes, took / ideal, done.is_some())
+            })
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// The queueing delay's p50 and p95 after the warm-up, ms, from the
+/// sampled backlog of a fixed-rate link (backlog bytes / rate: the delay
+/// a packet joining the queue saw); a trace-driven link's delay line
+/// measures it per packet instead (`with_link`).
+fn queue_delay(case: &Case, queue: &[QueueSample], w0: f64) -> (Option<f64>, Option<f64>) {
+    if case.link.rate_mbit <= 0.0 || case.trace.is_some() {
+        return (None, None);
+    }
+    let mut d: Vec<f64> = queue
+        .iter()
+        .filter(|s| s.t >= w0)
+        .map(|s| s.backlog as f64 * 8.0 / (case.link.rate_mbit * 1e3))
+        .collect();
+    if d.is_empty() {
+        return (None, None);
+    }
+    (
+        Some(quantile(&mut d.clone(), 0.5)),
+        Some(quantile(&mut d, 0.95)),
+    )
 }
 
 /// The largest window a sane controller shows on a path that stores

@@ -16,23 +16,44 @@ pub struct Check {
     pub fix: Option<String>,
 }
 
-pub fn checks() -> Vec<Check> {
-    let mut v = Vec::new();
-    let mut degraded = Vec::new();
-    let mut add = |name, ok, detail: String, fix: Option<&str>| {
-        v.push(Check {
+/// The checks as they are made: each check's line, and the names of the
+/// ones that work with less than a current kernel gives.
+#[derive(Default)]
+struct Checks {
+    v: Vec<Check>,
+    degraded: Vec<&'static str>,
+}
+
+impl Checks {
+    fn add(&mut self, name: &'static str, ok: bool, detail: String, fix: Option<&str>) {
+        self.v.push(Check {
             name,
             ok,
             degraded: false,
             detail,
             fix: if ok { None } else { fix.map(str::to_string) },
         })
-    };
+    }
+}
 
+pub fn checks() -> Vec<Check> {
+    let mut c = Checks::default();
+    kernel_checks(&mut c);
+    host_checks(&mut c);
+    let Checks { mut v, degraded } = c;
+    for c in &mut v {
+        c.degraded = degraded.contains(&c.name);
+    }
+    v
+}
+
+/// The kernel: its version, BTF, struct_ops, links and cong_control's
+/// arguments.
+fn kernel_checks(c: &mut Checks) {
     // The oldest kernel the matrix boots (cargo xtask kernels; docs/install.md
     // says what each kernel gets).
     let kv = kernel_version();
-    add(
+    c.add(
         "kernel",
         kv.is_some_and(|v| v >= (6, 1)),
         match kv {
@@ -42,14 +63,14 @@ pub fn checks() -> Vec<Check> {
         Some("boot a kernel >= 6.1 with CONFIG_BPF_JIT, CONFIG_DEBUG_INFO_BTF"),
     );
     let btf = Path::new("/sys/kernel/btf/vmlinux").exists();
-    add(
+    c.add(
         "btf",
         btf,
         "/sys/kernel/btf/vmlinux".into(),
         Some("rebuild the kernel with CONFIG_DEBUG_INFO_BTF=y"),
     );
     let so = crate::bpf::struct_ops_supported();
-    add(
+    c.add(
         "struct_ops",
         so,
         if so {
@@ -61,7 +82,7 @@ pub fn checks() -> Vec<Check> {
     );
     if btf && so {
         let links = crate::bpf::struct_ops_links();
-        add(
+        c.add(
             "links",
             true,
             if links {
@@ -75,10 +96,10 @@ pub fn checks() -> Vec<Check> {
             None,
         );
         if !links {
-            degraded.push("links");
+            c.degraded.push("links");
         }
         let arity = crate::bpf::cong_control_arity();
-        add(
+        c.add(
             "cong_control",
             arity.is_some(),
             match arity {
@@ -92,11 +113,16 @@ pub fn checks() -> Vec<Check> {
             Some("rebuild the kernel with CONFIG_DEBUG_INFO_BTF=y"),
         );
         if arity.is_some_and(|n| n != 4 && n != 2) {
-            degraded.push("cong_control");
+            c.degraded.push("cong_control");
         }
     }
+}
+
+/// The host around it: bpffs and ccload's pin root, the capabilities,
+/// cgroup v2 and anything an earlier run left.
+fn host_checks(c: &mut Checks) {
     let fs = bpffs_mounted();
-    add(
+    c.add(
         "bpffs",
         fs,
         "/sys/fs/bpf".into(),
@@ -104,7 +130,7 @@ pub fn checks() -> Vec<Check> {
     );
     if fs {
         let problem = crate::bpf::check_pin_root().err();
-        add(
+        c.add(
             "pin root",
             problem.is_none(),
             problem.map_or_else(
@@ -116,7 +142,7 @@ pub fn checks() -> Vec<Check> {
     }
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let missing = crate::bpf::missing_caps(&status);
-    add(
+    c.add(
         "capabilities",
         missing.is_empty(),
         if missing.is_empty() {
@@ -127,7 +153,7 @@ pub fn checks() -> Vec<Check> {
         Some("run as root (sudo ccload ...) with CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN"),
     );
     let cg = crate::system::cgroup2_mount().map(|p| p.display().to_string());
-    add(
+    c.add(
         "cgroup2",
         cg.is_some(),
         cg.unwrap_or_else(|| "no cgroup2 mount".into()),
@@ -139,7 +165,7 @@ pub fn checks() -> Vec<Check> {
     } else {
         "see each item; `ccload detach --all` removes those ccload owns"
     };
-    add(
+    c.add(
         "leftovers",
         left.is_empty(),
         if left.is_empty() {
@@ -152,10 +178,6 @@ pub fn checks() -> Vec<Check> {
         },
         Some(fix),
     );
-    for c in &mut v {
-        c.degraded = degraded.contains(&c.name);
-    }
-    v
 }
 
 #[cfg(test)]

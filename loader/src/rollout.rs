@@ -531,9 +531,11 @@ pub enum End {
     Promoted,
 }
 
-/// Set up the rollout: checks, state record, canary binding, control watch.
-pub fn start(o: &Opts) -> Result<State> {
-    crate::bpf::require_root()?;
+/// The rollout's two cgroups, checked: siblings (a cgroup's program also
+/// sees its descendants' sockets), or one cgroup for an A/B rollout whose
+/// share leaves both arms connections; guards and intervals that can
+/// decide.
+fn arms(o: &Opts) -> Result<(CgroupDir, CgroupDir)> {
     let can = CgroupDir::open(&o.canary)?;
     let ctl = CgroupDir::open(&o.control)?;
     if let Some(ppm) = o.ab_share {
@@ -558,6 +560,13 @@ pub fn start(o: &Opts) -> Result<State> {
     if o.guards.is_empty() || o.fail_after == 0 || o.interval.is_zero() || o.duration < o.interval {
         bail!("a rollout needs guards, --fail-after >= 1, and --for at least one --interval");
     }
+    Ok((can, ctl))
+}
+
+/// Set up the rollout: checks, state record, canary binding, control watch.
+pub fn start(o: &Opts) -> Result<State> {
+    crate::bpf::require_root()?;
+    let (can, ctl) = arms(o)?;
     if let Some(s) = recorded().into_iter().find(|s| s.canary_id == can.id) {
         bail!(
             "a rollout of {} is recorded (pid {}): in progress, or interrupted \

@@ -192,46 +192,15 @@ pub fn upgrade(
     stamp(&mut meta, algo, &in_change);
 
     crate::bpf::with_loaded_allow(algo, same_layout, allow, verbose, |loaded| {
-        if renewed.contains(&"params") {
-            let map = loaded.map("params")?;
-            for (profile, p) in params.iter().enumerate() {
-                map.update(
-                    &(profile as u32).to_ne_bytes(),
-                    &p.to_bytes(),
-                    MapFlags::ANY,
-                )
-                .context("failed to write tunables")?;
-            }
-        } else if !sets.is_empty() {
-            loaded
-                .map("params")?
-                .update(&0u32.to_ne_bytes(), &params[0].to_bytes(), MapFlags::ANY)
-                .context("failed to write tunables")?;
-        }
-        loaded
-            .map("meta")?
-            .update(
-                &0u32.to_ne_bytes(),
-                crate::bpf::pod_bytes(&meta),
-                MapFlags::ANY,
-            )
-            .context("failed to write meta")?;
-        // The new maps' pins replace the old ones.
-        for name in renewed.iter() {
-            let t = tmp.join(name);
-            loaded
-                .map(name)?
-                .pin(&t)
-                .with_context(|| format!("failed to pin {}", t.display()))?;
-        }
-        for name in renewed.iter() {
-            std::fs::rename(tmp.join(name), map_pin(algo, name)).with_context(|| {
-                format!(
-                    "failed to move the new {name} map into {}",
-                    map_pin(algo, name).display()
-                )
-            })?;
-        }
+        fill_new_maps(
+            loaded,
+            algo,
+            &renewed,
+            &params,
+            !sets.is_empty(),
+            &meta,
+            &tmp,
+        )?;
         // One step: new connections get the new code from here on.
         loaded.update_link(&link)
     })?;
@@ -265,6 +234,63 @@ pub fn upgrade(
         .context("failed to write meta")?;
     report.to = Some(ours);
     Ok(report)
+}
+
+/// The new object's maps before its link goes live: the tunables (every
+/// profile when the params map is renewed, else profile 0 when `--set`
+/// changed it), meta "in change", and the renewed maps pinned in `tmp`
+/// and moved over the old pins.
+fn fill_new_maps(
+    loaded: &mut crate::bpf::Loaded<'_>,
+    algo: Algo,
+    renewed: &[&'static str],
+    params: &[Params],
+    profile0_set: bool,
+    meta: &intf::ccl_meta,
+    tmp: &Path,
+) -> Result<()> {
+    use crate::bpf::map_pin;
+    if renewed.contains(&"params") {
+        let map = loaded.map("params")?;
+        for (profile, p) in params.iter().enumerate() {
+            map.update(
+                &(profile as u32).to_ne_bytes(),
+                &p.to_bytes(),
+                MapFlags::ANY,
+            )
+            .context("failed to write tunables")?;
+        }
+    } else if profile0_set {
+        loaded
+            .map("params")?
+            .update(&0u32.to_ne_bytes(), &params[0].to_bytes(), MapFlags::ANY)
+            .context("failed to write tunables")?;
+    }
+    loaded
+        .map("meta")?
+        .update(
+            &0u32.to_ne_bytes(),
+            crate::bpf::pod_bytes(meta),
+            MapFlags::ANY,
+        )
+        .context("failed to write meta")?;
+    // The new maps' pins replace the old ones.
+    for name in renewed.iter() {
+        let t = tmp.join(name);
+        loaded
+            .map(name)?
+            .pin(&t)
+            .with_context(|| format!("failed to pin {}", t.display()))?;
+    }
+    for name in renewed.iter() {
+        std::fs::rename(tmp.join(name), map_pin(algo, name)).with_context(|| {
+            format!(
+                "failed to move the new {name} map into {}",
+                map_pin(algo, name).display()
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// The attached object's tunables, every profile, in this build's layout:

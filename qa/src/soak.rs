@@ -153,6 +153,18 @@ struct Counters {
 }
 
 impl Counters {
+    /// The commands' counts and failure samples, into the report.
+    fn count_into(self, r: &mut Report) {
+        r.commands_ok = self.ok.into_inner();
+        r.commands_refused_by_lock = self.lock.into_inner();
+        r.commands_precondition = self.pre.into_inner();
+        r.commands_killed = self.killed.into_inner();
+        r.commands_failed = self.failed.into_inner();
+        r.tunes = self.tunes.into_inner();
+        r.failure_samples
+            .extend(self.samples.into_inner().unwrap_or_default());
+    }
+
     /// Classify one finished command.
     fn record(&self, args: &[String], out: &std::process::Output, killed_by_us: bool) {
         use std::os::unix::process::ExitStatusExt;
@@ -578,7 +590,11 @@ fn kernel_leftovers() -> (u64, u64) {
     (maps, links)
 }
 
-pub fn run(minutes: f64, seed: u64, out: &Path) -> Result<Report> {
+/// The soak starts from a machine with no ccload state: returns the
+/// struct_ops links already there (other tools' links are not ours: the
+/// soak counts the change).  A previous run's last sockets may hold a
+/// detached controller's map for a while.
+fn clean_start() -> Result<u64> {
     if let Some(why) = ccload_testbed::privileged_skip_reason() {
         bail!("the soak needs root and a BTF kernel: {why}");
     }
@@ -588,14 +604,16 @@ pub fn run(minutes: f64, seed: u64, out: &Path) -> Result<Report> {
             ccload::bpf::PIN_ROOT
         );
     }
-    // A previous run's last sockets may hold a detached controller's map
-    // for a while; links of other tools on this machine are not ours:
-    // count the change.
     wait_for(Duration::from_secs(60), || kernel_leftovers().0 == 0);
     let (maps0, links0) = kernel_leftovers();
     if maps0 != 0 {
         bail!("struct_ops maps named like ours exist before the soak: it could not tell its own leaks");
     }
+    Ok(links0)
+}
+
+pub fn run(minutes: f64, seed: u64, out: &Path) -> Result<Report> {
+    let links0 = clean_start()?;
     std::fs::create_dir_all(out)?;
     let dir = out.to_path_buf();
     let cg1 = SoakCgroup::new("a")?;
@@ -686,14 +704,7 @@ pub fn run(minutes: f64, seed: u64, out: &Path) -> Result<Report> {
     r.transfers_completed = done.into_inner();
     r.transfers_lost = lost.into_inner();
     r.transfers_not_started = not_started.into_inner();
-    r.commands_ok = c.ok.into_inner();
-    r.commands_refused_by_lock = c.lock.into_inner();
-    r.commands_precondition = c.pre.into_inner();
-    r.commands_killed = c.killed.into_inner();
-    r.commands_failed = c.failed.into_inner();
-    r.tunes = c.tunes.into_inner();
-    r.failure_samples
-        .extend(c.samples.into_inner().unwrap_or_default());
+    c.count_into(&mut r);
     r.failure_samples
         .extend(lost_samples.into_inner().unwrap_or_default());
 

@@ -95,6 +95,43 @@ pub fn run(root: &Path, o: &Opts) -> Result<()> {
         o.tests.clone()
     };
     let bins: BTreeSet<&str> = tests.iter().map(|t| binary_of(t)).collect();
+    install_tools()?;
+    // The guest runs what the host built, at the same paths, and mounts
+    // its own /run, /proc, /sys and /dev (guest/stage2.sh).
+    if ["/run/", "/proc/", "/sys/", "/dev/"]
+        .iter()
+        .any(|p| root.starts_with(p))
+    {
+        bail!(
+            "{}: a checkout under /run, /proc, /sys or /dev is hidden from the guest",
+            root.display()
+        );
+    }
+    let job = guest_job(root, &tests, &bins)?;
+
+    // One guest at a time: two side by side took 351 s where one after the
+    // other took about 400, and slowed each guest's delay line enough to
+    // put 37 ms on a path the tests read as under 30.
+    let t0 = Instant::now();
+    let outcomes: Vec<Result<(String, Vec<Verdict>)>> = o
+        .kernels
+        .iter()
+        .map(|k| one_kernel(k, o, &kernel_dir(&o.out, k), &job))
+        .collect();
+    let (mut table, failed) = report(o, &tests, outcomes)?;
+    writeln!(table, "the matrix took {:.0} s", t0.elapsed().as_secs_f64())?;
+    print!("{table}");
+    println!("kernels: logs in {}", o.out.display());
+    std::fs::write(o.out.join("summary.txt"), &table)?;
+    if !failed.is_empty() {
+        bail!("kernels: failed on {}", failed.join(", "));
+    }
+    Ok(())
+}
+
+/// Install the host tools the matrix needs (qemu, busybox, ...) that are
+/// missing, with apt.
+fn install_tools() -> Result<()> {
     let missing: Vec<&str> = TOOLS
         .iter()
         .filter(|(cmd, _)| !have(cmd))
@@ -118,20 +155,16 @@ pub fn run(root: &Path, o: &Opts) -> Result<()> {
             }
         }
     }
-    // The guest runs what the host built, at the same paths, and mounts
-    // its own /run, /proc, /sys and /dev (guest/stage2.sh).
-    if ["/run/", "/proc/", "/sys/", "/dev/"]
-        .iter()
-        .any(|p| root.starts_with(p))
-    {
-        bail!(
-            "{}: a checkout under /run, /proc, /sys or /dev is hidden from the guest",
-            root.display()
-        );
-    }
+    Ok(())
+}
+
+/// The guest's job: build what it runs on the host (ccload and the named
+/// test binaries), then one line per test that runs it and records its
+/// verdict and times in the results share.
+fn guest_job(root: &Path, tests: &[String], bins: &BTreeSet<&str>) -> Result<String> {
     // The guest runs what the host built: ccload and the test binaries.
     crate::run(crate::cargo(root).args(["build", "--locked", "-q", "-p", "ccload"]))?;
-    let exes = test_binaries(root, &bins)?;
+    let exes = test_binaries(root, bins)?;
     let mut job = String::from(
         "# written by cargo xtask kernels\nexport CCLOAD_REQUIRE_PRIVILEGED=1 RUST_BACKTRACE=1\n",
     );
@@ -141,7 +174,7 @@ pub fn run(root: &Path, o: &Opts) -> Result<()> {
         root.join("target/debug/ccload").display()
     )?;
     writeln!(job, "cd {}", root.join("tests").display())?;
-    for t in &tests {
+    for t in tests {
         let exe = &exes[binary_of(t)];
         let filter = match t.split_once("::") {
             Some((_, name)) => format!("--exact {name}"),
@@ -156,16 +189,16 @@ pub fn run(root: &Path, o: &Opts) -> Result<()> {
             exe.display()
         )?;
     }
+    Ok(job)
+}
 
-    // One guest at a time: two side by side took 351 s where one after the
-    // other took about 400, and slowed each guest's delay line enough to
-    // put 37 ms on a path the tests read as under 30.
-    let t0 = Instant::now();
-    let outcomes: Vec<Result<(String, Vec<Verdict>)>> = o
-        .kernels
-        .iter()
-        .map(|k| one_kernel(k, o, &kernel_dir(&o.out, k), &job))
-        .collect();
+/// Each kernel's verdicts as the table the matrix prints, and the kernels
+/// that failed (a test, or an oops, a BUG or a panic on the console).
+fn report(
+    o: &Opts,
+    tests: &[String],
+    outcomes: Vec<Result<(String, Vec<Verdict>)>>,
+) -> Result<(String, Vec<String>)> {
     let mut failed = Vec::new();
     let mut table = String::new();
     for (k, outcome) in o.kernels.iter().zip(outcomes) {
@@ -179,7 +212,7 @@ pub fn run(root: &Path, o: &Opts) -> Result<()> {
                     tests.len(),
                 )?;
                 let share = kernel_dir(&o.out, k).join("share");
-                for t in &tests {
+                for t in tests {
                     let line = match verdicts.iter().find(|v| &v.test == t) {
                         Some(v) if v.passed => format!("  ok    {t} ({:.0} s)", v.secs),
                         Some(v) => format!("  FAIL  {t} ({:.0} s)", v.secs),
@@ -212,14 +245,7 @@ pub fn run(root: &Path, o: &Opts) -> Result<()> {
             }
         }
     }
-    writeln!(table, "the matrix took {:.0} s", t0.elapsed().as_secs_f64())?;
-    print!("{table}");
-    println!("kernels: logs in {}", o.out.display());
-    std::fs::write(o.out.join("summary.txt"), &table)?;
-    if !failed.is_empty() {
-        bail!("kernels: failed on {}", failed.join(", "));
-    }
-    Ok(())
+    Ok((table, failed))
 }
 
 fn apt_update() -> Result<()> {

@@ -452,36 +452,7 @@ impl Scenario {
                         (format!("{k}bdp"), (k * bdp).round().max(2.0), k)
                     }
                 };
-                let mixes: Vec<Mix> = if self.mixes.is_empty() {
-                    vec![Mix {
-                        name: String::new(),
-                        flows: self.flows.clone(),
-                        arrivals: None,
-                    }]
-                } else {
-                    self.mixes
-                        .iter()
-                        .map(|m| {
-                            let mut m = m.clone();
-                            if let Some(a) = &m.arrivals {
-                                m.flows
-                                    .extend(a.flows(rate, self.duration_s).into_iter().map(
-                                        |(start_s, bytes)| FlowSpec {
-                                            cc: a.cc.clone(),
-                                            start_s,
-                                            stop_s: None,
-                                            bytes: Some(bytes),
-                                            rtt_ms: None,
-                                            // arrivals are the lab's own
-                                            sender: Some(Sender::Lab),
-                                            arrival: true,
-                                        },
-                                    ));
-                            }
-                            m
-                        })
-                        .collect()
-                };
+                let mixes = self.mixes_at(rate);
                 for &offl in &offloads {
                     for &loss in &g.loss {
                         for &n in &g.n_flows {
@@ -544,6 +515,42 @@ impl Scenario {
             }
         }
         out
+    }
+
+    /// The flow mixes of a link at `rate` Mbit/s: the scenario's flows, or
+    /// each mix with its arrivals drawn for that rate (the lab's own
+    /// sender's short flows).
+    fn mixes_at(&self, rate: f64) -> Vec<Mix> {
+        if self.mixes.is_empty() {
+            vec![Mix {
+                name: String::new(),
+                flows: self.flows.clone(),
+                arrivals: None,
+            }]
+        } else {
+            self.mixes
+                .iter()
+                .map(|m| {
+                    let mut m = m.clone();
+                    if let Some(a) = &m.arrivals {
+                        m.flows
+                            .extend(a.flows(rate, self.duration_s).into_iter().map(
+                                |(start_s, bytes)| FlowSpec {
+                                    cc: a.cc.clone(),
+                                    start_s,
+                                    stop_s: None,
+                                    bytes: Some(bytes),
+                                    rtt_ms: None,
+                                    // arrivals are the lab's own
+                                    sender: Some(Sender::Lab),
+                                    arrival: true,
+                                },
+                            ));
+                    }
+                    m
+                })
+                .collect()
+        }
     }
 
     /// The scenario as run in `case`: a cell's own duration applies.

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 use toml::Spanned;
 
-use super::{Config, Desired, OnExit, ServeCfgResolved};
+use super::{Config, Desired, OnExit, RolloutCfg, ServeCfgResolved};
 use crate::algos::{Algo, Params};
 use crate::cgroup_rules::{self, CgroupRule};
 use crate::path_rules::{PathRule, RuleSpec};
@@ -496,36 +496,7 @@ impl<'a> Parser<'a> {
             let duration = dur(&r.duration, "10m")?;
             let here =
                 |span: std::ops::Range<usize>, msg: &str| at(self.file, self.text, span, msg);
-            // Exactly one form: canary and control, `ab`, or `pods`.
-            let forms = [
-                r.canary.is_some() || r.control.is_some(),
-                r.ab.is_some(),
-                r.pods.is_some(),
-            ];
-            if forms.iter().filter(|f| **f).count() != 1 {
-                return Err(here(
-                    r.algo.span(),
-                    "a rollout takes `canary` and `control`, or `ab` (one cgroup), or `pods` \
-                     (a label selector): exactly one of them",
-                ));
-            }
-            let ab_share = match (&r.share, forms[0]) {
-                (Some(s), true) => {
-                    return Err(here(
-                        s.span(),
-                        "`share` is for A/B rollouts (`ab` or `pods`)",
-                    ))
-                }
-                (Some(s), false) if !(*s.get_ref() > 0.0 && *s.get_ref() < 1.0) => {
-                    return Err(here(
-                        s.span(),
-                        "`share` must be inside 0..1 (both arms need connections)",
-                    ))
-                }
-                (Some(s), false) => Some((s.get_ref() * 1e6).round() as u32),
-                (None, true) => None,
-                (None, false) => Some(100_000),
-            };
+            let ab_share = self.rollout_share(r)?;
             if let (Some(n), None) = (&r.namespace, &r.pods) {
                 return Err(here(n.span(), "`namespace` goes with `pods`"));
             }
@@ -586,6 +557,39 @@ impl<'a> Parser<'a> {
             self.d.rollouts.push(opts);
         }
         Ok(())
+    }
+
+    /// A rollout's form (exactly one: canary and control, `ab`, or `pods`)
+    /// and an A/B rollout's share of connections for the new controller,
+    /// in millionths (None: canary and control).
+    fn rollout_share(&self, r: &RolloutCfg) -> Result<Option<u32>> {
+        let here = |span: std::ops::Range<usize>, msg: &str| at(self.file, self.text, span, msg);
+        // Exactly one form: canary and control, `ab`, or `pods`.
+        let forms = [
+            r.canary.is_some() || r.control.is_some(),
+            r.ab.is_some(),
+            r.pods.is_some(),
+        ];
+        if forms.iter().filter(|f| **f).count() != 1 {
+            return Err(here(
+                r.algo.span(),
+                "a rollout takes `canary` and `control`, or `ab` (one cgroup), or `pods` \
+                 (a label selector): exactly one of them",
+            ));
+        }
+        match (&r.share, forms[0]) {
+            (Some(s), true) => Err(here(
+                s.span(),
+                "`share` is for A/B rollouts (`ab` or `pods`)",
+            )),
+            (Some(s), false) if !(*s.get_ref() > 0.0 && *s.get_ref() < 1.0) => Err(here(
+                s.span(),
+                "`share` must be inside 0..1 (both arms need connections)",
+            )),
+            (Some(s), false) => Ok(Some((s.get_ref() * 1e6).round() as u32)),
+            (None, true) => Ok(None),
+            (None, false) => Ok(Some(100_000)),
+        }
     }
 
     /// `default_cc`: one of ours in `[algos]` or a kernel CC here.

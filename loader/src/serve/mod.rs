@@ -698,6 +698,41 @@ fn names(paths: &[PathBuf]) -> String {
         .join(" + ")
 }
 
+/// The daemon's watches: the config's files (`srcs` as `st` was applied
+/// from them), the cgroup tree of its bindings and, for `[[pods]]`, the
+/// node's pods through the Kubernetes API.
+fn watches(
+    paths: &[PathBuf],
+    srcs: &[config::Source],
+    st: &Rc<State>,
+) -> Result<(cfgwatch::ConfigWatch, cgwatch::CgroupWatch, pods::PodWatch)> {
+    let cfgw = cfgwatch::ConfigWatch::new(paths, Some(srcs))
+        .with_context(|| format!("watching {}", names(paths)))?;
+    let mut cgw = cgwatch::CgroupWatch::new();
+    if let Err(e) = cgw.rewatch(&st.effective().cgroups) {
+        tracing::warn!("cgroup watch: {e}");
+    }
+    let mut podw = pods::PodWatch::new();
+    podw.sync(&st.desired.borrow(), st);
+    Ok((cfgw, cgw, podw))
+}
+
+/// The node's pods changed: the cgroups their selectors pick are bound
+/// and unbound as the config's own are.
+fn pods_changed(
+    st: &Rc<State>,
+    list: Vec<crate::pods::PodInfo>,
+    cgw: &mut cgwatch::CgroupWatch,
+    verbose: bool,
+) {
+    let n = list.len();
+    *st.pods.borrow_mut() = Some(list);
+    let sel = st.effective().cgroups.len() - st.desired.borrow().cgroups.len();
+    st.metrics.borrow_mut().pods_selected = Some(sel as u64);
+    tracing::info!("pods: {n} on this node, {sel} selected");
+    reconcile_cgroups(st, cgw, verbose);
+}
+
 /// `srcs` are the config's files as `st` was applied from them.
 async fn main_loop(
     paths: Vec<PathBuf>,
@@ -718,15 +753,7 @@ async fn main_loop(
     st.metrics.borrow_mut().rings_missing = rings.missing.clone();
     // Config applied, listeners bound, rings open: ready.
     notify("READY=1\nSTATUS=serving");
-    let mut cfgw = cfgwatch::ConfigWatch::new(&paths, Some(srcs))
-        .with_context(|| format!("watching {}", names(&paths)))?;
-    let mut cgw = cgwatch::CgroupWatch::new();
-    if let Err(e) = cgw.rewatch(&st.effective().cgroups) {
-        tracing::warn!("cgroup watch: {e}");
-    }
-    // `[[pods]]`: the node's pods, from the Kubernetes API.
-    let mut podw = pods::PodWatch::new();
-    podw.sync(&st.desired.borrow(), &st);
+    let (mut cfgw, mut cgw, mut podw) = watches(&paths, srcs, &st)?;
     // The watchdog is fed from this loop, at half its period: a loop that
     // hangs stops feeding it and systemd restarts the daemon.
     let mut watchdog = watchdog_period(
@@ -771,14 +798,7 @@ async fn main_loop(
                     }
                     reconcile_cgroups(&st, &mut cgw, verbose);
                 }
-                list = podw.changed() => {
-                    let n = list.len();
-                    *st.pods.borrow_mut() = Some(list);
-                    let sel = st.effective().cgroups.len() - st.desired.borrow().cgroups.len();
-                    st.metrics.borrow_mut().pods_selected = Some(sel as u64);
-                    tracing::info!("pods: {n} on this node, {sel} selected");
-                    reconcile_cgroups(&st, &mut cgw, verbose);
-                }
+                list = podw.changed() => pods_changed(&st, list, &mut cgw, verbose),
                 r = cfgw.changed() => match r {
                     Ok(()) => break Some("config file changed"),
                     Err(e) => tracing::warn!("config watch: {e}"),
