@@ -240,8 +240,10 @@ pub fn attach_object_file(
 }
 
 /// A struct of bpf/ccload_intf.h (bindgen: plain old data) as the bytes a
-/// map entry takes; the slice borrows it.
-pub(crate) fn pod_bytes<T: Copy>(v: &T) -> &[u8] {
+/// map entry takes; the slice borrows it.  `'static` keeps a borrowed
+/// struct out (`pod_bytes(&meta)` with `meta: &ccl_meta` would give the
+/// reference's 8 bytes): pass the struct, not a reference to it.
+pub(crate) fn pod_bytes<T: Copy + 'static>(v: &T) -> &[u8] {
     // SAFETY: T is one of ccload_intf.h's bindgen structs (Copy, no
     // pointers); the slice covers exactly its bytes and borrows it.
     unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
