@@ -13,7 +13,7 @@
  *
  * Every tunable is a u32 (or s32) so that the loader can treat a params struct
  * as an array of named 32-bit fields whose names, ranges and units are listed
- * once here (CCL_<NAME>_PARAMS), which loader/src/algos.rs reads through the
+ * once here (CCL_<NAME>_PARAMS), which loader/src/bpf/algos.rs reads through the
  * descriptor tables; the BPF side clamps every field on every read.
  */
 #ifndef __CCLOAD_INTF_H
@@ -67,7 +67,7 @@ enum ccl_algo {
 };
 
 /* Per-CPU counters, one array per algorithm.  Descriptions live in Rust
- * (loader/src/stats.rs) next to the serde field names. */
+ * (loader/src/bpf/stats.rs) next to the serde field names. */
 enum ccl_stat_idx {
 	CCL_STAT_FLOW_INIT = 0,	  /* init() calls: flows that chose this CC */
 	CCL_STAT_FLOW_RELEASE,	  /* release() calls */
@@ -572,7 +572,7 @@ enum ccl_cg_stat {
 /*
  * What ccload records about an attachment (`meta` map, one entry).  It only
  * grows at its end: a ccload reads another release's entry as the prefix
- * they share (loader/src/layout.rs), and the params by the field names
+ * they share (loader/src/bpf/layout.rs), and the params by the field names
  * recorded here.  One entry, pinned with each attached algorithm: it also
  * holds what `detach` must restore.
  */

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * migrate.bpf.c - move the open sockets of an upgraded controller onto its
- * new code (`ccload attach --replace`, loader/src/upgrade.rs).
+ * new code (`ccload attach --replace`, loader/src/bpf/upgrade.rs).
  *
  * Swapping a struct_ops link registers the new tcp_congestion_ops under the
  * same name, but every socket keeps the ops pointer it was given: the old

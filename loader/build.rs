@@ -125,7 +125,7 @@ fn algos_rs(rows: &[Row], sources: u64) -> String {
     o += "macro_rules! with_skel {\n    ($algo:expr, $m:ident) => {\n        match $algo {\n";
     for r in rows {
         o += &format!(
-            "            $crate::algos::Algo::{c} => $m!($crate::skel::{n}::{c}SkelBuilder),\n",
+            "            $crate::bpf::algos::Algo::{c} => $m!($crate::skel::{n}::{c}SkelBuilder),\n",
             c = camel(&r.name),
             n = r.name
         );

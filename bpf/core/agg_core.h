@@ -4,7 +4,7 @@
  * pure functions: which histogram bucket a value falls in, when a flow is
  * sampled, how counter deltas and Recovery time are accounted.  Called by
  * every controller (ccload_agg.bpf.h) and by the cgroup sock_ops program,
- * and by the host unit tests (loader/src/agg_tests.rs).
+ * and by the host unit tests (loader/src/bind/agg_tests.rs).
  *
  * Sampling.  Counters (bytes acked, segments sent and retransmitted) are
  * cumulative in the socket; a flow's delta since its last flush is added at

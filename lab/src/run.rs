@@ -48,7 +48,7 @@ pub fn run_case(
         senders.iter().all(|s| s.is_lab()) || iperf3::available(),
         "sender = \"iperf3\": no iperf3 on PATH (scripts/setup.sh installs it)"
     );
-    let algo = cc_name.parse::<ccload::algos::Algo>().ok();
+    let algo = cc_name.parse::<ccload::bpf::algos::Algo>().ok();
     let repairs0 = algo.and_then(repair_counts);
     let t0 = Instant::now();
     let mut st = Started::new(flows.len());
@@ -356,7 +356,7 @@ fn sample_flows(
 
 /// A ccload controller's guard counters (ssth_repaired, cwnd_repaired);
 /// None when it is not attached or its stats cannot be read.
-fn repair_counts(algo: ccload::algos::Algo) -> Option<[u64; 2]> {
+fn repair_counts(algo: ccload::bpf::algos::Algo) -> Option<[u64; 2]> {
     ccload::bpf::guard_repairs(algo).ok()
 }
 

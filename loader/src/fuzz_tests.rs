@@ -11,8 +11,8 @@ use std::path::Path;
 
 use proptest::prelude::*;
 
-use crate::algos::Algo;
-use crate::{config, diag, netlink, stream, telemetry};
+use crate::bpf::algos::Algo;
+use crate::{bind::config, bpf::stream, bpf::telemetry, host::diag, host::netlink};
 
 /// One of `words`, verbatim (proptest reads a bare &str as a regex).
 fn one_of(words: &'static [&'static str]) -> BoxedStrategy<String> {
@@ -198,12 +198,12 @@ proptest! {
     /// decoded path prints, for any bytes of any algorithm's record.
     #[test]
     fn fast_writer_matches_the_decoded_record(
-        mut raw in proptest::collection::vec(any::<u8>(), crate::telemetry::EVENT_SIZE),
-        algo in 0usize..crate::algos::Algo::ALL.len(),
+        mut raw in proptest::collection::vec(any::<u8>(), crate::bpf::telemetry::EVENT_SIZE),
+        algo in 0usize..crate::bpf::algos::Algo::ALL.len(),
         v6 in any::<bool>(),
     ) {
-        use crate::telemetry::{write_fast, Event, FastFormat};
-        let a = crate::algos::Algo::ALL[algo];
+        use crate::bpf::telemetry::{write_fast, Event, FastFormat};
+        let a = crate::bpf::algos::Algo::ALL[algo];
         let off = std::mem::offset_of!(crate::intf::ccl_event, algo);
         raw[off..off + 4].copy_from_slice(&a.id().to_ne_bytes());
         let off = std::mem::offset_of!(crate::intf::ccl_event, family);

@@ -1,47 +1,30 @@
 //! ccload: deploy, tune and observe eBPF struct_ops TCP congestion controllers.
 //!
-//! The `ccload` binary is [`cli`] (clap types) + [`cmd`] (one module per
-//! command).  Modules other crates use (the testbed, the lab, the tests) are
-//! `pub`; the rest is `pub(crate)` so dead code is flagged.  See
-//! docs/architecture.md for the crates and the data path.
+//! The modules are grouped by layer, each using only those below it
+//! (tests/tests/module_graph.rs checks that no two reach each other):
+//!
+//! - [`host`]: sysctls, mounts, /proc, netlink, the state lock;
+//! - [`bpf`]: the controllers' objects and maps: loading, attaching,
+//!   tunables, layouts, telemetry, in-place upgrades;
+//! - [`bind`]: bindings (cgroups, paths, pods, profiles), the config, the
+//!   aggregates and rollouts;
+//! - `serve`: the daemon;
+//! - [`cli`]: the command line (clap types in [`cli::args`], one module per
+//!   command in [`cli::cmd`]) and the views.
+//!
+//! [`error`] and `units` are leaves every layer uses.  Modules other crates
+//! use (the testbed, the lab, the tests) are `pub`; the rest is
+//! `pub(crate)` so dead code is flagged.  See docs/architecture.md for the
+//! crates and the data path.
 
-pub mod agg;
-pub mod algos;
-pub mod bench;
+pub mod bind;
 pub mod bpf;
-pub mod cgroup;
-pub mod cgroup_rules;
 pub mod cli;
-pub mod cmd;
-pub mod config;
-pub(crate) mod diag;
-pub mod doctor;
 pub mod error;
-pub mod layout;
-pub mod leftovers;
-pub(crate) mod lock;
-pub mod manpage;
-pub mod netlink;
-pub mod output;
-pub mod path_rules;
-pub mod pods;
-pub mod procfs;
-pub mod profiles;
-pub mod rollout;
-pub mod sequential;
+pub mod host;
 pub(crate) mod serve;
-pub(crate) mod stats;
-pub(crate) mod stream;
-pub(crate) mod sysctl;
-pub mod system;
-pub(crate) mod telemetry;
-pub(crate) mod top;
 pub(crate) mod units;
-pub mod upgrade;
-pub(crate) mod watch;
 
-#[cfg(test)]
-mod agg_tests;
 #[cfg(test)]
 mod fuzz_tests;
 

@@ -1,9 +1,9 @@
 use clap::Parser;
 
-use ccload::cli::Cli;
-use ccload::cmd::run;
+use ccload::cli::args::Cli;
+use ccload::cli::cmd::run;
+use ccload::cli::output::{error_doc, wants_json, Out};
 use ccload::error::CclError;
-use ccload::output::{error_doc, wants_json, Out};
 
 fn main() {
     // Die quietly on a closed pipe (`ccload tune --show | head`), as Unix

@@ -158,12 +158,12 @@ impl ConsumerRow {
 }
 
 fn consumer_rates(secs: f64) -> Result<Vec<ConsumerRow>> {
-    let ring = ccload::bpf::map_pin(ccload::algos::Algo::Ccpd, "events");
+    let ring = ccload::bpf::map_pin(ccload::bpf::algos::Algo::Ccpd, "events");
     let mut rows = Vec::new();
     for format in ["json", "csv", "table"] {
         for rate in [250_000u64, 500_000, 1_000_000, 2_000_000, 4_000_000] {
             let c = Consumer::start(format)?;
-            let p = ccload::bench::produce(&ring, rate, Duration::from_secs_f64(secs), 64)?;
+            let p = ccload::bpf::bench::produce(&ring, rate, Duration::from_secs_f64(secs), 64)?;
             // Let the consumer drain what is in the ring.
             std::thread::sleep(Duration::from_millis(500));
             let (mut lines, shown) = c.stop_shown()?;
@@ -253,7 +253,7 @@ struct BenchCgroup {
 
 impl BenchCgroup {
     fn enter() -> Result<BenchCgroup> {
-        let root = ccload::system::cgroup2_mount().context("cgroup2 is not mounted")?;
+        let root = ccload::host::system::cgroup2_mount().context("cgroup2 is not mounted")?;
         let path = root.join(format!("ccl-bench-{}", std::process::id()));
         std::fs::create_dir(&path)?;
         let home = std::fs::read_to_string("/proc/self/cgroup")?
@@ -269,7 +269,7 @@ impl BenchCgroup {
 impl Drop for BenchCgroup {
     fn drop(&mut self) {
         let _ = ccload(&["cgroup", "unset", &self.path.to_string_lossy()]);
-        if let Some(root) = ccload::system::cgroup2_mount() {
+        if let Some(root) = ccload::host::system::cgroup2_mount() {
             let home = root.join(self.home.trim_start_matches('/'));
             let _ = std::fs::write(home.join("cgroup.procs"), std::process::id().to_string());
         }
@@ -391,7 +391,7 @@ fn busy_ns() -> Result<u64> {
 /// CPU time (user + system) of process `pid`, ns.
 fn proc_ns(pid: u32) -> u64 {
     // utime and stime: stat(5) fields 14 and 15
-    let f = ccload::procfs::stat_fields(pid).unwrap_or_default();
+    let f = ccload::host::procfs::stat_fields(pid).unwrap_or_default();
     let t = |n: usize| f.get(n - 3).and_then(|x| x.parse::<u64>().ok());
     t(14).zip(t(15)).map(|(u, s)| ticks_ns(u + s)).unwrap_or(0)
 }

@@ -544,7 +544,7 @@ struct SoakCgroup(PathBuf);
 
 impl SoakCgroup {
     fn new(tag: &str) -> Result<SoakCgroup> {
-        let root = ccload::system::cgroup2_mount().context("no cgroup2 mount")?;
+        let root = ccload::host::system::cgroup2_mount().context("no cgroup2 mount")?;
         let p = root.join(format!("ccl-soak-{}-{tag}", std::process::id()));
         std::fs::create_dir(&p).with_context(|| format!("create {}", p.display()))?;
         Ok(SoakCgroup(p))

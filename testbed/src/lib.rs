@@ -39,7 +39,7 @@ pub fn privileged_skip_reason() -> Option<String> {
     if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
         return Some("kernel has no BTF".into());
     }
-    if !ccload::system::bpffs_mounted() {
+    if !ccload::host::system::bpffs_mounted() {
         return Some("bpffs not mounted at /sys/fs/bpf".into());
     }
     None

@@ -3,7 +3,7 @@
 
 use std::os::fd::OwnedFd;
 
-use ccload::netlink::{self, attrs};
+use ccload::host::netlink::{self, attrs};
 
 const RTM_GETQDISC: u16 = 38;
 const RTM_NEWQDISC: u16 = 36;

@@ -169,7 +169,7 @@ impl Drop for Attached {
 /// build does not know (the fifth-controller recipe's `demo`).
 pub fn set_test_param(algo: &str, name: &str, value: u32) -> Result<(), String> {
     use libbpf_rs::{MapCore, MapFlags, MapHandle};
-    let rows = ccload::algos::Algo::ALL[0].fields();
+    let rows = ccload::bpf::algos::Algo::ALL[0].fields();
     let tests = &rows[rows.len() - ccload::intf::CCL_NR_TEST_PARAMS as usize..];
     let Some(pos) = tests.iter().position(|d| d.name == name) else {
         return Err(format!("{name}: not a test-only tunable"));
@@ -286,7 +286,7 @@ pub fn i(v: &serde_json::Value, k: &str) -> i64 {
 
 /// ccpd's default Kp as stored (Q10), from the tunables table.
 pub fn ccpd_default_kp() -> i64 {
-    ccload::algos::Algo::Ccpd
+    ccload::bpf::algos::Algo::Ccpd
         .defaults()
         .get("kp")
         .expect("ccpd has kp") as i64
@@ -312,7 +312,7 @@ pub struct TestCgroup(pub PathBuf);
 
 impl TestCgroup {
     pub fn new(tag: &str) -> TestCgroup {
-        let root = ccload::system::cgroup2_mount().expect("cgroup2 mounted");
+        let root = ccload::host::system::cgroup2_mount().expect("cgroup2 mounted");
         let p = root.join(format!("ccl-t{}-{tag}", std::process::id()));
         std::fs::create_dir(&p).unwrap();
         TestCgroup(p)

@@ -67,7 +67,7 @@ fn examples_apply_idempotently_and_bad_configs_change_nothing() {
     // Every tunable of both profiles is what the file says (the rest are
     // the defaults), read back from the kernel's params map.
     let want = |sets: &[(&str, &str)]| {
-        let mut p = ccload::algos::Algo::Ccpd.defaults();
+        let mut p = ccload::bpf::algos::Algo::Ccpd.defaults();
         let sets: Vec<(String, String)> = sets
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -75,8 +75,8 @@ fn examples_apply_idempotently_and_bad_configs_change_nothing() {
         p.apply(&sets).unwrap();
         p.raw
     };
-    let p0 = ccload::bpf::read_params(ccload::algos::Algo::Ccpd, 0).unwrap();
-    let p1 = ccload::bpf::read_params(ccload::algos::Algo::Ccpd, 1).unwrap();
+    let p0 = ccload::bpf::read_params(ccload::bpf::algos::Algo::Ccpd, 0).unwrap();
+    let p1 = ccload::bpf::read_params(ccload::bpf::algos::Algo::Ccpd, 1).unwrap();
     assert_eq!(p0.raw, want(&[("kp", "4"), ("kd", "100")]), "profile 0");
     assert_eq!(p1.raw, want(&[("kp", "2"), ("kd", "100")]), "profile web");
     let l: serde_json::Value =

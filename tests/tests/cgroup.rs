@@ -858,9 +858,10 @@ fn flows_keep_their_profiles_tunables_across_an_apply_that_adds_and_removes() {
     assert_eq!(cgroup_binding(zz.path()), None);
     let api = ccload_ok(&["tune", "--algo", "ccpd", "--show", "--profile", "api"]);
     assert!(api.starts_with("ccpd profile 3:"), "{api}");
-    let ids: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(ccload::profiles::PROFILE_IDS).unwrap())
-            .unwrap();
+    let ids: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(ccload::bind::profiles::PROFILE_IDS).unwrap(),
+    )
+    .unwrap();
     assert_eq!(ids["ccpd"]["retired"]["2"], "zz", "{ids}");
 }
 

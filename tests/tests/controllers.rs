@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use ccload::algos::Algo;
+use ccload::bpf::algos::Algo;
 use ccload_itests::link::{Bottleneck, LinkCfg};
 use ccload_itests::*;
 

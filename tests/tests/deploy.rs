@@ -148,7 +148,7 @@ fn install_into_a_destdir_gives_a_unit_that_verifies() {
     let cfg = d.join("etc/ccload/config.toml");
     let mode = std::fs::metadata(&cfg).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600, "the config is root's");
-    ccload::config::load(&cfg).expect("the installed config is valid");
+    ccload::bind::config::load(&cfg).expect("the installed config is valid");
 
     // The installed unit, checked with its paths moved under D.
     let unit = std::fs::read_to_string(d.join("etc/systemd/system/ccload.service")).unwrap();
@@ -343,7 +343,7 @@ fn dist_makes_a_tarball_a_deb_that_enables_the_unit_and_an_image() {
     );
     let unit = std::fs::read_to_string(r.join("usr/lib/systemd/system/ccload.service")).unwrap();
     assert!(unit.contains("ExecStart=/usr/bin/ccload serve --config /etc/ccload/config.toml"));
-    ccload::config::load(&r.join("etc/ccload/config.toml")).expect("the packaged config");
+    ccload::bind::config::load(&r.join("etc/ccload/config.toml")).expect("the packaged config");
     let conf = run(std::process::Command::new("dpkg-query")
         .arg(format!("--admindir={}", r.join("var/lib/dpkg").display()))
         .args(["-W", "-f", "${Conffiles}", "ccload"]));
@@ -501,7 +501,7 @@ fn daemonset_is_well_formed_and_least_privilege() {
         ]
     );
     let base = ccload_itests::repo_root().join("deploy/kubernetes/base");
-    let d = ccload::config::load_all(&[base.join("fleet.toml"), base.join("pool.toml")])
+    let d = ccload::bind::config::load_all(&[base.join("fleet.toml"), base.join("pool.toml")])
         .unwrap_or_else(|e| panic!("{e:#}"));
     assert!(
         d.serve.metrics.starts_with("127.0.0.1:"),
@@ -675,7 +675,7 @@ fn containerfile_builds_what_the_daemonset_runs() {
         "the DaemonSet runs {} serve",
         entry[0]
     );
-    ccload::config::load(&ccload_itests::repo_root().join("configs/default.toml"))
+    ccload::bind::config::load(&ccload_itests::repo_root().join("configs/default.toml"))
         .expect("shipped config valid");
 }
 

@@ -153,7 +153,7 @@ fn bad_tunable_is_rejected_and_pinned_values_unchanged() {
     assert!(!registered("ccpd") && !std::path::Path::new("/sys/fs/bpf/ccload/ccpd").exists());
 
     let _g = Attached::new("ccpd", &["--set", "kp=4", "--set", "kd=50"]);
-    let p0 = ccload::bpf::read_params(ccload::algos::Algo::Ccpd, 0).unwrap();
+    let p0 = ccload::bpf::read_params(ccload::bpf::algos::Algo::Ccpd, 0).unwrap();
     for bad in [
         ["--set", "kp=0.1"],
         ["--set", "kd=-1"],
@@ -169,7 +169,7 @@ fn bad_tunable_is_rejected_and_pinned_values_unchanged() {
     // A batch with one bad value writes none of it.
     let o = ccload(&["tune", "--algo", "ccpd", "--set", "kd=10", "--set", "kp=99"]);
     assert_eq!(o.status.code(), Some(2));
-    let p1 = ccload::bpf::read_params(ccload::algos::Algo::Ccpd, 0).unwrap();
+    let p1 = ccload::bpf::read_params(ccload::bpf::algos::Algo::Ccpd, 0).unwrap();
     assert_eq!(
         p0.to_bytes(),
         p1.to_bytes(),
@@ -179,7 +179,7 @@ fn bad_tunable_is_rejected_and_pinned_values_unchanged() {
     // A good tune is written and read back.
     let out = ccload_ok(&["tune", "--algo", "ccpd", "--set", "kd=10"]);
     assert!(out.contains("kd: 50 -> 10"), "{out}");
-    let p2 = ccload::bpf::read_params(ccload::algos::Algo::Ccpd, 0).unwrap();
+    let p2 = ccload::bpf::read_params(ccload::bpf::algos::Algo::Ccpd, 0).unwrap();
     assert_eq!(p2.get("kd"), Some(10));
     assert_eq!(p2.get("kp"), Some(4096));
 }

@@ -132,7 +132,7 @@ fn check_doc(doc: &serde_yaml::Value, what: &str) -> Vec<String> {
             for (k, v) in cm.data.unwrap_or_default() {
                 if k.ends_with(".toml") {
                     // The cgroup paths are the nodes', not this machine's.
-                    toml::from_str::<ccload::config::Config>(&v)
+                    toml::from_str::<ccload::bind::config::Config>(&v)
                         .unwrap_or_else(|e| panic!("{what}: {k}: {e}"));
                 } else if k.ends_with(".json") {
                     let d: serde_json::Value =
@@ -298,11 +298,11 @@ fn every_manifest_parses_into_its_api_type() {
                     serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
                 exprs.extend(dashboard_exprs(&d));
             } else if name.ends_with(".toml") {
-                ccload::config::load(&p)
+                ccload::bind::config::load(&p)
                     .map(drop)
                     .or_else(|e| {
                         // Paths of a node's cgroup tree: the schema at least.
-                        toml::from_str::<ccload::config::Config>(
+                        toml::from_str::<ccload::bind::config::Config>(
                             &std::fs::read_to_string(&p).unwrap(),
                         )
                         .map(drop)
@@ -356,11 +356,11 @@ fn render(dir: &str) -> Option<String> {
 
 /// A rendered ccload-config: the fleet's file and the pool's, one config;
 /// the controllers only in the fleet's, so every pool runs the same ones.
-fn config_of(cm: &serde_yaml::Value, dir: &str) -> ccload::config::Desired {
+fn config_of(cm: &serde_yaml::Value, dir: &str) -> ccload::bind::config::Desired {
     let data = cm["data"].as_mapping().unwrap();
     let keys: Vec<&str> = data.keys().map(|k| k.as_str().unwrap()).collect();
     assert_eq!(keys, ["fleet.toml", "pool.toml"], "{dir}");
-    let src = |k: &str| ccload::config::Source {
+    let src = |k: &str| ccload::bind::config::Source {
         path: Path::new(dir).join(k),
         text: cm["data"][k].as_str().unwrap().to_string(),
     };
@@ -375,7 +375,8 @@ fn config_of(cm: &serde_yaml::Value, dir: &str) -> ccload::config::Desired {
     pool.text = pool
         .text
         .replace("[serve]\n", "[serve]\nnode_name = \"node-1\"\n");
-    ccload::config::parse_all(&[src("fleet.toml"), pool]).unwrap_or_else(|e| panic!("{dir}: {e:#}"))
+    ccload::bind::config::parse_all(&[src("fleet.toml"), pool])
+        .unwrap_or_else(|e| panic!("{dir}: {e:#}"))
 }
 
 #[test]

@@ -310,3 +310,28 @@ fn no_crate_has_an_import_circle() {
         found.join("\n  ")
     );
 }
+
+/// ccload's top-level modules are its layers (src/lib.rs), lowest first:
+/// each may use only those before it.
+const LOADER_LAYERS: &[&str] = &["error", "units", "host", "bpf", "bind", "serve", "cli"];
+
+#[test]
+fn ccload_layers_use_only_the_layers_below_them() {
+    let g = graph_of(&ccload_itests::repo_root().join("loader/src"));
+    let mut wrong = Vec::new();
+    for (m, deps) in &g {
+        if m == "fuzz_tests" {
+            continue; // tests of parsers in several layers
+        }
+        let Some(rank) = LOADER_LAYERS.iter().position(|l| l == m) else {
+            wrong.push(format!("{m} is not a layer of src/lib.rs's list"));
+            continue;
+        };
+        for d in deps {
+            if LOADER_LAYERS.iter().position(|l| l == d).is_none_or(|r| r >= rank) {
+                wrong.push(format!("{m} uses {d}, which is not below it"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "loader/src:\n  {}", wrong.join("\n  "));
+}

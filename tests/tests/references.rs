@@ -50,7 +50,7 @@ fn is_path_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || "_./-".contains(c)
 }
 
-/// The repository paths a text names (`docs/lab.md`, `loader/src/cgroup.rs`).
+/// The repository paths a text names (`docs/lab.md`, `loader/src/bind/cgroup.rs`).
 fn repo_paths(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     for d in DIRS {
@@ -115,18 +115,18 @@ fn cited_names(text: &str) -> Vec<(String, String)> {
 
 #[test]
 fn the_checker_reads_paths_and_links() {
-    let t = "see docs/lab.md, loader/src/cgroup.rs. /usr/share/doc/ccload and \
+    let t = "see docs/lab.md, loader/src/bind/cgroup.rs. /usr/share/doc/ccload and \
              <bpf/bpf_helpers.h>; bpf/core/*_core.h; [a](choosing.md#x) [b](https://x)";
-    assert_eq!(repo_paths(t), ["docs/lab.md", "loader/src/cgroup.rs"]);
+    assert_eq!(repo_paths(t), ["docs/lab.md", "loader/src/bind/cgroup.rs"]);
     assert_eq!(md_links(t), ["choosing.md"]);
     let t = "`serial()` in tests/src/lib.rs, `CCL_ALGOS` (bpf/ccload_intf.h), \
-             `x::y` in `loader/src/cgroup.rs`; `z` is in docs/lab.md, `q` in the docs";
+             `x::y` in `loader/src/bind/cgroup.rs`; `z` is in docs/lab.md, `q` in the docs";
     assert_eq!(
         cited_names(t),
         [
             ("serial".to_string(), "tests/src/lib.rs".to_string()),
             ("CCL_ALGOS".into(), "bpf/ccload_intf.h".into()),
-            ("y".into(), "loader/src/cgroup.rs".into()),
+            ("y".into(), "loader/src/bind/cgroup.rs".into()),
         ]
     );
 }

@@ -24,7 +24,7 @@ fn every_controller_survives_an_rto_during_recovery() {
         delay_ms: 10.0,
         ..Default::default()
     });
-    for algo in ccload::algos::Algo::ALL {
+    for algo in ccload::bpf::algos::Algo::ALL {
         let name = algo.name();
         let _g = Attached::new(name, &[]);
         let mut w = Watch::start(&["--algo", name]);

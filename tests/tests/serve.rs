@@ -70,7 +70,7 @@ fn daemon_metrics_fanout_reload_and_exit() {
     // plain client (what `socat - UNIX:...` would be) that says nothing
     // and so gets JSON lines.
     let e0 = metric(&m0, "ccload_events_total{algo=\"ccpd\"}");
-    let plain = std::os::unix::net::UnixStream::connect(ccload::config::DEFAULT_SOCKET)
+    let plain = std::os::unix::net::UnixStream::connect(ccload::bind::config::DEFAULT_SOCKET)
         .expect("the daemon's telemetry socket");
     // Ends 5 s after the last record (the transfer starts within ~2 s).
     plain
@@ -783,14 +783,14 @@ fn a_changed_config_file_is_applied_without_a_signal() {
         p
     });
     let param = |profile: u32, name: &str| {
-        ccload::bpf::read_params(ccload::algos::Algo::Ccpd, profile)
+        ccload::bpf::read_params(ccload::bpf::algos::Algo::Ccpd, profile)
             .ok()
             .and_then(|p| p.get(name))
             .unwrap_or(0)
     };
     let kp = || param(0, "kp") / 1024;
     // the profile's id as serve recorded it (profiles.rs)
-    let kd = || ccload::profiles::resolve("ccpd", "trial").map_or(0, |id| param(id, "kd"));
+    let kd = || ccload::bind::profiles::resolve("ccpd", "trial").map_or(0, |id| param(id, "kd"));
     let d = Daemon::start_files(&[&files[0], &files[1]], &[]);
     let addr = d.addr();
     assert!(
@@ -867,7 +867,7 @@ fn cc_of_a_connection(link: &Bottleneck, cg: &std::path::Path) -> String {
 fn cgroups_that_appear_or_are_made_again_are_bound() {
     let _s = privileged!();
     let (dir, _c) = scratch("cg");
-    let root = ccload::system::cgroup2_mount().expect("cgroup2 mounted");
+    let root = ccload::host::system::cgroup2_mount().expect("cgroup2 mounted");
     let name = |s: &str| root.join(format!("ccl-t{}-{s}", std::process::id()));
     let (late, never) = (name("late"), name("never"));
     let pods: Vec<_> = (1..=3).map(|i| name(&format!("pod{i}"))).collect();
@@ -1164,7 +1164,7 @@ const WEB_UID: &str = "5e0f8a1c-3b2d-4c6e-9f10-2a7b8c9d0e11";
 const LATE_UID: &str = "77777777-0000-4000-8000-000000000001";
 
 fn recorded_pods(tag: &str) -> RecordedPods {
-    use ccload::pods::{pod_cgroup, Driver, Qos};
+    use ccload::bind::pods::{pod_cgroup, Driver, Qos};
     let fixtures: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/pods.json"))
             .unwrap(),
@@ -1172,7 +1172,7 @@ fn recorded_pods(tag: &str) -> RecordedPods {
     .unwrap();
     let pods = fixtures["items"].as_array().unwrap().clone();
     let api = MockApi::start(pods.clone());
-    let root = ccload::system::cgroup2_mount()
+    let root = ccload::host::system::cgroup2_mount()
         .expect("cgroup2 mounted")
         .join(format!("ccl-t{}-{tag}", std::process::id()));
     let cg = |uid: &str, qos| pod_cgroup(&root, Driver::Systemd, uid, qos);

@@ -150,7 +150,7 @@ fn watch_json_is_well_formed_and_plausible_and_every_restores() {
     let err = w.stop();
     assert!(err.contains("dropped in the kernel"), "{err}");
     // The watch restored the sampling it changed.
-    let p = ccload::bpf::read_params(ccload::algos::Algo::Ccpd, 0).unwrap();
+    let p = ccload::bpf::read_params(ccload::bpf::algos::Algo::Ccpd, 0).unwrap();
     assert_eq!(p.get("trace_every"), Some(1));
 }
 
@@ -257,7 +257,7 @@ fn watch_every_ms_limits_records_per_flow_by_kernel_time() {
     for w in ts.windows(2) {
         assert!(w[1] - w[0] >= 40_000, "records {} us apart", w[1] - w[0]);
     }
-    let p = ccload::bpf::read_params(ccload::algos::Algo::Ccpd, 0).unwrap();
+    let p = ccload::bpf::read_params(ccload::bpf::algos::Algo::Ccpd, 0).unwrap();
     assert_eq!(
         (p.get("trace_every"), p.get("trace_ms")),
         (Some(1), Some(1))
@@ -463,7 +463,7 @@ fn telemetry_wakes_its_reader_per_batch_not_per_record() {
 
     let _s = privileged!();
     let _g = Attached::new("ccpd", &[]);
-    let map = ccload::bpf::open_map(ccload::algos::Algo::Ccpd, "events").expect("events map");
+    let map = ccload::bpf::open_map(ccload::bpf::algos::Algo::Ccpd, "events").expect("events map");
     let records = std::rc::Rc::new(std::cell::Cell::new(0u64));
     let mut b = libbpf_rs::RingBufferBuilder::new();
     let seen = records.clone();

@@ -68,7 +68,7 @@ fn ub_reno_alone(k: f64, bytes: u64) -> (Vec<serde_json::Value>, u64) {
 fn reno_onsets(sender: &[serde_json::Value]) -> Vec<(i64, i64)> {
     // The defaults from the kernel layout's table; alpha as stored (Q16,
     // the unit of c_q16).
-    let d = ccload::algos::Algo::UbReno.defaults();
+    let d = ccload::bpf::algos::Algo::UbReno.defaults();
     let alpha = d.get("alpha").unwrap() as i64;
     let need = d.get("c_rounds").unwrap() as usize;
     let mut out = Vec::new();

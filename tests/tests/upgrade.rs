@@ -1,4 +1,4 @@
-//! In-place upgrades across params layouts (loader/src/upgrade.rs).
+//! In-place upgrades across params layouts (loader/src/bpf/upgrade.rs).
 //!
 //! The "older release" is ccpd's object built with one tunable more
 //! (tests/build.rs, CCL_FIXTURE_LAYOUT), attached as another ccload leaves
@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ccload::algos::Algo;
-use ccload::layout::Identity;
+use ccload::bpf::algos::Algo;
+use ccload::bpf::layout::Identity;
 use ccload_itests::*;
 
 const FIXTURE: &str = env!("CCL_FIXTURE_CCPD_OBJ");

@@ -72,7 +72,7 @@ pub fn attach(opts: &AttachOpts, sweep: Sweep) -> Result<AttachOutcome> {
         return Err(CclError::Unsupported(why).into());
     }
 
-    // Replacing an attached controller is an upgrade (crate::upgrade).
+    // Replacing an attached controller is an upgrade (crate::bpf::upgrade).
     if is_attached(algo) {
         return Ok(AttachOutcome::AlreadyAttached);
     }
@@ -105,12 +105,12 @@ pub fn attach(opts: &AttachOpts, sweep: Sweep) -> Result<AttachOutcome> {
             .unwrap_or(0),
         ..Default::default()
     };
-    crate::layout::stamp(&mut meta, algo, &crate::layout::Identity::ours(algo));
+    crate::bpf::layout::stamp(&mut meta, algo, &crate::bpf::layout::Identity::ours(algo));
     let mut set_default = false;
     if opts.make_default {
         let prev = sysctl::default_cc()?;
         if prev != algo.name() {
-            crate::layout::set_c_text(&mut meta.prev_default, &prev);
+            crate::bpf::layout::set_c_text(&mut meta.prev_default, &prev);
             meta.default_set = 1;
             set_default = true;
         }
@@ -166,7 +166,7 @@ pub fn attach(opts: &AttachOpts, sweep: Sweep) -> Result<AttachOutcome> {
 pub fn attach_object_file(
     algo: Algo,
     path: &Path,
-    identity: &crate::layout::Identity,
+    identity: &crate::bpf::layout::Identity,
     values: &[(&str, u32)],
 ) -> Result<()> {
     require_root()?;
@@ -180,7 +180,7 @@ pub fn attach_object_file(
         .map_err(|e| load_error(&path.display().to_string(), e, false))?;
     share_sk_profile(&mut open)?;
     for_this_kernel(&mut open)?;
-    let fields = crate::layout::open_params_fields(&open)
+    let fields = crate::bpf::layout::open_params_fields(&open)
         .with_context(|| format!("{}: no BTF for its params", path.display()))?;
     let mut obj = open
         .load()
@@ -222,10 +222,10 @@ pub fn attach_object_file(
         attached_unix_s: 1,
         ..Default::default()
     };
-    crate::layout::stamp(&mut meta, algo, identity);
+    crate::bpf::layout::stamp(&mut meta, algo, identity);
     // The fixture's own fields, as its release would have recorded them.
     let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
-    crate::layout::set_c_text(&mut meta.params_fields, &names.join(","));
+    crate::bpf::layout::set_c_text(&mut meta.params_fields, &names.join(","));
     find(&obj, "meta")?.update(&0u32.to_ne_bytes(), pod_bytes(&meta), MapFlags::ANY)?;
     for name in MAPS {
         let pin = tmp.join(name);
@@ -340,4 +340,4 @@ pub fn new_tmp_pin_dir(tag: &str) -> Result<PathBuf> {
     Ok(tmp)
 }
 
-pub use crate::layout::c_text as c_name;
+pub use crate::bpf::layout::c_text as c_name;

@@ -131,7 +131,7 @@ pub(crate) fn missing_caps(status: &str) -> Vec<&'static str> {
 
 /// bpffs at /sys/fs/bpf, and struct_ops support.
 pub fn require_kernel() -> Result<(), CclError> {
-    if !crate::system::bpffs_mounted() {
+    if !crate::host::system::bpffs_mounted() {
         return Err(CclError::Unsupported(
             "bpffs is not mounted at /sys/fs/bpf (fix: mount -t bpf bpf /sys/fs/bpf)".into(),
         ));

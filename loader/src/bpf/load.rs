@@ -352,5 +352,5 @@ pub(crate) fn with_loaded_allow<R>(
             load_skel!($builder, algo, reuse, allow, verbose, f)
         };
     }
-    crate::algos::with_skel!(algo, load)
+    crate::bpf::algos::with_skel!(algo, load)
 }

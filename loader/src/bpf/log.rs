@@ -32,7 +32,7 @@ pub(super) fn take_log() -> String {
 
 /// What libbpf's log says failed, in a few words, and what to do about it.
 pub(crate) fn explain_load_failure(log: &str, errno: Option<i32>) -> (String, String) {
-    let kernel = crate::system::kernel_release();
+    let kernel = crate::host::system::kernel_release();
     let find = |pat: &str| {
         log.lines().find_map(|l| {
             let i = l.find(pat)?;

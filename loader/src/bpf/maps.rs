@@ -5,7 +5,7 @@ use super::*;
 
 /// Bytes one telemetry record takes in a controller's ring, its 8-byte
 /// ring header included.
-pub const RB_RECORD_BYTES: usize = (crate::telemetry::EVENT_SIZE + 8 + 7) & !7;
+pub const RB_RECORD_BYTES: usize = (crate::bpf::telemetry::EVENT_SIZE + 8 + 7) & !7;
 /// Bytes of records waiting in a controller's ring that make the next
 /// record wake its reader (ccl_event_submit()); fewer wake nobody, and
 /// readers drain the ring every [`RB_DRAIN_MS`] instead.
@@ -30,11 +30,11 @@ pub fn read_params(algo: Algo, profile: u32) -> Result<Params> {
         .lookup(&profile.to_ne_bytes(), MapFlags::ANY)?
         .with_context(|| format!("{algo}: no params entry for profile {profile}"))?;
     let meta = read_meta(algo)?;
-    if crate::layout::params_are_ours(algo, &meta, bytes.len()) {
+    if crate::bpf::layout::params_are_ours(algo, &meta, bytes.len()) {
         return Ok(Params::from_bytes(algo, &bytes)?);
     }
-    let fields = crate::layout::params_fields(algo, &meta, bytes.len())?;
-    Ok(crate::layout::carry_params(algo, &bytes, &fields).0)
+    let fields = crate::bpf::layout::params_fields(algo, &meta, bytes.len())?;
+    Ok(crate::bpf::layout::carry_params(algo, &bytes, &fields).0)
 }
 
 /// Write the tunables of `profile`; an object with another params layout
@@ -43,8 +43,8 @@ pub fn write_params(algo: Algo, params: &Params, profile: u32) -> Result<()> {
     let map = open_map(algo, "params")?;
     let meta = read_meta(algo)?;
     let size = map.value_size() as usize;
-    if !crate::layout::params_are_ours(algo, &meta, size) {
-        let who = crate::layout::Identity::of(&meta).describe();
+    if !crate::bpf::layout::params_are_ours(algo, &meta, size) {
+        let who = crate::bpf::layout::Identity::of(&meta).describe();
         bail!(CclError::Layout(format!(
             "{algo} was attached by {who}, whose tunables are laid out differently; \
              `ccload attach --algo {algo} --replace` upgrades it in place (tunables carried over, \
@@ -95,9 +95,9 @@ pub(crate) fn sum_percpu_u64(per_cpu: &[Vec<u8>]) -> Result<u64> {
     Ok(sum?)
 }
 
-/// The meta entry, whatever release wrote it ([`crate::layout::decode_meta`]).
+/// The meta entry, whatever release wrote it ([`crate::bpf::layout::decode_meta`]).
 pub fn read_meta(algo: Algo) -> Result<intf::ccl_meta> {
-    crate::layout::decode_meta(algo, &open_map(algo, "meta")?)
+    crate::bpf::layout::decode_meta(algo, &open_map(algo, "meta")?)
 }
 
 /// Kernel ids of an attached algorithm, for `status`.

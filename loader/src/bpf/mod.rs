@@ -14,7 +14,11 @@
 //!
 //! kernel.rs: what the running kernel supports, and root; log.rs: libbpf's
 //! log and load errors in ccload's words; load.rs: loading and registering;
-//! attach.rs: attach and detach; maps.rs: the pinned maps.
+//! attach.rs: attach and detach; maps.rs: the pinned maps.  Beside them:
+//! the controllers and their tunables (algos), the maps' layouts (layout),
+//! telemetry records and the ring's consumer (telemetry, stream), the
+//! counters (stats), in-place upgrades (upgrade) and the synthetic
+//! producer of `cargo xtask bench` (bench).
 
 use std::mem::MaybeUninit;
 use std::os::unix::fs::DirBuilderExt;
@@ -26,16 +30,23 @@ use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, MapType, Object, OpenObject, PrintLevel};
 
-use crate::algos::{Algo, Params};
+use crate::bpf::algos::{Algo, Params};
 use crate::error::CclError;
+use crate::host::sysctl;
 use crate::intf;
-use crate::sysctl;
 
+pub mod algos;
 mod attach;
+pub mod bench;
 mod kernel;
+pub mod layout;
 mod load;
 mod log;
 mod maps;
+pub(crate) mod stats;
+pub(crate) mod stream;
+pub(crate) mod telemetry;
+pub mod upgrade;
 pub use attach::*;
 pub use kernel::*;
 pub use load::*;
@@ -48,7 +59,7 @@ pub use maps::*;
 pub struct Swept(());
 
 /// What pins takes the sweep to run once its input is checked (bad input
-/// changes nothing): `&crate::leftovers::sweep`.
+/// changes nothing): `&crate::bind::leftovers::sweep`.
 pub type Sweep<'a> = &'a dyn Fn() -> Result<Swept>;
 
 impl Swept {
@@ -67,7 +78,7 @@ pub const MAPS: [&str; 5] = ["params", "stats", "events", "meta", "agg"];
 /// The lock file a `watch` (or the daemon) holds while it consumes
 /// `algo`'s ring buffer; it holds the consumer's pid.
 pub fn watch_lock_path(algo: &str) -> PathBuf {
-    Path::new(crate::lock::RUN_DIR).join(format!("watch-{algo}.lock"))
+    Path::new(crate::host::lock::RUN_DIR).join(format!("watch-{algo}.lock"))
 }
 
 pub fn pin_dir(algo: Algo) -> PathBuf {

@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 use tokio::time::Instant;
 
-use crate::config::Source;
+use crate::bind::config::Source;
 
 /// How long a burst of events (write, then rename, then chmod) is let
 /// settle before the file is read.

@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 use tokio::time::Instant;
 
-use crate::cgroup_rules::{self, CgroupRule};
+use crate::bind::cgroup_rules::{self, CgroupRule};
 
 /// Reconcile at least this often.
 pub(super) const PERIOD: Duration = Duration::from_secs(10);

@@ -2,7 +2,7 @@
 //! records it fans out, and the Prometheus text it renders on `/metrics`.
 //! Flow metrics (retransmissions, loss events, RTOs, Recovery time, srtt,
 //! cwnd and delivery-rate histograms) come from the in-kernel aggregates
-//! (crate::agg), per controller profile and per bound or watched cgroup:
+//! (crate::bind::agg), per controller profile and per bound or watched cgroup:
 //! exact whatever the ring buffer drops, the same numbers as `ccload stats`.
 //!
 //! Rendering takes the socket counts as an argument: they come from a
@@ -21,11 +21,11 @@ use prometheus::proto::{
     Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType,
 };
 
-use crate::agg::{self, Agg};
-use crate::algos::Algo;
-use crate::config::Desired;
+use crate::bind::agg::{self, Agg};
+use crate::bind::config::Desired;
+use crate::bpf::algos::Algo;
+use crate::bpf::telemetry::Event;
 use crate::intf;
-use crate::telemetry::Event;
 
 /// Everything the daemon counts. Lives in one `RefCell` on the daemon's
 /// single thread: no mutex to poison, and a panic while rendering ends
@@ -228,7 +228,7 @@ fn render_aggs(
     scope: &str,
     slots: &[(Vec<(&str, String)>, &Agg)],
 ) {
-    for d in crate::agg::counters() {
+    for d in crate::bind::agg::counters() {
         let Some((name, scale)) = counter_metric(d.name) else {
             continue;
         };
@@ -241,7 +241,7 @@ fn render_aggs(
             o.sample(&borrowed(lbl), a.get(d.name) as f64 * scale);
         }
     }
-    for d in crate::agg::hists() {
+    for d in crate::bind::agg::hists() {
         let (name, scale, sum, bounds) = hist_metric(d.name);
         o.family(
             &format!("{prefix}{name}"),
@@ -258,7 +258,7 @@ fn render_aggs(
                 if n == 0 {
                     continue;
                 }
-                let upper = crate::agg::bucket_lower(b + 1) as f64 * scale;
+                let upper = crate::bind::agg::bucket_lower(b + 1) as f64 * scale;
                 if let Some(i) = bounds.iter().position(|le| upper <= le * (1.0 + 1e-9)) {
                     for c in &mut cum[i..] {
                         *c += n;
@@ -426,7 +426,7 @@ fn render_kernel(
         ("ccload_events_total", intf::CCL_STAT_EVENTS),
     ];
     for (name, idx) in counters {
-        o.family(name, MetricType::COUNTER, &crate::stats::help(idx));
+        o.family(name, MetricType::COUNTER, &crate::bpf::stats::help(idx));
         for (a, s) in stats {
             if let Some(&v) = s.get(idx as usize) {
                 o.sample(&[("algo", a.name())], v as f64);
@@ -508,7 +508,7 @@ fn render_telemetry(o: &mut Exposition, m: &Metrics, d: &Desired, aggs: &agg::Al
 /// chose did (`rule` is the rule as written; `default` for those none
 /// chose, on the binding's own CC).
 fn render_rules(o: &mut Exposition, aggs: &agg::All) {
-    type Get = fn(&crate::cgroup::SlotCounts) -> u64;
+    type Get = fn(&crate::bind::cgroup::SlotCounts) -> u64;
     let families: [(&str, &str, Get); 4] = [
         (
             "ccload_cgroup_rule_connections_total",
@@ -531,7 +531,7 @@ fn render_rules(o: &mut Exposition, aggs: &agg::All) {
             |c| c.retrans_segs,
         ),
     ];
-    let mut rows: Vec<(String, String, String, &crate::cgroup::SlotCounts)> = Vec::new();
+    let mut rows: Vec<(String, String, String, &crate::bind::cgroup::SlotCounts)> = Vec::new();
     for b in aggs.cgroups.iter().map(|c| &c.binding) {
         let path = b
             .cgroup
@@ -624,10 +624,10 @@ mod tests {
     #[test]
     fn a_hostile_profile_name_cannot_forge_a_sample() {
         let scrape = |name: &str| {
-            let mut d = crate::config::parse(std::path::Path::new("<t>"), "").unwrap();
+            let mut d = crate::bind::config::parse(std::path::Path::new("<t>"), "").unwrap();
             d.profile_names.insert((Algo::Ccpd, 1), name.into());
             let mut m = Metrics::default();
-            let raw = crate::telemetry::tests::sample_record(Algo::Ccpd, 1);
+            let raw = crate::bpf::telemetry::tests::sample_record(Algo::Ccpd, 1);
             m.record(&Event::decode(&raw).unwrap());
             let aggs = agg::All {
                 algos: vec![(Algo::Ccpd, 1, with_srtt(3, 10_000))],
@@ -648,7 +648,7 @@ mod tests {
 
     #[test]
     fn aggregates_render_in_base_units_with_cumulative_buckets() {
-        let d = crate::config::parse(std::path::Path::new("<t>"), "").unwrap();
+        let d = crate::bind::config::parse(std::path::Path::new("<t>"), "").unwrap();
         let aggs = agg::All {
             algos: vec![(Algo::Ccpd, 0, with_srtt(3, 10_000))],
             cgroups: vec![],
@@ -702,14 +702,17 @@ mod tests {
     /// profile and a cgroup with aggregates, kernel counters, a telemetry
     /// record, an unread ring, a rollout, the cgroup states.
     fn full_scrape() -> String {
-        let d = crate::config::parse(std::path::Path::new("<t>"), "[algos.ccpd]\n[algos.hetcp]\n")
-            .unwrap();
+        let d = crate::bind::config::parse(
+            std::path::Path::new("<t>"),
+            "[algos.ccpd]\n[algos.hetcp]\n",
+        )
+        .unwrap();
         let mut m = Metrics::default();
-        let raw = crate::telemetry::tests::sample_record(Algo::Ccpd, 0);
+        let raw = crate::bpf::telemetry::tests::sample_record(Algo::Ccpd, 0);
         m.record(&Event::decode(&raw).unwrap());
         m.rings_missing.push(Algo::Hetcp);
         m.pods_selected = Some(3);
-        let b = crate::cgroup::Binding {
+        let b = crate::bind::cgroup::Binding {
             cgroup: Some("/sys/fs/cgroup/web.slice".into()),
             cgroup_id: 7,
             algo: "ccpd".into(),
@@ -717,24 +720,24 @@ mod tests {
             active: 1,
             passive: 0,
             errors: 0,
-            rules: vec![crate::cgroup::RuleCount {
+            rules: vec![crate::bind::cgroup::RuleCount {
                 rule: "dst 10.0.0.0/8 -> cubic"
-                    .parse::<crate::path_rules::RuleSpec>()
-                    .map(|s| crate::path_rules::PathRule {
+                    .parse::<crate::bind::path_rules::RuleSpec>()
+                    .map(|s| crate::bind::path_rules::PathRule {
                         when: s.when,
                         cc: s.cc,
                         profile: 0,
                     })
                     .unwrap(),
                 text: "dst 10.0.0.0/8 -> cubic".into(),
-                counts: crate::cgroup::SlotCounts {
+                counts: crate::bind::cgroup::SlotCounts {
                     connections: 2,
                     bytes_acked: 3000,
                     segs_out: 4,
                     retrans_segs: 1,
                 },
             }],
-            unmatched: Some(crate::cgroup::SlotCounts {
+            unmatched: Some(crate::bind::cgroup::SlotCounts {
                 connections: 1,
                 ..Default::default()
             }),

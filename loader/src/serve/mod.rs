@@ -43,10 +43,10 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::AsyncWriteExt;
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::algos::Algo;
-use crate::config::{self, Desired};
-use crate::telemetry::Event;
-use crate::{bpf, stream};
+use crate::bind::config::{self, Desired};
+use crate::bpf::algos::Algo;
+use crate::bpf::telemetry::Event;
+use crate::{bpf, bpf::stream};
 
 mod cfgwatch;
 mod cgwatch;
@@ -126,7 +126,7 @@ struct State {
     rollouts: RefCell<rollouts::Rollouts>,
     /// The node's pods as last listed (`[[pods]]`; None before the first
     /// list).
-    pods: RefCell<Option<Vec<crate::pods::PodInfo>>>,
+    pods: RefCell<Option<Vec<crate::bind::pods::PodInfo>>>,
 }
 
 impl State {
@@ -142,7 +142,7 @@ impl State {
 
     /// The config with its `[[pods]]` as cgroup entries now.
     fn effective(&self) -> Desired {
-        crate::config::with_pods(&self.desired.borrow(), self.pods.borrow().as_deref())
+        crate::bind::config::with_pods(&self.desired.borrow(), self.pods.borrow().as_deref())
     }
 
     async fn scrape(&self) -> String {
@@ -150,7 +150,7 @@ impl State {
             let mut c = self.sockets.lock().await;
             if c.0.is_none_or(|t| t.elapsed() >= SOCK_CACHE_TTL) {
                 // A dump can take long on a busy host: off this thread.
-                match tokio::task::spawn_blocking(crate::diag::count_by_cc).await {
+                match tokio::task::spawn_blocking(crate::host::diag::count_by_cc).await {
                     Ok(Ok(n)) => *c = (Some(Instant::now()), n),
                     Ok(Err(e)) => tracing::warn!("socket count: {e}"),
                     Err(e) => tracing::warn!("socket count: {e}"),
@@ -162,9 +162,9 @@ impl State {
             .into_iter()
             .filter_map(|a| bpf::read_stats(a).ok().map(|s| (a, s)))
             .collect();
-        let aggs = crate::agg::collect().unwrap_or_else(|e| {
+        let aggs = crate::bind::agg::collect().unwrap_or_else(|e| {
             tracing::warn!("aggregates: {e:#}");
-            crate::agg::All {
+            crate::bind::agg::All {
                 algos: Vec::new(),
                 cgroups: Vec::new(),
             }
@@ -225,26 +225,26 @@ impl State {
 
 /// Upgrade in place every attached controller whose object is not the one
 /// this binary embeds (a package upgrade or an image bump left the old code
-/// running): tunables carried over, connections kept (crate::upgrade).
+/// running): tunables carried over, connections kept (crate::bpf::upgrade).
 /// Returns (upgraded, failed); a failed upgrade leaves the old object
 /// attached and running, and is logged.
 fn upgrade_stale(verbose: bool) -> Result<(u64, u64)> {
     let stale: Vec<_> = bpf::attached()
         .into_iter()
-        .filter(|a| !crate::upgrade::attached_identity(*a).is_ok_and(|id| id.is_ours(*a)))
+        .filter(|a| !crate::bpf::upgrade::attached_identity(*a).is_ok_and(|id| id.is_ours(*a)))
         .collect();
     if stale.is_empty() {
         return Ok((0, 0));
     }
-    let _lock = crate::lock::state()?;
+    let _lock = crate::host::lock::state()?;
     let (mut ok, mut failed) = (0, 0);
     for a in stale {
-        match crate::upgrade::upgrade(
+        match crate::bpf::upgrade::upgrade(
             a,
             &[],
             bpf::is_allowed(a.name()),
             verbose,
-            &crate::leftovers::sweep,
+            &crate::bind::leftovers::sweep,
         ) {
             Ok(r) => {
                 ok += 1;
@@ -265,13 +265,17 @@ fn upgrade_stale(verbose: bool) -> Result<(u64, u64)> {
 
 /// Reconcile the kernel to `d` and the pods its `[[pods]]` select now;
 /// returns `d` with its profiles' stable ids.
-fn apply(mut d: Desired, pods: Option<&[crate::pods::PodInfo]>, verbose: bool) -> Result<Desired> {
+fn apply(
+    mut d: Desired,
+    pods: Option<&[crate::bind::pods::PodInfo]>,
+    verbose: bool,
+) -> Result<Desired> {
     // Held while the kernel state is reconciled, as every CLI command does.
     // A daemon outwaits busy operators (six times the CLI's wait) rather
     // than give up a start or a reload.
     let mut tries = 0;
     let _lock = loop {
-        match crate::lock::state() {
+        match crate::host::lock::state() {
             Err(e)
                 if tries < 5
                     && matches!(
@@ -285,8 +289,8 @@ fn apply(mut d: Desired, pods: Option<&[crate::pods::PodInfo]>, verbose: bool) -
             other => break other?,
         }
     };
-    let ids = crate::profiles::stabilise(&mut d)?;
-    let plan = config::plan(&crate::config::with_pods(&d, pods))?;
+    let ids = crate::bind::profiles::stabilise(&mut d)?;
+    let plan = config::plan(&crate::bind::config::with_pods(&d, pods))?;
     if plan.is_empty() {
         tracing::info!("config: kernel already matches");
     }
@@ -294,7 +298,7 @@ fn apply(mut d: Desired, pods: Option<&[crate::pods::PodInfo]>, verbose: bool) -
         tracing::info!("config: {c}");
     }
     config::execute(&plan, verbose)?;
-    crate::profiles::save(&ids)?;
+    crate::bind::profiles::save(&ids)?;
     Ok(d)
 }
 
@@ -314,9 +318,9 @@ fn cgroups_now(d: &Desired) -> CgroupsNow {
     if d.cgroups.is_empty() {
         return out;
     }
-    let r = crate::cgroup_rules::resolve(&d.cgroups);
-    let have = crate::cgroup::bound_ids().unwrap_or_default();
-    let in_rollout: Vec<u64> = crate::rollout::recorded()
+    let r = crate::bind::cgroup_rules::resolve(&d.cgroups);
+    let have = crate::bind::cgroup::bound_ids().unwrap_or_default();
+    let in_rollout: Vec<u64> = crate::bind::rollout::recorded()
         .iter()
         .map(|r| r.canary_id)
         .collect();
@@ -358,7 +362,7 @@ fn reconcile_cgroups(st: &State, cgw: &mut cgwatch::CgroupWatch, verbose: bool) 
         return;
     }
     let res = (|| -> Result<u64> {
-        let _lock = crate::lock::state()?;
+        let _lock = crate::host::lock::state()?;
         let plan = config::plan_cgroups(&d)?;
         for c in &plan {
             tracing::info!("cgroups: {c}");
@@ -721,7 +725,7 @@ fn watches(
 /// and unbound as the config's own are.
 fn pods_changed(
     st: &Rc<State>,
-    list: Vec<crate::pods::PodInfo>,
+    list: Vec<crate::bind::pods::PodInfo>,
     cgw: &mut cgwatch::CgroupWatch,
     verbose: bool,
 ) {

@@ -5,7 +5,7 @@
 //! account, elsewhere from `$KUBECONFIG` or `~/.kube/config`.  Each change
 //! of a pod's labels, namespace or QoS class sends the node's whole list to
 //! the main loop, which binds the cgroups the entries select now
-//! (`crate::config::with_pods`).
+//! (`crate::bind::config::with_pods`).
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -17,8 +17,8 @@ use kube::runtime::{watcher, WatchStreamExt};
 use tokio::sync::mpsc;
 
 use super::State;
-use crate::config::Desired;
-use crate::pods::PodInfo;
+use crate::bind::config::Desired;
+use crate::bind::pods::PodInfo;
 
 /// What the daemon keeps of a pod.
 fn info(p: &Pod) -> Option<PodInfo> {

@@ -1,5 +1,5 @@
 //! The rollouts of a `serve` config (`[[rollouts]]`): each runs on its own
-//! thread through crate::rollout, exactly as `ccload rollout` would, and
+//! thread through crate::bind::rollout, exactly as `ccload rollout` would, and
 //! reports into a shared table that `/metrics` renders.  A reload starts
 //! the rollouts that are new and aborts (rolls back) those the config no
 //! longer lists; one still listed keeps running across the reload.  On a
@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::rollout::{self, End, Opts};
+use crate::bind::rollout::{self, End, Opts};
 
 /// The states a rollout is in: `Status::state`.
 const STATES: [&str; 6] = [

@@ -25,7 +25,7 @@ fn exchange(req: &[u8], close: bool) -> (ConnEnd, Vec<u8>) {
         .unwrap();
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async {
-        let d = crate::config::parse(std::path::Path::new("<t>"), "").unwrap();
+        let d = crate::bind::config::parse(std::path::Path::new("<t>"), "").unwrap();
         let st = Rc::new(State::new(d));
         let (mut client, server) = tokio::io::duplex(64 * 1024);
         let srv = tokio::task::spawn_local(serve_conn(server, st, Duration::from_millis(500)));
