@@ -275,30 +275,18 @@ CCL_CORE void ctcp_ep_yield(struct ctcp_round *r)
 	r->rule |= CCL_CTCP_YIELD;
 }
 
-CCL_CORE void ctcp_round_rules(struct ctcp_round *r, const struct ccl_ctcp_plus_params *p)
+/*
+ * Compound's delay window, once a round:
+ *   dwnd += max(alpha win^(3/4) - 1, 0)   if Diff <  gamma (plateau: at most
+ *                                          the room below w_loss's knee)
+ *   dwnd  = max(dwnd - zeta Diff, 0)      if Diff >= gamma (keep_pipe: not
+ *                                          below the pipe less cwnd_l)
+ */
+CCL_CORE void ctcp_dwnd_rule(struct ctcp_round *r, const struct ccl_ctcp_plus_params *p, u64 diff,
+			     u32 rtt, bool keep)
 {
-	u32 rtt = r->rtt_us > r->base_rtt_us ? r->rtt_us : r->base_rtt_us;
-	u64 q = rtt - r->base_rtt_us;
-	u64 diff = rtt ? ((u64)r->win << 10) * q / rtt : 0;
 	u64 gamma_q10 = (u64)r->gamma << 10;
-	u32 dwnd_in = r->dwnd_q10;
-	bool keep = p->plus && p->keep_pipe, probing, limit;
-	/* an episode may start: Diff >= gamma with dwnd given back */
-	bool high = diff >= gamma_q10 && dwnd_in == 0;
 
-	if (dwnd_in)
-		r->dw_grew = 1;
-	r->diff_q10 = ccl_sat32(diff);
-	r->diff_reno_q10 = rtt ? ccl_sat32(((u64)r->cwnd_l << 10) * q / rtt) : 0;
-	r->rule = 0;
-	r->grow_q10 = 0;
-	probing = p->plus && ctcp_probe(r, p);
-	if (r->comp)
-		r->rule |= CCL_CTCP_COMP;
-	if (probing)
-		return;
-	/* ep_per_loss and ep_rounds: always, or (probe_ms) while competing */
-	limit = !p->probe_ms || r->comp;
 	if (diff < gamma_q10) {
 		u64 inc = ctcp_pow34_q10(r->win) * p->alpha_q10 >> 10;
 
@@ -335,18 +323,22 @@ CCL_CORE void ctcp_round_rules(struct ctcp_round *r, const struct ccl_ctcp_plus_
 		r->dwnd_q10 = (u32)d;
 		r->rule |= CCL_CTCP_SHRINK;
 	}
-	if (!p->plus)
-		return;
-	/*
-	 * probe_ms, not competing: an episode whose loss window is below 7/8
-	 * of the one the first episode since the loss (or since competing
-	 * ended) started from means another sender takes the room each cut
-	 * leaves: compete now, not at the next probe.  A sender that grows
-	 * into the link without yet keeping a queue (cubic in its first
-	 * seconds) passes the probes while the seed's episodes shrink the
-	 * loss window without a loss; among ctcp_plus flows the window only
-	 * swings around a level.  A wrong call lasts until the next probe.
-	 */
+}
+
+/*
+ * probe_ms, not competing: an episode whose loss window is below 7/8
+ * of the one the first episode since the loss (or since competing
+ * ended) started from means another sender takes the room each cut
+ * leaves: compete now, not at the next probe.  A sender that grows
+ * into the link without yet keeping a queue (cubic in its first
+ * seconds) passes the probes while the seed's episodes shrink the
+ * loss window without a loss; among ctcp_plus flows the window only
+ * swings around a level.  A wrong call lasts until the next probe.
+ * Returns whether it switched competing on.
+ */
+CCL_CORE bool ctcp_competing_seen(struct ctcp_round *r, const struct ccl_ctcp_plus_params *p,
+				  bool high)
+{
 	if (p->probe_ms && !r->comp && high && !r->ep) {
 		if (!r->ref_cl) {
 			r->ref_cl = r->cwnd_l;
@@ -354,9 +346,21 @@ CCL_CORE void ctcp_round_rules(struct ctcp_round *r, const struct ccl_ctcp_plus_
 			r->comp = 1;
 			r->ref_cl = 0;
 			r->rule |= CCL_CTCP_COMP;
-			limit = true;
+			return true;
 		}
 	}
+	return false;
+}
+
+/*
+ * CTCP+'s episode, rules (2)-(4): Diff >= gamma with dwnd given back cuts
+ * the loss window (2) and then decreases it a round at a time (3) until
+ * Diff falls under gamma (4); with `limit` (ep_per_loss, ep_rounds) an
+ * episode whose queue outlasts it yields to the sender that keeps it.
+ */
+CCL_CORE void ctcp_episode(struct ctcp_round *r, const struct ccl_ctcp_plus_params *p, u64 diff,
+			   u64 q, bool high, bool limit, bool keep)
+{
 	if (high && r->ep != CTCP_EP_YIELD &&
 	    (r->ep || !p->ep_per_loss || (r->dw_grew && (!limit || r->eps < p->ep_per_loss)))) {
 		if (!r->ep) {
@@ -411,6 +415,37 @@ CCL_CORE void ctcp_round_rules(struct ctcp_round *r, const struct ccl_ctcp_plus_
 			r->rule |= CCL_CTCP_EXIT;
 		}
 	}
+}
+
+CCL_CORE void ctcp_round_rules(struct ctcp_round *r, const struct ccl_ctcp_plus_params *p)
+{
+	u32 rtt = r->rtt_us > r->base_rtt_us ? r->rtt_us : r->base_rtt_us;
+	u64 q = rtt - r->base_rtt_us;
+	u64 diff = rtt ? ((u64)r->win << 10) * q / rtt : 0;
+	u32 dwnd_in = r->dwnd_q10;
+	bool keep = p->plus && p->keep_pipe, probing, limit;
+	/* an episode may start: Diff >= gamma with dwnd given back */
+	bool high = diff >= ((u64)r->gamma << 10) && dwnd_in == 0;
+
+	if (dwnd_in)
+		r->dw_grew = 1;
+	r->diff_q10 = ccl_sat32(diff);
+	r->diff_reno_q10 = rtt ? ccl_sat32(((u64)r->cwnd_l << 10) * q / rtt) : 0;
+	r->rule = 0;
+	r->grow_q10 = 0;
+	probing = p->plus && ctcp_probe(r, p);
+	if (r->comp)
+		r->rule |= CCL_CTCP_COMP;
+	if (probing)
+		return;
+	ctcp_dwnd_rule(r, p, diff, rtt, keep);
+	if (!p->plus)
+		return;
+	/* ep_per_loss and ep_rounds: always, or (probe_ms) while competing */
+	limit = !p->probe_ms || r->comp;
+	if (ctcp_competing_seen(r, p, high))
+		limit = true;
+	ctcp_episode(r, p, diff, q, high, limit, keep);
 }
 
 /* One round of the rules above.  In BPF a global subprogram: their branches
