@@ -64,6 +64,14 @@
  *      +--RTO--> SS_RTO --cwnd == target, Open--+------------------+
  *                  ^                         |
  *                  +----------RTO------------+
+ *
+ *   each ACK's mode (core/ccpd_core.h, ccpd_mode_of), by phase:
+ *
+ *     SS      SS (HOLD in a congestive Recovery)
+ *     SS_RTO  SS_RTO, and the kernel's Loss from any phase
+ *     CA      RENO until C and m are known, then LAW; with share,
+ *             DRAIN in a drain slot's drain and COMP while competing;
+ *             HOLD in a congestive Recovery (a random one runs the law)
  */
 #include "ccload.bpf.h"
 #include "core/ccpd_core.h"
