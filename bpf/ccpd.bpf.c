@@ -67,7 +67,7 @@
  *
  *   each ACK's mode (core/ccpd_core.h, ccpd_mode_of), by phase:
  *
- *     SS      SS (HOLD in a congestive Recovery)
+ *     SS      SS (through a random loss's Recovery too)
  *     SS_RTO  SS_RTO, and the kernel's Loss from any phase
  *     CA      RENO until C and m are known, then LAW; with share,
  *             DRAIN in a drain slot's drain and COMP while competing;
