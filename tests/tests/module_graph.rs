@@ -328,7 +328,11 @@ fn ccload_layers_use_only_the_layers_below_them() {
             continue;
         };
         for d in deps {
-            if LOADER_LAYERS.iter().position(|l| l == d).is_none_or(|r| r >= rank) {
+            if LOADER_LAYERS
+                .iter()
+                .position(|l| l == d)
+                .is_none_or(|r| r >= rank)
+            {
                 wrong.push(format!("{m} uses {d}, which is not below it"));
             }
         }
