@@ -92,8 +92,6 @@ pub(crate) struct Report {
     pub c_max_from_stall: u32,
     /// the largest capacity estimate from 1 s after the rate step on
     pub c_max_after_step: u32,
-    /// ACKs per `enum ccpd_mode` (ccpd_on_ack's `o->mode`)
-    pub modes: [u64; 8],
 }
 
 /// What each of ccpd_on_ack's modes (`enum ccpd_mode`, the table above
@@ -596,7 +594,6 @@ pub(crate) fn run(link: Link, p: &intf::ccl_ccpd_params, secs: f64, seed: u64) -
         let before = ca;
         unsafe { intf::ccpd_on_ack(&mut ca, p, &in_ack, &mut o) };
         check_mode(p, &before, &ca, &in_ack, &o);
-        r.modes[o.mode as usize] += 1;
         if o.drain_sps != 0 {
             path_sps = o.drain_sps;
         }
