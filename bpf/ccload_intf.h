@@ -147,6 +147,7 @@ enum ccl_phase {
 	X(ss_exit, "ss_exit", 1, 2, 0, 2, "", "1 = slow start ends when the RTT shows a queue; 2 = a delay exit is taken at its round's end if the round's smallest RTT still shows it; 0 = at the first loss (paper)") \
 	X(share, "share", 1, 1, 0, 1, "", "1 = share a bottleneck (C from pairs, synchronised drains, competitive mode); 0 = one flow's law") \
 	X(drain_ms, "drain_ms", 1, 5000, 500, 60000, "ms", "share: period of the synchronised queue drains") \
+	X(probe_up, "probe_up", 1, 1, 0, 1, "", "1 = until the first loss, while B is under 2 b_min (no queue seen), a law round with free storage and x <= B/8 grows the window by an eighth, past the clamp P + B - margin: a flow whose C is its own rate probes above it") \
 	X(comp_fill, "comp_fill", 1, 1, 0, 1, "", "share: competing, a round whose smoothed RTT shows no queue (nobody keeps one) grows the window by half, up to the pipe C m; 0 = s / 10 ms a round") \
 	X(pace, "pace", 1, 1, 0, 1, "", "1 = paced at 1.2x W/srtt (2x in slow start; not under rtt_floor), pair quota back to back; 0 = unpaced (paper)") \
 	X(trace_every, "trace_every", 1, 1, 0, 1000, "rounds", "telemetry every N rounds; 0 = off") \

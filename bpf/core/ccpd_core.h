@@ -30,6 +30,7 @@ struct ccpd_law {
 	u32 g_q10;	     /* Kd/dt x 1024, already clamped to g_max */
 	u32 gamma_q10;	     /* L1 smoothing gain x 1024 */
 	u32 share_gamma_q10; /* share: the unscaled gain (0 = not sharing) */
+	u32 probe_b_q10;     /* L1: B under this, x <= B/8, E > 0: w' >= 9/8 w */
 	u32 cwnd_min;	     /* segments */
 	u32 cwnd_max;	     /* segments */
 	u32 e_valid;	     /* e_prev_q10 holds the previous round's error */
@@ -148,6 +149,19 @@ CCL_CORE u32 ccpd_clamp_w_q10(s64 w, u32 cwnd_min, u32 cwnd_max)
  * barely grows.  The one-segment floor is Reno's growth for a flow with a
  * small part of the link, whose scaled step is a fraction of a segment.  A
  * flow alone (x = d, f = 1) is unchanged.
+ * With probe_up, while the flow has lost nothing and B is under twice its
+ * floor (B a guess: no loss and no queue has taught it), a round with free
+ * storage and no queue of note grows the window by an eighth, past the clamp
+ * P + B - margin (the caller gives probe_b = 2 b_min then, else 0):
+ *   w' = max(w', 9/8 w)   if B < probe_b, E > 0 and x <= B / 8
+ * Where pairs read no more than the flow's own delivery rate fb (a cellular
+ * scheduler's grants), C = fb and P = fb m is the flow's own window: with B
+ * at its floor the clamp held the window a packet or two above what it
+ * delivered, and it grew by about that a round on a link with room
+ * (docs/ccpd.md, "Probing above the flow's own rate").  A queue of an eighth
+ * of w then shows in x and teaches B, or a loss ends the guess, and the law
+ * is the paper's again.  On a LAN path whose buffer is a few packets B stays
+ * under 2 b_min for real: its losses end the probing there.
  * A global subprogram: the verifier checks it once.
  */
 CCL_CORE_GLOBAL int ccpd_law_l1(struct ccpd_law *l)
@@ -176,6 +190,9 @@ CCL_CORE_GLOBAL int ccpd_law_l1(struct ccpd_law *l)
 	l->e_q10 = (s32)e;
 	l->delta_q10 = (s32)ccl_smax(ccl_smin(delta, 0x7fffffff), -0x7fffffff);
 	l->w_out_q10 = ccpd_clamp_w_q10(w, l->cwnd_min, l->cwnd_max);
+	if (l->est.b_q10 < l->probe_b_q10 && e > 0 && (u64)l->est.x_q10 * 8 <= l->est.b_q10)
+		l->w_out_q10 =
+			(u32)ccl_max64(l->w_out_q10, ccl_min64((u64)l->w_q10 * 9 / 8, CCL_U32_MAX));
 	return 1;
 }
 
@@ -1943,6 +1960,9 @@ CCL_CORE void ccpd_ack_law(struct ccpd *ca, const struct ccl_ccpd_params *p,
 	} else if (o->round_start) {
 		l->share_gamma_q10 = p->share ? ccpd_gamma_of(p) : 0;
 		l->gamma_q10 = ccpd_share_gamma_q10(ccpd_gamma_of(p), p->share, o->c_sps, l);
+		/* probe_up: B is a guess until a loss or a queue teaches it */
+		l->probe_b_q10 =
+			p->probe_up && ca->last_loss == CCPD_LOSS_NONE ? 2 * p->b_min << 10 : 0;
 		ccpd_law_l1(l);
 		ca->law_e_prev_q10 = l->e_q10;
 		ca->e_valid = 1;

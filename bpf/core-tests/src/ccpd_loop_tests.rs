@@ -2029,6 +2029,11 @@ fn fluid_rounds(share: u32, w0: &[f64], rounds: usize) -> (Vec<f64>, f64, f64) {
                 } else {
                     0
                 };
+                l.probe_b_q10 = if p.probe_up == 1 {
+                    (2 * p.b_min) << 10
+                } else {
+                    0
+                };
                 intf::ccpd_law_l1(&mut l);
             }
             e_prev[i] = Some(l.e_q10);
@@ -2042,6 +2047,78 @@ fn fluid_rounds(share: u32, w0: &[f64], rounds: usize) -> (Vec<f64>, f64, f64) {
         }
     }
     (w.iter().map(|v| *v as f64 / 1024.0).collect(), lo, hi)
+}
+
+/// probe_up (ccpd_law_l1): a lone flow whose pairs read no more than its
+/// own delivery rate (C = fb, as a cellular scheduler's grants give) and
+/// whose B never left its floor (no queue seen).  Rounds of a fluid link of
+/// 1,000 segments/s at 80 ms (a pipe of 80 segments) from a window of 27, the
+/// start of a Sprout LTE run at 80 ms (docs/ccpd.md, "Probing above the
+/// flow's own rate"): the flow delivers min(w, pipe) a round; its RTT is m
+/// plus its queue w - pipe plus the link's own delay, 0.3 and 1.5 segments'
+/// worth in turn; rtt_max follows the largest smoothed RTT.  Without the
+/// rule the clamp P + B - margin holds the window two segments above what
+/// it delivers; with it the rounds without a queue of note grow it by an
+/// eighth, and once its queue has taught B the law holds it as before.
+/// Returns the rounds to 0.9 of the pipe and the queue after 200 rounds.
+fn own_rate_rounds(probe_up: &str) -> (usize, f64) {
+    let p = ccpd_params(&[("probe_up", probe_up), ("share", "0")]);
+    let (link_sps, m_us, pipe) = (1000.0f64, 80_000u32, 80.0f64);
+    let mut w_q10 = 27u32 << 10;
+    let (mut rtt_max, mut e_prev, mut reached) = (m_us, None, usize::MAX);
+    let mut queue = 0.0;
+    for k in 0..200 {
+        let w = f64::from(w_q10) / 1024.0;
+        queue = (w - pipe).max(0.0);
+        let own = if k % 2 == 0 { 0.3 } else { 1.5 };
+        let s = m_us + ((queue + own) / link_sps * 1e6) as u32;
+        rtt_max = rtt_max.max(s);
+        // C = fb: what the window delivers a second
+        let c = (w.min(pipe) / (f64::from(s) / 1e6)) as u32;
+        let mut l = intf::ccpd_law {
+            w_q10,
+            rtt_min_us: m_us,
+            rtts_us: s,
+            kp_q10: p.kp_q10,
+            cwnd_min: p.cwnd_min,
+            e_valid: e_prev.is_some() as u32,
+            e_prev_q10: e_prev.unwrap_or(0),
+            probe_b_q10: if p.probe_up == 1 {
+                (2 * p.b_min) << 10
+            } else {
+                0
+            },
+            ..Default::default()
+        };
+        unsafe {
+            intf::ccpd_estimate(c, m_us, rtt_max, s, p.b_min, &mut l.est);
+            l.cwnd_max = intf::ccpd_cwnd_max(&l.est, p.cwnd_min, u32::MAX);
+            l.g_q10 = intf::ccpd_gain_q10(p.kd_ms, s, p.g_max_q10);
+            l.gamma_q10 = intf::ccpd_gamma_auto_q10(p.kp_q10);
+            intf::ccpd_law_l1(&mut l);
+        }
+        e_prev = Some(l.e_q10);
+        w_q10 = l.w_out_q10;
+        if reached == usize::MAX && f64::from(w_q10) / 1024.0 >= 0.9 * pipe {
+            reached = k + 1;
+        }
+    }
+    (reached, queue)
+}
+
+#[test]
+fn ccpd_probe_up_lifts_a_window_held_at_its_own_rate() {
+    let (off, q_off) = own_rate_rounds("0");
+    let (on, q_on) = own_rate_rounds("1");
+    eprintln!(
+        "27 -> 72 segments (0.9 of an 80-segment pipe): {off} rounds without probe_up, {on} \
+         with; queue after 200 rounds {q_off:.1} and {q_on:.1} segments"
+    );
+    assert_eq!(ccpd_params(&[]).probe_up, 1, "on by default");
+    assert!(on * 2 <= off, "{on} rounds with probe_up, {off} without");
+    // B learnt from the queue the probe built: the law's own equilibrium,
+    // a few segments, not a queue the probes keep growing
+    assert!(q_on <= 8.0, "queue {q_on:.1} segments after 200 rounds");
 }
 
 fn jain(v: &[f64]) -> f64 {

@@ -274,6 +274,9 @@ struct CcpdModel {
     /// share: the unscaled gain (0 = not sharing): E takes half the
     /// others' queue, and a rise is at least min(1, share_gamma delta)
     share_gamma: f64,
+    /// probe_up: B under this, free storage and x <= B/8: at least 9/8 w,
+    /// past the clamp
+    probe_b: f64,
     cwnd_min: f64,
     cwnd_max: f64,
 }
@@ -409,7 +412,10 @@ fn run_l1(
     if md.share_gamma > 0.0 && delta > 0.0 && md.gamma * 4.0 < md.share_gamma {
         step = step.max((md.share_gamma * delta).min(1.0));
     }
-    let w2 = (w + step).clamp(md.cwnd_min, md.cwnd_max.max(md.cwnd_min));
+    let mut w2 = (w + step).clamp(md.cwnd_min, md.cwnd_max.max(md.cwnd_min));
+    if b < md.probe_b && e > 0.0 && x * 8.0 <= b {
+        w2 = w2.max(w * 9.0 / 8.0);
+    }
     (w2, e, dterm)
 }
 
@@ -443,6 +449,11 @@ fn ccpd_l1_matches_model() {
         } else {
             r.range(gamma as u64, 1024) as u32
         };
+        let probe_b = if r.next().is_multiple_of(2) {
+            0
+        } else {
+            r.range(0, 8000 << 10) as u32
+        };
         let mut l = intf::ccpd_law {
             w_q10,
             rtt_min_us: m,
@@ -451,6 +462,7 @@ fn ccpd_l1_matches_model() {
             g_q10: g,
             gamma_q10: gamma,
             share_gamma_q10: share_gamma,
+            probe_b_q10: probe_b,
             cwnd_min: cmin,
             cwnd_max: cmax,
             e_valid: e_valid as u32,
@@ -464,6 +476,7 @@ fn ccpd_l1_matches_model() {
             g: g as f64 / 1024.0,
             gamma: gamma as f64 / 1024.0,
             share_gamma: share_gamma as f64 / 1024.0,
+            probe_b: probe_b as f64 / 1024.0,
             cwnd_min: cmin as f64,
             cwnd_max: cmax as f64,
         };
