@@ -33,6 +33,7 @@ struct ccpd_law {
 	u32 probe_b_q10;     /* L1: B under this, x <= B/8, E > 0: w' >= 9/8 w */
 	u32 cwnd_min;	     /* segments */
 	u32 cwnd_max;	     /* segments */
+	u32 cwnd_clamp;	     /* snd_cwnd_clamp, segments: bounds probe_up too */
 	u32 e_valid;	     /* e_prev_q10 holds the previous round's error */
 	s32 e_prev_q10;	     /* previous error, segments x 1024 */
 	s32 dterm_in_q10;    /* L0: derivative term in force between round starts */
@@ -152,8 +153,8 @@ CCL_CORE u32 ccpd_clamp_w_q10(s64 w, u32 cwnd_min, u32 cwnd_max)
  * With probe_up, while the flow has lost nothing and B is under twice its
  * floor (B a guess: no loss and no queue has taught it), a round with free
  * storage and no queue of note grows the window by an eighth, past the clamp
- * P + B - margin (the caller gives probe_b = 2 b_min then, else 0):
- *   w' = max(w', 9/8 w)   if B < probe_b, E > 0 and x <= B / 8
+ * P + B - margin but not past snd_cwnd_clamp (ccpd_probe_b_q10 gives probe_b):
+ *   w' = max(w', min(9/8 w, cwnd_clamp))   if B < probe_b, E > 0, x <= B / 8
  * Where pairs read no more than the flow's own delivery rate fb (a cellular
  * scheduler's grants), C = fb and P = fb m is the flow's own window: with B
  * at its floor the clamp held the window a packet or two above what it
@@ -191,8 +192,10 @@ CCL_CORE_GLOBAL int ccpd_law_l1(struct ccpd_law *l)
 	l->delta_q10 = (s32)ccl_smax(ccl_smin(delta, 0x7fffffff), -0x7fffffff);
 	l->w_out_q10 = ccpd_clamp_w_q10(w, l->cwnd_min, l->cwnd_max);
 	if (l->est.b_q10 < l->probe_b_q10 && e > 0 && (u64)l->est.x_q10 * 8 <= l->est.b_q10)
-		l->w_out_q10 =
-			(u32)ccl_max64(l->w_out_q10, ccl_min64((u64)l->w_q10 * 9 / 8, CCL_U32_MAX));
+		l->w_out_q10 = (u32)ccl_max64(
+			l->w_out_q10,
+			ccl_min64(ccl_min64((u64)l->w_q10 * 9 / 8, (u64)l->cwnd_clamp << 10),
+				  CCL_U32_MAX));
 	return 1;
 }
 
@@ -1132,6 +1135,13 @@ CCL_CORE u32 ccpd_gamma_of(const struct ccl_ccpd_params *p)
 	return p->gamma_q10 ? p->gamma_q10 : ccpd_gamma_auto_q10(p->kp_q10);
 }
 
+/* probe_up's bound on B for ccpd_law_l1: 2 b_min while the flow has lost
+ * nothing (B is a guess until a loss or a queue teaches it), else 0 (off). */
+CCL_CORE u32 ccpd_probe_b_q10(const struct ccl_ccpd_params *p, u32 last_loss)
+{
+	return p->probe_up && last_loss == CCPD_LOSS_NONE ? (2 * p->b_min) << 10 : 0;
+}
+
 /*
  * A Recovery whose loss was random keeps the law running (in slow start,
  * slow start, up to one doubling of the window held at entry): the window
@@ -1960,9 +1970,8 @@ CCL_CORE void ccpd_ack_law(struct ccpd *ca, const struct ccl_ccpd_params *p,
 	} else if (o->round_start) {
 		l->share_gamma_q10 = p->share ? ccpd_gamma_of(p) : 0;
 		l->gamma_q10 = ccpd_share_gamma_q10(ccpd_gamma_of(p), p->share, o->c_sps, l);
-		/* probe_up: B is a guess until a loss or a queue teaches it */
-		l->probe_b_q10 =
-			p->probe_up && ca->last_loss == CCPD_LOSS_NONE ? 2 * p->b_min << 10 : 0;
+		l->probe_b_q10 = ccpd_probe_b_q10(p, ca->last_loss);
+		l->cwnd_clamp = a->cwnd_clamp;
 		ccpd_law_l1(l);
 		ca->law_e_prev_q10 = l->e_q10;
 		ca->e_valid = 1;

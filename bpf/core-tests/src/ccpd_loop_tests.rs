@@ -2015,6 +2015,7 @@ fn fluid_rounds(share: u32, w0: &[f64], rounds: usize) -> (Vec<f64>, f64, f64) {
                 kp_q10: p.kp_q10,
                 cwnd_min: p.cwnd_min,
                 cwnd_max: 10_000,
+                cwnd_clamp: 10_000,
                 e_valid: e_prev[i].is_some() as u32,
                 e_prev_q10: e_prev[i].unwrap_or(0),
                 ..Default::default()
@@ -2029,11 +2030,7 @@ fn fluid_rounds(share: u32, w0: &[f64], rounds: usize) -> (Vec<f64>, f64, f64) {
                 } else {
                     0
                 };
-                l.probe_b_q10 = if p.probe_up == 1 {
-                    (2 * p.b_min) << 10
-                } else {
-                    0
-                };
+                l.probe_b_q10 = intf::ccpd_probe_b_q10(&p, intf::CCPD_LOSS_NONE);
                 intf::ccpd_law_l1(&mut l);
             }
             e_prev[i] = Some(l.e_q10);
@@ -2083,14 +2080,12 @@ fn own_rate_rounds(probe_up: &str) -> (usize, f64) {
             cwnd_min: p.cwnd_min,
             e_valid: e_prev.is_some() as u32,
             e_prev_q10: e_prev.unwrap_or(0),
-            probe_b_q10: if p.probe_up == 1 {
-                (2 * p.b_min) << 10
-            } else {
-                0
-            },
+            cwnd_clamp: u32::MAX,
             ..Default::default()
         };
         unsafe {
+            // no loss in this model
+            l.probe_b_q10 = intf::ccpd_probe_b_q10(&p, intf::CCPD_LOSS_NONE);
             intf::ccpd_estimate(c, m_us, rtt_max, s, p.b_min, &mut l.est);
             l.cwnd_max = intf::ccpd_cwnd_max(&l.est, p.cwnd_min, u32::MAX);
             l.g_q10 = intf::ccpd_gain_q10(p.kd_ms, s, p.g_max_q10);

@@ -274,11 +274,12 @@ struct CcpdModel {
     /// share: the unscaled gain (0 = not sharing): E takes half the
     /// others' queue, and a rise is at least min(1, share_gamma delta)
     share_gamma: f64,
-    /// probe_up: B under this, free storage and x <= B/8: at least 9/8 w,
-    /// past the clamp
+    /// probe_up: B under this, free storage and x <= B/8: at least
+    /// min(9/8 w, cwnd_clamp), past cwnd_max
     probe_b: f64,
     cwnd_min: f64,
     cwnd_max: f64,
+    cwnd_clamp: f64,
 }
 
 /// f64 estimates: P = C m, B = max(C (M - m), b_min), x = C max(0, s - m).
@@ -414,7 +415,7 @@ fn run_l1(
     }
     let mut w2 = (w + step).clamp(md.cwnd_min, md.cwnd_max.max(md.cwnd_min));
     if b < md.probe_b && e > 0.0 && x * 8.0 <= b {
-        w2 = w2.max(w * 9.0 / 8.0);
+        w2 = w2.max((w * 9.0 / 8.0).min(md.cwnd_clamp));
     }
     (w2, e, dterm)
 }
@@ -444,6 +445,7 @@ fn ccpd_l1_matches_model() {
         let e_valid = r.next() % 2;
         let e_prev = r.range(0, 20000 << 10) as i64 - (10000 << 10);
         let (cmin, cmax) = (r.range(2, 64) as u32, r.range(2, 20000) as u32);
+        let clamp = r.range(2, 20000) as u32;
         let share_gamma = if r.next().is_multiple_of(2) {
             0
         } else {
@@ -465,6 +467,7 @@ fn ccpd_l1_matches_model() {
             probe_b_q10: probe_b,
             cwnd_min: cmin,
             cwnd_max: cmax,
+            cwnd_clamp: clamp,
             e_valid: e_valid as u32,
             e_prev_q10: e_prev as i32,
             est,
@@ -479,6 +482,7 @@ fn ccpd_l1_matches_model() {
             probe_b: probe_b as f64 / 1024.0,
             cwnd_min: cmin as f64,
             cwnd_max: cmax as f64,
+            cwnd_clamp: clamp as f64,
         };
         let q = |v: u32| v as f64 / 1024.0;
         let (w2, e, _) = run_l1(
