@@ -84,7 +84,7 @@ if [ "$(id -u)" = 0 ] && [ -e /sys/kernel/btf/vmlinux ]; then
     # Debian 12's own kernels under qemu (TCG), when CCLOAD_KERNELS names
     # them (e.g. "6.1 6.12"): the behaviour subset in each guest, which
     # shares this host's filesystem (docs/testing.md, "Other kernels").
-    # About 230 s for 6.1 and 170 s for 6.12: .ci/run does not name them
+    # About 145 s for 6.1 and 115 s for 6.12: .ci/run does not name them
     # until the command has that time to give (docs/testing.md).
     if [ -n "${CCLOAD_KERNELS:-}" ]; then
         kargs=()

@@ -49,8 +49,44 @@ pub fn reap_dead() -> Vec<String> {
 /// controller's struct_ops map alive after a test detached it.  Whether
 /// the namespace was deleted.
 pub fn delete(name: &str) -> bool {
-    let _ = sh("ip", &["netns", "exec", name, "ss", "-K", "-t", "-a"]);
+    let _ = try_in_named(name, || {
+        Command::new("ss").args(["-K", "-t", "-a"]).output()
+    });
     sh("ip", &["netns", "del", name]).status.success()
+}
+
+/// Run `f` on a thread that has entered namespace `name` (/run/netns).
+/// A process it starts runs in that namespace too (a child inherits its
+/// parent thread's namespaces): one exec per command, where `ip netns
+/// exec` or `nsenter` costs two and a mount namespace.  That is most of
+/// a link's set-up time in a TCG guest (docs/testing.md, "Other kernels").
+fn try_in_named<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::io::Result<T> {
+    let path = CString::new(format!("/run/netns/{name}")).unwrap();
+    std::thread::spawn(move || {
+        // SAFETY: open + setns on a path of ours; only this thread moves.
+        unsafe {
+            let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let r = libc::setns(fd, libc::CLONE_NEWNET);
+            let e = std::io::Error::last_os_error();
+            libc::close(fd);
+            if r != 0 {
+                return Err(e);
+            }
+        }
+        Ok(f())
+    })
+    .join()
+    .expect("netns thread panicked")
+}
+
+fn in_named<T: Send + 'static>(name: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    try_in_named(name, f).unwrap_or_else(|e| panic!("setns {name}: {e}"))
 }
 
 /// A named network namespace `ccl-t<pid>-<n>` with lo up; deleted on drop.
@@ -99,27 +135,64 @@ impl NetNs {
     /// Run `f` on a thread that has entered this namespace.  Sockets created
     /// there stay in the namespace wherever they are used afterwards.
     pub fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
-        let path = CString::new(format!("/run/netns/{}", self.name)).unwrap();
-        std::thread::spawn(move || {
-            // SAFETY: open + setns on a path we created; only this thread moves.
-            unsafe {
-                let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-                assert!(fd >= 0, "open netns");
-                assert_eq!(libc::setns(fd, libc::CLONE_NEWNET), 0, "setns");
-                libc::close(fd);
-            }
-            f()
-        })
-        .join()
-        .expect("netns thread panicked")
+        in_named(&self.name, f)
     }
 
     /// A command line run inside the namespace (network only; mounts stay).
     pub fn exec(&self, cmd: &str, args: &[&str]) -> Output {
-        let mut v = vec![format!("--net=/run/netns/{}", self.name), cmd.to_string()];
-        v.extend(args.iter().map(|s| s.to_string()));
-        Command::new("nsenter").args(&v).output().expect("nsenter")
+        let (cmd, args) = (cmd.to_string(), owned(args));
+        self.run(move || Command::new(&cmd).args(&args).output())
+            .unwrap_or_else(|e| panic!("{}: {e}", self.name))
     }
+
+    /// `cmd args` inside the namespace with `input` on its standard input
+    /// (`ip -b -`, `tc -b -`: many commands, one process); panics unless
+    /// it succeeds.
+    pub fn exec_ok_with(&self, cmd: &str, args: &[&str], input: &str) {
+        let (c, a, input) = (cmd.to_string(), owned(args), input.to_string());
+        let o = self
+            .run(move || -> std::io::Result<Output> {
+                use std::io::Write as _;
+                let mut child = Command::new(&c)
+                    .args(&a)
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()?;
+                child
+                    .stdin
+                    .take()
+                    .expect("stdin")
+                    .write_all(input.as_bytes())?;
+                child.wait_with_output()
+            })
+            .unwrap_or_else(|e| panic!("{cmd}: {e}"));
+        assert!(
+            o.status.success(),
+            "{cmd} {args:?} in {}: {}",
+            self.name,
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+
+    /// Set sysctls of this namespace (`net.ipv4.ip_forward` = "1"):
+    /// written under /proc/sys by a thread inside it, no process started.
+    pub fn sysctls(&self, kv: &[(&str, &str)]) {
+        let kv: Vec<(String, String)> = kv
+            .iter()
+            .map(|(k, v)| (format!("/proc/sys/{}", k.replace('.', "/")), v.to_string()))
+            .collect();
+        let name = self.name.clone();
+        self.run(move || {
+            for (path, v) in kv {
+                std::fs::write(&path, &v).unwrap_or_else(|e| panic!("{path} = {v} in {name}: {e}"));
+            }
+        });
+    }
+}
+
+fn owned(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
 }
 
 impl Default for NetNs {

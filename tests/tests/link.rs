@@ -531,3 +531,40 @@ fn sample_tbf<T>(link: &Bottleneck, f: impl FnOnce() -> T) -> (T, TbfSamples) {
     };
     (r, tbf)
 }
+
+/// A link's sysctls are written in-process by a thread inside each
+/// namespace (no `ip netns exec`): they must land there, and the root
+/// namespace's own values stay as they were.
+#[test]
+fn a_links_sysctls_are_its_namespaces_and_not_the_hosts() {
+    let _s = privileged!();
+    let keys = [
+        "net/ipv4/tcp_rmem",
+        "net/ipv4/tcp_wmem",
+        "net/ipv4/ip_forward",
+        "net/ipv4/tcp_no_metrics_save",
+        "net/ipv6/conf/all/disable_ipv6",
+    ];
+    let read = |k: &str| std::fs::read_to_string(format!("/proc/sys/{k}")).unwrap();
+    let host: Vec<String> = keys.iter().map(|k| read(k)).collect();
+    let link = Bottleneck::new(LinkCfg::default());
+    let in_ns = |ns: &ccload_itests::NetNs, k: &str| {
+        let o = ns.exec("cat", &[&format!("/proc/sys/{k}")]);
+        assert!(o.status.success(), "cat {k} in {}", ns.name);
+        String::from_utf8_lossy(&o.stdout)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    for ns in [&link.sender, &link.receiver] {
+        assert_eq!(in_ns(ns, "net/ipv4/tcp_rmem"), "4096 131072 67108864");
+        assert_eq!(in_ns(ns, "net/ipv4/tcp_wmem"), "4096 131072 67108864");
+        assert_eq!(in_ns(ns, "net/ipv4/tcp_no_metrics_save"), "1");
+    }
+    assert_eq!(in_ns(&link.router, "net/ipv4/ip_forward"), "1");
+    for ns in [&link.sender, &link.router, &link.receiver] {
+        assert_eq!(in_ns(ns, "net/ipv6/conf/all/disable_ipv6"), "1");
+    }
+    let after: Vec<String> = keys.iter().map(|k| read(k)).collect();
+    assert_eq!(host, after, "the host's sysctls changed ({keys:?})");
+}
