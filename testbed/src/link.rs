@@ -133,7 +133,6 @@ pub struct Bottleneck {
     _awake: crate::awake::Awake,
 }
 
-/// Run a whitespace-separated command line inside `ns`; it must succeed.
 /// TSO, GSO and GRO of `dev` in `ns` on or off.
 pub(crate) fn set_offloads(ns: &NetNs, dev: &str, on: bool) {
     let v = if on { "on" } else { "off" };

@@ -6,7 +6,7 @@
 use std::net::Ipv4Addr;
 
 use crate::link::set_offloads;
-use crate::netns::{run_ok, NetNs};
+use crate::netns::NetNs;
 
 pub struct VethPair {
     pub a: NetNs,
@@ -19,21 +19,22 @@ impl VethPair {
     /// MTU 1500; TSO, GSO and GRO on (`offloads`) or off at both ends.
     pub fn new(offloads: bool) -> VethPair {
         let (a, b) = (NetNs::new(), NetNs::new());
-        run_ok(
-            "ip",
-            &[
-                "-n", &a.name, "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns",
-                &b.name,
-            ],
-        );
         let (a_ip, b_ip) = (Ipv4Addr::new(10, 78, 0, 1), Ipv4Addr::new(10, 78, 0, 2));
-        for (ns, dev, ip) in [(&a, "va", a_ip), (&b, "vb", b_ip)] {
-            let cidr = format!("{ip}/24");
-            run_ok("ip", &["-n", &ns.name, "addr", "add", &cidr, "dev", dev]);
-            run_ok(
-                "ip",
-                &["-n", &ns.name, "link", "set", dev, "mtu", "1500", "up"],
-            );
+        // One `ip -b` per namespace, as the link's wire() (link.rs).
+        let up = |dev: &str, ip: Ipv4Addr| {
+            format!("addr add {ip}/24 dev {dev}\nlink set {dev} mtu 1500 up\n")
+        };
+        a.exec_ok_with(
+            "ip",
+            &["-b", "-"],
+            &format!(
+                "link add va type veth peer name vb netns {}\n{}",
+                b.name,
+                up("va", a_ip)
+            ),
+        );
+        b.exec_ok_with("ip", &["-b", "-"], &up("vb", b_ip));
+        for (ns, dev) in [(&a, "va"), (&b, "vb")] {
             set_offloads(ns, dev, offloads);
         }
         VethPair { a, b, a_ip, b_ip }
