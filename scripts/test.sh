@@ -154,6 +154,17 @@ for t in layouts kernels demo; do
 done
 if grep -q '^leftovers: none' "$log"; then passed=$((passed + 1)); fi
 skipped=$(grep -c '^SKIPPED' "$log" || true)
+# What each failed test printed (its eprintln lines and its panic, without
+# the backtrace), here at the end: a CI report that keeps only the output's
+# head and tail still says why a test failed.
+if grep -q '^---- .* stdout ----$' "$log"; then
+    echo "failed tests' output (last 25 lines each):"
+    awk '/^---- .* stdout ----$/ {if (n) flush(); sec = 1; n = 0; print; next}
+        sec && /^(failures:|test result:)/ {flush(); sec = 0; next}
+        sec && !/^ +[0-9]+: |^ +at |^stack backtrace:|^note: / {buf[++n] = $0}
+        function flush(  i) {for (i = (n > 25 ? n - 24 : 1); i <= n; i++) print "  " buf[i]; n = 0}
+        END {if (sec) flush()}' "$log"
+fi
 echo "time: ${times}total $SECONDS s"
 slow=$(awk '/^ +Running /{name=($2 == "unittests") ? $3 : $2}
     /finished in [0-9.]+s/{match($0, /finished in [0-9.]+s/); print substr($0, RSTART + 12, RLENGTH - 13), name}' "$log" |
