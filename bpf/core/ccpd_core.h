@@ -1633,9 +1633,27 @@ CCL_CORE bool ccpd_path_sync(struct ccpd *ca, struct ccpd_path_est *pe)
 	 * news, not a late joiner's small reading */
 	fell = !ccpd_rate_windowed(ca) && ca->fall_round == (u16)(ca->round.cnt + 1);
 	if (pe->c_sps && !fell) {
-		u32 c = ca->cap_sps, pc = pe->c_sps;
+		u32 c = ca->cap_sps, pc = pe->c_sps, r = c > ccpd_fb(ca) ? c : ccpd_fb(ca);
 
-		/* under half: the path's; otherwise an eighth of the way to it */
+		/*
+		 * Under half: the path's.  The buffer's delay the flow learnt
+		 * came at its own rate r, and B = C (rtt_max - m) would read it
+		 * at pc: a flow born in a capacity dip (LTE, 23 s into the web
+		 * mix: srtt 617-731 ms at 11-24 segments/s, the first RTTs a
+		 * flow has) saw 0.7-0.9 s of delay in a queue of 8-16 packets,
+		 * and at the path's 1,228 segments/s that is 900-1,100 segments
+		 * on a 223-packet buffer; shared, every later flow filled the
+		 * buffer with it.  So the delay is kept as the same packets at
+		 * the path's rate, q r / pc.  A flow whose small C read a real
+		 * queue (a slow start that ended on another flow's) takes the
+		 * path's delay back below, as a larger one.
+		 */
+		if (c < pc / 2) {
+			if (r && r < pc && q)
+				ca->rtt_max_us = m + (u32)((u64)q * r / pc);
+			q = ccpd_qmax_us(ca);
+		}
+		/* otherwise an eighth of the way to it */
 		ca->cap_sps = c < pc / 2 ? pc : c > pc ? c - (c - pc) / 8 : c + (pc - c) / 8;
 	}
 	if (ca->cap_sps &&

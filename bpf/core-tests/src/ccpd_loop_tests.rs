@@ -2307,6 +2307,57 @@ fn ccpd_path_sync_shares_the_capacity() {
     assert_eq!(sync(&mut ca, 0).0, ca.cap_sps, "no path C: given");
 }
 
+/// A flow whose C is under half the path's learnt its buffer delay at its
+/// own, slower rate (born in a capacity dip: the web mix's flows that
+/// started in an LTE outage read 0.7-0.9 s at 11-24 segments/s): taking the
+/// path's C, it keeps the same packets at the path's rate, q r / C, and
+/// neither reads that delay at the path's C nor hands it to the path.  A
+/// larger delay the path holds (a real queue) it then takes as before.
+#[test]
+fn ccpd_path_sync_keeps_a_slow_rates_buffer_in_packets() {
+    let p = ccpd_params(&[]);
+    let fresh = || {
+        let mut ca = shared_flow(&p);
+        ca.phase = intf::CCL_PHASE_CA as u8;
+        ca.rtt_min_us = 41_000;
+        ca.rtt_max_us = 900_000;
+        ca.cap_sps = 20;
+        ca.fb_cur = 20;
+        ca
+    };
+    let sync = |ca: &mut intf::ccpd, qmax_us: u32| {
+        let mut pe = intf::ccpd_path_est {
+            qmax_us,
+            m_us: 41_000,
+            c_sps: 1_228,
+        };
+        let w = unsafe { intf::ccpd_path_sync(ca, &mut pe) };
+        (w, pe.qmax_us)
+    };
+    // 859 ms at 20 segments/s: 17 packets, 14 ms at 1,228 segments/s
+    let q = 859_000u64 * 20 / 1_228;
+    let mut ca = fresh();
+    assert_eq!(
+        sync(&mut ca, 0),
+        (true, q as u32),
+        "no path delay: gives 14 ms"
+    );
+    assert_eq!(ca.cap_sps, 1_228);
+    assert_eq!(ca.rtt_max_us, 41_000 + q as u32);
+    // B at the path's C: 17 packets, not 1,055
+    let b = (ca.rtt_max_us - ca.rtt_min_us) as f64 * 1e-6 * ca.cap_sps as f64;
+    assert!((16.0..18.0).contains(&b), "B {b:.1} packets");
+    let mut ca = fresh();
+    assert!(!sync(&mut ca, 100_000).0, "the path's larger delay: taken");
+    assert_eq!(ca.rtt_max_us, 141_000);
+    // at half the path's C or more the flow's delay is kept as it is
+    let mut ca = fresh();
+    ca.cap_sps = 700;
+    ca.fb_cur = 700;
+    assert_eq!(sync(&mut ca, 0), (true, 859_000));
+    assert_eq!(ca.rtt_max_us, 900_000);
+}
+
 /// A flow far under its share takes C from its path (ccpd_path_sync).  The
 /// 80-ms flow of coexist's 20 + 80-ms cell left slow start on the other
 /// flow's queue with C at its own rate, 542 of the link's 8,333 segments/s;
