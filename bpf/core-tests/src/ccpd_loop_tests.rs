@@ -1514,6 +1514,17 @@ fn shared_flow(p: &intf::ccl_ccpd_params) -> intf::ccpd {
     ca
 }
 
+/// A shared flow in CA with base RTT `m_us`, `rtt_max_us` and capacity
+/// `c_sps`: what the path syncs read.
+fn shared_flow_in_ca(p: &intf::ccl_ccpd_params, m_us: u32, max_us: u32, c_sps: u32) -> intf::ccpd {
+    let mut ca = shared_flow(p);
+    ca.phase = intf::CCL_PHASE_CA as u8;
+    ca.rtt_min_us = m_us;
+    ca.rtt_max_us = max_us;
+    ca.cap_sps = c_sps;
+    ca
+}
+
 /// ccpd_drain on an ACK in Open at `t_ms`, with capacity `c_sps`, the
 /// path's summed rate `path_sps` and the kernel's smoothed RTT `srtt_us`
 /// (0: none): (the window to hold, the rate a drain that began reported).
@@ -2288,11 +2299,7 @@ fn ccpd_path_sync_shares_the_capacity() {
         "within an eighth after the step: kept"
     );
     // two flows' readings of one link meet
-    let mut other = shared_flow(&p);
-    other.phase = intf::CCL_PHASE_CA as u8;
-    other.rtt_min_us = 40_000;
-    other.rtt_max_us = 50_000;
-    other.cap_sps = 5_000;
+    let mut other = shared_flow_in_ca(&p, 40_000, 50_000, 5_000);
     ca.cap_sps = 9_000;
     let mut path = 0;
     for _ in 0..40 {
@@ -2317,11 +2324,7 @@ fn ccpd_path_sync_shares_the_capacity() {
 fn ccpd_path_sync_keeps_a_slow_rates_buffer_in_packets() {
     let p = ccpd_params(&[]);
     let fresh = || {
-        let mut ca = shared_flow(&p);
-        ca.phase = intf::CCL_PHASE_CA as u8;
-        ca.rtt_min_us = 41_000;
-        ca.rtt_max_us = 900_000;
-        ca.cap_sps = 20;
+        let mut ca = shared_flow_in_ca(&p, 41_000, 900_000, 20);
         ca.fb_cur = 20;
         ca
     };
