@@ -1652,9 +1652,11 @@ CCL_CORE bool ccpd_path_sync(struct ccpd *ca, struct ccpd_path_est *pe)
 			if (r && r < pc && q)
 				ca->rtt_max_us = m + (u32)((u64)q * r / pc);
 			q = ccpd_qmax_us(ca);
+			ca->cap_sps = pc;
+		} else {
+			/* otherwise an eighth of the way to it */
+			ca->cap_sps = c > pc ? c - (c - pc) / 8 : c + (pc - c) / 8;
 		}
-		/* otherwise an eighth of the way to it */
-		ca->cap_sps = c < pc / 2 ? pc : c > pc ? c - (c - pc) / 8 : c + (pc - c) / 8;
 	}
 	if (ca->cap_sps &&
 	    (ca->cap_sps > pe->c_sps + pe->c_sps / 8 || ca->cap_sps < pe->c_sps - pe->c_sps / 8)) {

@@ -126,9 +126,9 @@ fn every_controller_survives_an_rto_during_recovery() {
             "{name}: never carried 2 Mbit/s in a quarter second after the episode"
         );
         if end > from + 0.5 {
-            let (a, b) = (at(from), at((from + 2.0).min(end)));
-            let mbit = (b.1 - a.1) as f64 * 8.0 / (b.0 - a.0) / 1e6;
-            eprintln!("{name}: {mbit:.1} Mbit/s from {:.1} s to {:.1} s", a.0, b.0);
+            let to = (from + 2.0).min(end);
+            let mbit = rate(from, to).unwrap_or(0.0);
+            eprintln!("{name}: {mbit:.1} Mbit/s from {from:.1} s to {to:.1} s");
             if mbit < 8.0 {
                 // What a failure needs to say: the goodput per 0.25 s from
                 // the episode on, and the sender's window and state then.
