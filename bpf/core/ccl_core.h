@@ -19,7 +19,9 @@
 #ifdef __bpf__
 #define CCL_CORE static __always_inline
 /* A core function the verifier checks once, on its own (global subprogram):
- * for loops that would otherwise be explored once per path of the caller. */
+ * for loops and branches that would otherwise be explored once per path of
+ * the caller (ccpd's cong_control on 6.1: 457k instructions processed, 110k
+ * with the ACK's steps global; the limit is 1M). */
 #define CCL_CORE_GLOBAL __attribute__((noinline))
 #else
 #define CCL_CORE

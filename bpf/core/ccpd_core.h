@@ -1787,12 +1787,18 @@ CCL_CORE void ccpd_ack_ss_rto(struct ccpd *ca, const struct ccl_ccpd_params *p,
  * rounds or the noise floor, then the delivery rate, the packet pairs, the
  * filters' epochs and C.  Returns the ended round's smallest RTT sample
  * (CCL_U32_MAX: no round ended).
+ *
+ * A global subprogram (checked once by the verifier, not once per path
+ * of cong_control: docs/testing.md, "Other kernels"): it checks its
+ * pointers.
  */
-CCL_CORE u32 ccpd_ack_estimators(struct ccpd *ca, const struct ccl_ccpd_params *p,
-				 const struct ccpd_ack *a, struct ccpd_out *o)
+CCL_CORE_GLOBAL u32 ccpd_ack_estimators(struct ccpd *ca, const struct ccl_ccpd_params *p,
+					const struct ccpd_ack *a, struct ccpd_out *o)
 {
 	u32 prev_min = CCL_U32_MAX;
 
+	if (!ca || !p || !a || !o)
+		return CCL_U32_MAX;
 	if (o->round_start) {
 		if ((ca->sh & CCPD_SH_ON) && ca->phase == CCL_PHASE_CA)
 			ca->sh |= CCPD_SH_PATH;
@@ -1827,14 +1833,24 @@ CCL_CORE u32 ccpd_ack_estimators(struct ccpd *ca, const struct ccl_ccpd_params *
 	return prev_min;
 }
 
-/* What the window laws read this ACK: m, the queue's RTT s and the
- * estimates P, B and x (o->l). */
-CCL_CORE void ccpd_law_inputs(const struct ccpd *ca, const struct ccl_ccpd_params *p,
-			      const struct ccpd_ack *a, struct ccpd_out *o, u32 prev_min)
+/*
+ * What the window laws read this ACK: m, the queue's RTT s and the
+ * estimates P, B and x (o->l).
+ *
+ * A global subprogram (checked once by the verifier, not once per path
+ * of cong_control: docs/testing.md, "Other kernels"): it checks its
+ * pointers, and returns 1.
+ */
+CCL_CORE_GLOBAL int ccpd_law_inputs(const struct ccpd *ca, const struct ccl_ccpd_params *p,
+				    const struct ccpd_ack *a, struct ccpd_out *o, u32 prev_min)
 {
-	struct ccpd_law *l = &o->l;
-	u32 qn = p->q_noise_us;
+	struct ccpd_law *l;
+	u32 qn;
 
+	if (!ca || !p || !a || !o)
+		return 0;
+	l = &o->l;
+	qn = p->q_noise_us;
 	l->rtt_min_us = ccpd_law_m(ca);
 	/*
 	 * The queue the L1 law regulates, x = C (s - m) and d = w (s - m) / s,
@@ -1856,6 +1872,7 @@ CCL_CORE void ccpd_law_inputs(const struct ccpd *ca, const struct ccl_ccpd_param
 	l->kp_q10 = p->kp_q10;
 	l->cwnd_min = p->cwnd_min;
 	ccpd_estimate(o->c_sps, l->rtt_min_us, ca->rtt_max_us, l->rtts_us, p->b_min, &l->est);
+	return 1;
 }
 
 /* SS: slow start, estimators running; ends at the first loss or, with
@@ -1930,12 +1947,19 @@ CCL_CORE void ccpd_ack_drain(const struct ccl_ccpd_params *p, const struct ccpd_
  * 600 segments for 5 s); with comp_fill a round with no queue
  * grows it by half, up to the pipe C m (docs/ccpd.md, "Sharing
  * a bottleneck", "Competing on an empty link").
+ *
+ * A global subprogram (checked once by the verifier, not once per path
+ * of cong_control: docs/testing.md, "Other kernels"): it checks its
+ * pointers, and returns 1.
  */
-CCL_CORE void ccpd_ack_comp(struct ccpd *ca, const struct ccl_ccpd_params *p,
-			    const struct ccpd_ack *a, struct ccpd_out *o)
+CCL_CORE_GLOBAL int ccpd_ack_comp(struct ccpd *ca, const struct ccl_ccpd_params *p,
+				  const struct ccpd_ack *a, struct ccpd_out *o)
 {
-	struct ccpd_law *l = &o->l;
+	struct ccpd_law *l;
 
+	if (!ca || !p || !a || !o)
+		return 0;
+	l = &o->l;
 	o->law = CCPD_LAW_COMP;
 	o->controlled = 1;
 	l->cwnd_max = ccpd_cwnd_max(&l->est, p->cwnd_min, a->cwnd_clamp);
@@ -1961,6 +1985,7 @@ CCL_CORE void ccpd_ack_comp(struct ccpd *ca, const struct ccl_ccpd_params *p,
 	o->snd_cwnd = ca->w_q10 >> 10;
 	if (o->snd_cwnd < p->cwnd_min)
 		o->snd_cwnd = p->cwnd_min;
+	return 1;
 }
 
 /* LAW: the PD law, L0 (Eq. 3 literally, every ACK) or L1 (once a round). */

@@ -300,6 +300,34 @@ impl Loaded<'_> {
     }
 }
 
+/// `CCLOAD_VERIFIER_STATS=1`: the verifier's statistics of every program
+/// it checks (log level 4), printed after the load; where the time of an
+/// attach goes on an older kernel's verifier (docs/testing.md).
+fn verifier_stats(obj: &mut OpenObject) -> bool {
+    if std::env::var_os("CCLOAD_VERIFIER_STATS").is_none_or(|v| v != "1") {
+        return false;
+    }
+    for mut prog in obj.progs_mut() {
+        prog.set_log_level(4);
+    }
+    start_capture(true);
+    true
+}
+
+fn print_verifier_stats(log: &str) {
+    let mut prog = "";
+    for l in log.lines() {
+        if let Some(i) = l.find("prog '") {
+            if l.contains("BEGIN PROG LOAD LOG") {
+                let rest = &l[i + 6..];
+                prog = &rest[..rest.find('\'').unwrap_or(rest.len())];
+            }
+        } else if l.starts_with("processed ") || l.starts_with("verification time") {
+            eprintln!("verifier: {prog}: {l}");
+        }
+    }
+}
+
 macro_rules! load_skel {
     ($builder:ty, $algo:expr, $reuse:expr, $allow:expr, $verbose:expr, $f:expr) => {{
         let mut storage = MaybeUninit::uninit();
@@ -314,11 +342,15 @@ macro_rules! load_skel {
         }
         prepare($algo, open.open_object_mut(), $reuse)?;
         for_this_kernel(open.open_object_mut())?;
+        let stats = verifier_stats(open.open_object_mut());
         let mut skel = match open.load() {
             Ok(s) => s,
             Err(e) => return Err(load_error(&$algo.to_string(), e, $verbose)),
         };
-        take_log();
+        let log = take_log();
+        if stats {
+            print_verifier_stats(&log);
+        }
         let mut loaded = Loaded {
             algo: $algo,
             obj: skel.object_mut(),
