@@ -260,6 +260,7 @@ enum ccpd_share_bits {
 	CCPD_SH_CLOSS = 128,  /* competing, a congestive loss came since it began */
 };
 
+#define CCPD_RTT_MAX_MIN_N 4	 /* rtt_max learns from samples with this many in flight ahead */
 #define CCPD_DRAIN_MIN_US 200000 /* a drain lasts max(this, 2 smoothed RTTs) */
 #define CCPD_DRAIN_Q10 768	 /* ... competing, at 3/4 of the pipe share */
 #define CCPD_COMP_ENTER_US 500	 /* a drain's queue above max(qmax/4, this): competing */
@@ -788,6 +789,14 @@ CCL_CORE void ccpd_rtt_sample(struct ccpd *ca, s32 rtt, u32 delivered_out)
 		if (s > little)
 			s = (u32)little;
 	}
+	/* A sample of a flow with a few packets in flight may hold the
+	 * receiver's delayed ACK (40 ms and more on Linux) and says nothing of
+	 * the buffer: a flow a cubic's slow start pushed down to 2 segments
+	 * read 120 ms on a 40-ms path whose 1-BDP buffer holds 40 ms, and the
+	 * doubled rtt_max - m kept its drains from seeing the cubic's queue
+	 * (docs/ccpd.md, "Sharing a bottleneck"). */
+	if (delivered_out && delivered_out < CCPD_RTT_MAX_MIN_N)
+		return;
 	if (s > ca->rtt_max_us)
 		ca->rtt_max_us = s;
 }
@@ -1448,8 +1457,8 @@ CCL_CORE bool ccpd_drain_ends(const struct ccpd *ca, u32 now_us)
  *   - a queue that stays is another sender's, one that does not back off from
  *     delay (cubic, reno): the flow competes (below) until a drain sees the
  *     queue empty again.  Unless it grew: when even the drain's smallest
- *     RTT sample is above the smoothed RTT at its start (the larger of
- *     ccpd's and the kernel's: ccpd's is held to Little's bound n / fb,
+ *     RTT sample is above the smoothed RTT at its start by an eighth (the
+ *     larger of ccpd's and the kernel's: ccpd's is held to Little's bound n / fb,
  *     which reads under the samples while the window falls and fb lags
  *     it, and a flow that a cubic pushed down to 44 segments took the
  *     cubic's steady queue for a slower link at every drain), the link's
@@ -1538,8 +1547,10 @@ CCL_CORE_GLOBAL u32 ccpd_drain(struct ccpd *ca, const struct ccl_ccpd_params *p,
 		mine = ca->rtt_max_us ? (u64)ca->drain_w_saved * CCL_USEC_PER_SEC / ca->rtt_max_us :
 					0;
 		path = ccl_max64(a->path_sps, mine);
-		/* the queue grew through the drain: the link slowed (below) */
-		grew = ca->drain_min_us > ca->drain_s_us;
+		/* the queue grew through the drain: the link slowed (below);
+		 * by more than an eighth, a sample's noise (at a window of 2
+		 * the receiver's delayed ACK is in every sample) */
+		grew = ca->drain_min_us > ca->drain_s_us + ca->drain_s_us / 8;
 		kept = dq > enter && !grew;
 		empty = dq <= leave && (path << 10) >= (u64)c_sps * CCPD_COMP_EXIT_Q10;
 		if (kept && !(ca->sh & CCPD_SH_COMP))

@@ -1261,6 +1261,34 @@ fn ccpd_rtt_sample_is_bounded_by_what_was_in_flight() {
     );
 }
 
+/// rtt_max learns only from samples with CCPD_RTT_MAX_MIN_N packets in
+/// flight ahead: with one or two, the receiver's delayed ACK is in the
+/// sample (a flow pushed down to 2 segments read 120 ms on a 40-ms path
+/// whose buffer holds 40 ms, and its drains then missed a cubic's queue).
+/// The smoothed RTT still takes such a sample.
+#[test]
+fn ccpd_rtt_max_ignores_samples_of_a_window_of_two() {
+    let mut ca = intf::ccpd::default();
+    unsafe { intf::ccpd_on_init(&mut ca, 0, 0) };
+    unsafe { intf::ccpd_rtt_sample(&mut ca, 40_000, 20) };
+    assert_eq!(ca.rtt_max_us, 40_000);
+    // a tiny window's delivery rate: 2 segments per 120 ms
+    ca.fb_cur = 17;
+    for n in [1, 2, 3] {
+        let mut t = ca;
+        unsafe { intf::ccpd_rtt_sample(&mut t, 120_000, n) };
+        assert_eq!(t.rtt_max_us, 40_000, "n = {n}: rtt_max moved");
+        assert!(t.rtts_q3 >> 3 > 40_000, "n = {n}: the smoothed RTT ignored it");
+    }
+    // four ahead (CCPD_RTT_MAX_MIN_N), at a rate whose Little bound
+    // (17/16 n / fb = 85 ms) lets the sample through: rtt_max learns it
+    let mut t = ca;
+    t.fb_cur = 50;
+    t.rtts_q3 = 80_000 << 3;
+    unsafe { intf::ccpd_rtt_sample(&mut t, 80_000, 4) };
+    assert_eq!(t.rtt_max_us, 80_000);
+}
+
 /// A 40-ms stall every few seconds must not ratchet B upward (each stall's
 /// samples lifted rtt_max a little more); at a BDP/2 buffer the L1 target
 /// `min(w m/s, P) + Kp B/(1+2Kp)` would then sit above the path storage.
@@ -1693,24 +1721,33 @@ fn ccpd_drain_in_a_capacity_dip_does_not_compete() {
     ca.rtt_min_us = 40_000;
     ca.rtt_max_us = 80_000; // enter at a quarter of 40 ms
     drain_at(&mut ca, &p, 8_333, 1_000, 0, 0); // the slot
-    let mut cubic_drain = |t0: u32, srtt_us: u32| {
+    let mut cubic_drain = |t0: u32, srtt_us: u32, rtts: [i32; 3]| {
         ca.sh &= !(intf::CCPD_SH_COMP as u8);
         ca.rtts_q3 = 69_000 << 3;
         ca.w_q10 = 44 << 10;
         assert!(drain_at(&mut ca, &p, 8_333, t0, 0, srtt_us).0 > 0);
-        for (i, rtt) in [74_000, 72_500, 73_000].into_iter().enumerate() {
+        for (i, rtt) in rtts.into_iter().enumerate() {
             sample(&mut ca, rtt, t0 + 50 + 50 * i as u32);
         }
         assert_eq!(drain_at(&mut ca, &p, 8_333, t0 + 210, 0, srtt_us).0, 0);
         competing(&ca)
     };
+    let cubic = [74_000, 72_500, 73_000];
     assert!(
-        cubic_drain(5_001, 76_000),
+        cubic_drain(5_001, 76_000, cubic),
         "a cubic's queue under the kernel's 76 ms: competing"
     );
+    // Held to ccpd's bounded 69 ms alone, the same samples are within an
+    // eighth of it (a sample's noise: at a window of 2 every one holds the
+    // receiver's delayed ACK): competing too; samples over that eighth
+    // read as a slower link.
     assert!(
-        !cubic_drain(10_001, 0),
-        "(held to ccpd's bounded 69 ms alone the same drain read as a slower link)"
+        cubic_drain(10_001, 0, cubic),
+        "72.5 ms after a drain begun at 69: competing"
+    );
+    assert!(
+        !cubic_drain(15_001, 0, [80_000, 79_000, 81_000]),
+        "79 ms after a drain begun at 69 (over 9/8 of it): the link slowed"
     );
 
     // The alternating link's 6-Mbit/s phase (40 ms, 200 packets): the drain
