@@ -1278,7 +1278,10 @@ fn ccpd_rtt_max_ignores_samples_of_a_window_of_two() {
         let mut t = ca;
         unsafe { intf::ccpd_rtt_sample(&mut t, 120_000, n) };
         assert_eq!(t.rtt_max_us, 40_000, "n = {n}: rtt_max moved");
-        assert!(t.rtts_q3 >> 3 > 40_000, "n = {n}: the smoothed RTT ignored it");
+        assert!(
+            t.rtts_q3 >> 3 > 40_000,
+            "n = {n}: the smoothed RTT ignored it"
+        );
     }
     // four ahead (CCPD_RTT_MAX_MIN_N), at a rate whose Little bound
     // (17/16 n / fb = 85 ms) lets the sample through: rtt_max learns it
