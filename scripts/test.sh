@@ -35,6 +35,12 @@ fi
 export RUSTC_WORKSPACE_WRAPPER="$drv"
 export RUSTFLAGS="-D warnings"
 cargo build --locked --workspace --all-targets
+# qemu and the guests' tools for the kernel matrix below, before the unit
+# tests: xtask's boot-failure test boots a broken kernel with them.
+kernels=${CCLOAD_KERNELS-6.1 6.12}
+if [ -n "$kernels" ] && [ "$(id -u)" = 0 ]; then
+    cargo xtask kernels --tools
+fi
 took build
 log=$(mktemp)
 accdir=$(mktemp -d)
@@ -86,7 +92,6 @@ if [ "$(id -u)" = 0 ] && [ -e /sys/kernel/btf/vmlinux ]; then
     # behaviour subset in each guest, which shares this host's filesystem
     # (docs/testing.md, "Other kernels").  About 275 s for the two, one
     # after the other.
-    kernels=${CCLOAD_KERNELS-6.1 6.12}
     if [ -n "$kernels" ]; then
         kargs=()
         for k in $kernels; do kargs+=(--kernel "$k"); done

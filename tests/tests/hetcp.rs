@@ -135,39 +135,53 @@ buffer_bdp = [0.25]
     )
     .unwrap();
     let case = &sc.cases()[0];
-    let (he, recs) = measured_on_a_valid_link("hetcp", || {
-        let w = Watch::start(&["--algo", "hetcp"]);
-        let he = ccload_lab::run::run_case(&sc, case, "hetcp", 0, &mut |_| {}).expect("hetcp run");
-        let mut recs = Vec::new();
-        while let Ok(r) = w.rx.recv_timeout(Duration::from_millis(300)) {
-            recs.push(r);
-        }
-        w.stop();
-        let late = he.summary.lateness_p99_us;
-        ((he, recs), late)
-    });
     // From 0.66 to 0.9 of the path's BDP (167 packets), in segments.
     let (lo, hi) = (
         (0.66 * case.link.bdp_pkts()) as u32,
         (0.9 * case.link.bdp_pkts()) as u32,
     );
-    let (th, nh) = regrowth_secs(&he.samples, lo, hi);
-    // Reno's law over the same span: one segment per round, and no round
-    // is shorter than the path's base RTT, so (hi - lo) base RTTs is the
-    // least it can take (a measured reno run read 1.64 s, 40 rounds of
-    // ~41 ms, in each of 8 runs).
-    let reno = (hi - lo) as f64 * he.summary.rtt_base_ms / 1e3;
-    eprintln!(
-        "regrowth {lo} -> {hi} segments (0.66 -> 0.9 BDP), median: hetcp {th:.2} s over {nh} losses, \
-         reno's law at least {reno:.2} s; goodput hetcp {:.2} Mbit/s",
-        he.summary.goodput_mbit
+    let judge = |(he, recs): &(ccload_lab::summary::RunResult, Vec<serde_json::Value>)| {
+        let (th, nh) = regrowth_secs(&he.samples, lo, hi);
+        // Reno's law over the same span: one segment per round, and no
+        // round is shorter than the path's base RTT, so (hi - lo) base
+        // RTTs is the least it can take (a measured reno run read 1.64 s,
+        // 40 rounds of ~41 ms, in each of 8 runs).
+        let reno = (hi - lo) as f64 * he.summary.rtt_base_ms / 1e3;
+        eprintln!(
+            "regrowth {lo} -> {hi} segments (0.66 -> 0.9 BDP), median: hetcp {th:.2} s over {nh} \
+             losses, reno's law at least {reno:.2} s; goodput hetcp {:.2} Mbit/s",
+            he.summary.goodput_mbit
+        );
+        let ri = recs
+            .iter()
+            .filter(|r| r["remote"].as_str().unwrap().starts_with("10.77.2.2:"))
+            .filter(|r| r["phase"] == "RI")
+            .count();
+        if ri < 3 {
+            return Err(format!("{ri} GTSW samples in the RI phase"));
+        }
+        if nh < 4 {
+            return Err(format!("{nh} losses with a regrowth"));
+        }
+        if th >= 0.6 * reno {
+            return Err(format!("hetcp {th:.2} s vs reno's law {reno:.2} s"));
+        }
+        Ok(())
+    };
+    judged_on_a_valid_link(
+        "hetcp",
+        || {
+            let w = Watch::start(&["--algo", "hetcp"]);
+            let he =
+                ccload_lab::run::run_case(&sc, case, "hetcp", 0, &mut |_| {}).expect("hetcp run");
+            let mut recs = Vec::new();
+            while let Ok(r) = w.rx.recv_timeout(Duration::from_millis(300)) {
+                recs.push(r);
+            }
+            w.stop();
+            let late = he.summary.lateness_p99_us;
+            ((he, recs), late)
+        },
+        judge,
     );
-    let ri = recs
-        .iter()
-        .filter(|r| r["remote"].as_str().unwrap().starts_with("10.77.2.2:"))
-        .filter(|r| r["phase"] == "RI")
-        .count();
-    assert!(ri >= 3, "{ri} GTSW samples in the RI phase");
-    assert!(nh >= 4, "{nh} losses with a regrowth");
-    assert!(th < 0.6 * reno, "hetcp {th:.2} s vs reno's law {reno:.2} s");
 }

@@ -130,83 +130,87 @@ fn ub_reno_learns_w_full_from_the_path() {
     // of ~40 s holds enough cycles with one.  Not shorter: 128 MB (~25 s)
     // on a host that stalled through both attempts read 3 Reno onsets
     // where the check asks 4 (16 W_full values; a fresh CI run).
-    let sender = measured_on_a_valid_link("k = 0.125", || ub_reno_alone(0.125, 192 * MB));
-    let extra_rounds = sender
-        .iter()
-        .filter(|r| i(r, "extra") > 0 && ["RAMP", "HOLD"].contains(&r["phase"].as_str().unwrap()))
-        .count();
-    assert!(
-        extra_rounds >= 20,
-        "{extra_rounds} rounds with an extra window"
-    );
-    // W_full per cycle (the value carried into it), in cycle order.
-    let mut per_cycle: Vec<(i64, i64)> = sender
-        .iter()
-        .filter(|r| i(r, "wfull_prev") > 0 && r["phase"] == "RAMP")
-        .map(|r| (i(r, "cycle"), i(r, "wfull_prev")))
-        .collect();
-    per_cycle.dedup_by_key(|c| c.0);
-    let flows = by_flow(&sender);
-    let mut onsets: Vec<i64> = flows
-        .iter()
-        .flat_map(|f| reno_onsets(f))
-        .map(|o| o.1)
-        .collect();
-    assert!(
-        per_cycle.len() >= 4 && onsets.len() >= 4,
-        "cycles {per_cycle:?}, onsets {onsets:?}"
-    );
-    let onset = median(&mut onsets);
-    let mut wf: Vec<i64> = per_cycle.iter().map(|c| c.1).collect();
-    let med = median(&mut wf);
-    eprintln!(
-        "ub_reno: {extra_rounds} extra-window rounds of {}; RTT-rise onset (Reno's own C > alpha) \
-         median {onset} of BDP {bdp}; W_full per cycle {:?} median {med}",
-        sender.len(),
-        per_cycle.iter().map(|c| c.1).collect::<Vec<_>>()
-    );
-    // C(t) tracks the path: the RTT rises within [0.6, 1.2] BDP.  (On this
-    // 2-core emulation the per-packet cost of the link raises the RTT from
-    // about 0.85 BDP at 50 Mbit/s; a faster host measures it at the BDP.)
-    assert!(
-        onset * 10 >= bdp * 6 && onset * 10 <= bdp * 12,
-        "RTT-rise onset {onset} for a {bdp}-packet BDP"
-    );
-    // W_full is learned from that onset: beta (0.97) below it, lowered
-    // 3 % per round that C still exceeds alpha in HOLD, never above it.
-    assert!(
-        med * 100 >= onset * 75 && med * 100 <= onset * 105,
-        "W_full {med} against an RTT-rise onset of {onset}"
-    );
-    // ... and re-learned every cycle from the path, not only ever lowered
-    // (the drift of the first v2, 0.68 BDP after a minute): in each flow,
-    // the W_full a cycle carries is beta (0.97) times the window where
-    // plain Reno's RTT rose in the cycle before.  Judged against the same
-    // flow's own onsets, cycle by cycle, because the emulated path is not
-    // constant on this host: a stretch of host noise lowers the onset for a
-    // few cycles and a W_full that follows it is right (seen: 117 carried
-    // for four cycles of the second transfer, whose medians the first
-    // version of this check compared with the first transfer's).
-    let mut ratios: Vec<i64> = Vec::new();
-    for f in &flows {
-        let carried: std::collections::HashMap<i64, i64> = f
+    let judge = |sender: &Vec<serde_json::Value>| -> Result<(), String> {
+        let extra_rounds = sender
+            .iter()
+            .filter(|r| {
+                i(r, "extra") > 0 && ["RAMP", "HOLD"].contains(&r["phase"].as_str().unwrap())
+            })
+            .count();
+        if extra_rounds < 20 {
+            return Err(format!("{extra_rounds} rounds with an extra window"));
+        }
+        // W_full per cycle (the value carried into it), in cycle order.
+        let mut per_cycle: Vec<(i64, i64)> = sender
             .iter()
             .filter(|r| i(r, "wfull_prev") > 0 && r["phase"] == "RAMP")
             .map(|r| (i(r, "cycle"), i(r, "wfull_prev")))
             .collect();
-        for (cycle, o) in reno_onsets(f) {
-            if let Some(w) = carried.get(&(cycle + 1)) {
-                ratios.push(w * 1000 / o);
+        per_cycle.dedup_by_key(|c| c.0);
+        let flows = by_flow(sender);
+        let mut onsets: Vec<i64> = flows
+            .iter()
+            .flat_map(|f| reno_onsets(f))
+            .map(|o| o.1)
+            .collect();
+        if per_cycle.len() < 4 || onsets.len() < 4 {
+            return Err(format!("cycles {per_cycle:?}, onsets {onsets:?}"));
+        }
+        let onset = median(&mut onsets);
+        let mut wf: Vec<i64> = per_cycle.iter().map(|c| c.1).collect();
+        let med = median(&mut wf);
+        eprintln!(
+            "ub_reno: {extra_rounds} extra-window rounds of {}; RTT-rise onset (Reno's own C > alpha) \
+             median {onset} of BDP {bdp}; W_full per cycle {:?} median {med}",
+            sender.len(),
+            per_cycle.iter().map(|c| c.1).collect::<Vec<_>>()
+        );
+        // C(t) tracks the path: the RTT rises within [0.6, 1.2] BDP.  (On this
+        // 2-core emulation the per-packet cost of the link raises the RTT from
+        // about 0.85 BDP at 50 Mbit/s; a faster host measures it at the BDP.)
+        if onset * 10 < bdp * 6 || onset * 10 > bdp * 12 {
+            return Err(format!("RTT-rise onset {onset} for a {bdp}-packet BDP"));
+        }
+        // W_full is learned from that onset: beta (0.97) below it, lowered
+        // 3 % per round that C still exceeds alpha in HOLD, never above it.
+        if med * 100 < onset * 75 || med * 100 > onset * 105 {
+            return Err(format!("W_full {med} against an RTT-rise onset of {onset}"));
+        }
+        // ... and re-learned every cycle from the path, not only ever lowered
+        // (the drift of the first v2, 0.68 BDP after a minute): in each flow,
+        // the W_full a cycle carries is beta (0.97) times the window where
+        // plain Reno's RTT rose in the cycle before.  Judged against the same
+        // flow's own onsets, cycle by cycle, because the emulated path is not
+        // constant on this host: a stretch of host noise lowers the onset for a
+        // few cycles and a W_full that follows it is right (seen: 117 carried
+        // for four cycles of the second transfer, whose medians the first
+        // version of this check compared with the first transfer's).
+        let mut ratios: Vec<i64> = Vec::new();
+        for f in &flows {
+            let carried: std::collections::HashMap<i64, i64> = f
+                .iter()
+                .filter(|r| i(r, "wfull_prev") > 0 && r["phase"] == "RAMP")
+                .map(|r| (i(r, "cycle"), i(r, "wfull_prev")))
+                .collect();
+            for (cycle, o) in reno_onsets(f) {
+                if let Some(w) = carried.get(&(cycle + 1)) {
+                    ratios.push(w * 1000 / o);
+                }
             }
         }
-    }
-    eprintln!("ub_reno: carried W_full / previous onset (x1000) {ratios:?}");
-    assert!(ratios.len() >= 3, "{} cycle pairs", ratios.len());
-    let r = median(&mut ratios);
-    assert!(
-        (900..=1000).contains(&r),
-        "W_full carried is {r}/1000 of the onset before it (beta = 970)"
-    );
+        eprintln!("ub_reno: carried W_full / previous onset (x1000) {ratios:?}");
+        if ratios.len() < 3 {
+            return Err(format!("{} cycle pairs", ratios.len()));
+        }
+        let r = median(&mut ratios);
+        if !(900..=1000).contains(&r) {
+            return Err(format!(
+                "W_full carried is {r}/1000 of the onset before it (beta = 970)"
+            ));
+        }
+        Ok(())
+    };
+    judged_on_a_valid_link("k = 0.125", || ub_reno_alone(0.125, 192 * MB), judge);
 }
 
 /// The guard (ccl_guard() in bpf/ccload_maps.bpf.h).  This VM's kernel

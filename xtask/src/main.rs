@@ -132,8 +132,12 @@ enum Task {
     Kernels {
         /// A kernel series Debian 12 ships (6.12, 6.1) or a
         /// linux-image-*.deb; repeat for a matrix.
-        #[arg(long = "kernel", required = true)]
+        #[arg(long = "kernel", required_unless_present = "tools")]
         kernels: Vec<String>,
+        /// Only install the host tools the matrix needs (qemu, busybox,
+        /// kmod, cpio, xz) where missing, and exit.
+        #[arg(long)]
+        tools: bool,
         /// A test to run, `binary::name` or a whole `binary` of
         /// tests/tests/ (repeat; default: the behaviour subset).
         #[arg(long = "test")]
@@ -371,6 +375,7 @@ fn real_main() -> Result<()> {
                 },
             )?;
         }
+        Task::Kernels { tools: true, .. } => kernels::install_tools()?,
         Task::Kernels {
             kernels,
             tests,
@@ -378,6 +383,7 @@ fn real_main() -> Result<()> {
             cache,
             timeout,
             append,
+            tools: false,
         } => kernels::run(
             &root,
             &kernels::Opts {
