@@ -779,6 +779,14 @@ CCL_CORE void ccpd_rtt_sample(struct ccpd *ca, s32 rtt, u32 delivered_out)
 		ca->rtts_q3 = r << 3;
 	else
 		ca->rtts_q3 += r - (ca->rtts_q3 >> 3);
+	/* A sample of a flow with a few packets in flight may hold the
+	 * receiver's delayed ACK (40 ms and more on Linux) and says nothing of
+	 * the buffer: a flow a cubic's slow start pushed down to 2 segments
+	 * read 120 ms on a 40-ms path whose 1-BDP buffer holds 40 ms, and the
+	 * doubled rtt_max - m kept its drains from seeing the cubic's queue
+	 * (docs/ccpd.md, "A window of two beside a cubic"). */
+	if (delivered_out && delivered_out < CCPD_RTT_MAX_MIN_N)
+		return;
 	s = ccpd_rtts(ca);
 	fb = ccpd_fb(ca);
 	if (fb && delivered_out) {
@@ -789,14 +797,6 @@ CCL_CORE void ccpd_rtt_sample(struct ccpd *ca, s32 rtt, u32 delivered_out)
 		if (s > little)
 			s = (u32)little;
 	}
-	/* A sample of a flow with a few packets in flight may hold the
-	 * receiver's delayed ACK (40 ms and more on Linux) and says nothing of
-	 * the buffer: a flow a cubic's slow start pushed down to 2 segments
-	 * read 120 ms on a 40-ms path whose 1-BDP buffer holds 40 ms, and the
-	 * doubled rtt_max - m kept its drains from seeing the cubic's queue
-	 * (docs/ccpd.md, "Sharing a bottleneck"). */
-	if (delivered_out && delivered_out < CCPD_RTT_MAX_MIN_N)
-		return;
 	if (s > ca->rtt_max_us)
 		ca->rtt_max_us = s;
 }
